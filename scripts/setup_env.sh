@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine (run as root): apt packages, the .venv with Ryu 4.34 and its
+# Python 3.11 fixes, the project in editable mode, and Open vSwitch started with the buffer it needs.
+# A second run checks each step and changes nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+APT_PACKAGES="openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 procps psmisc python3-venv python3-dev curl"
+missing=""
+for p in $APT_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "[setup] apt install:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing >/dev/null
+fi
+
+# A plain venv (no system or user site-packages leaking in); Mininet comes from PyPI, its mnexec from apt.
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  /usr/bin/python3 -m venv .venv
+fi
+STAMP=.venv/.mlroute-installed
+if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+  echo "[setup] pip install (ryu 4.34 + project, editable)"
+  # ryu 4.34's sdist build needs setuptools<68 in its isolated build environment.
+  CONSTRAINTS=$(mktemp)
+  echo "setuptools<68" > "$CONSTRAINTS"
+  .venv/bin/python -m pip install -q --upgrade "pip<25" "setuptools<68" wheel
+  PIP_CONSTRAINT="$CONSTRAINTS" .venv/bin/python -m pip install -q -e ".[test]"
+  rm -f "$CONSTRAINTS"
+  touch "$STAMP"
+fi
+.venv/bin/python -m controller.platform_fixes
+
+# OVS sends on all ports through one AF_PACKET socket sized by wmem_default *when it starts*: raise it first.
+if [ "$(sysctl -n net.core.wmem_default)" -lt 8388608 ]; then
+  sysctl -qw net.core.wmem_default=8388608
+  if /usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1; then
+    echo "[setup] restarting Open vSwitch to pick up the larger socket buffer"
+    /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null
+  fi
+fi
+if ! /usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1; then
+  echo "[setup] starting Open vSwitch"
+  /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null
+fi
+echo "[setup] ready: $ROOT/.venv (ryu-manager, mlroute), Open vSwitch $(ovs-vsctl --version | head -1 | awk '{print $NF}')"
