@@ -250,11 +250,15 @@ def _order_cycle(edges, where_of, kind):
     return order
 
 
-def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, host_tor=None) -> Job:
-    """Read one job from one file in the authors' format (see the module docstring)."""
+def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, host_tor=None,
+                      tor_where=None) -> Job:
+    """Read one job from one file in the authors' format (see the module docstring).
+
+    ``host_tor`` / ``tor_where`` (host -> ToR, host -> "FILE:LINE" first seen) may be shared between calls so
+    that a host must sit under the same ToR in every file."""
     path = str(path)
     host_tor = {} if host_tor is None else host_tor
-    tor_where: dict = {}
+    tor_where = {} if tor_where is None else tor_where
     kind = "allreduce"
     model = None
     stages: dict = {}  # stage_index -> ([(src, dst)], [where])
@@ -346,13 +350,15 @@ def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, ite
     if not paths:
         raise WorkloadError("no traffic files given")
     host_tor: dict = {}
+    tor_where: dict = {}
     jobs = []
     names: dict = {}
     for path in paths:
         stem = Path(str(path)).stem
         names[stem] = names.get(stem, 0) + 1
         name = stem if names[stem] == 1 else f"{stem}#{names[stem]}"
-        jobs.append(read_traffic_file(path, iterations=iterations, name=name, host_tor=host_tor))
+        jobs.append(read_traffic_file(path, iterations=iterations, name=name, host_tor=host_tor,
+                                      tor_where=tor_where))
     if hosts_per_tor is not None:
         per_tor: dict = {}
         for h, t in host_tor.items():
