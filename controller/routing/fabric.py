@@ -74,6 +74,34 @@ class PathSet:
     def links(self) -> np.ndarray:
         return np.hstack((self.up, self.down))
 
+    def path(self, i: int) -> tuple:
+        """Option i as a tuple of switch names (without building the whole list)."""
+        if self._paths is not None:
+            return self._paths[i]
+        names = self.fabric.node_list
+        if self.up.shape[1] == 0:
+            return (self.src_leaf,)
+        return tuple(names[x] for x in self.up_nodes[i].tolist()) + \
+            tuple(names[x] for x in self.down_nodes[i, 1:].tolist())
+
+    def index_of(self, path) -> int:
+        """Position of ``path`` among the options, or -1."""
+        if path is None or len(path) != self.up.shape[1] * 2 + 1:
+            return -1
+        pos = self.fabric.node_pos
+        try:
+            mid = pos[path[self.up.shape[1]]]
+        except (KeyError, TypeError):
+            return -1
+        if self.up.shape[1] == 0:
+            return 0 if len(self.turn) and path[0] == self.src_leaf else -1
+        lo = int(np.searchsorted(self.turn, mid, "left"))
+        hi = int(np.searchsorted(self.turn, mid, "right"))
+        for i in range(lo, hi):
+            if self.path(i) == tuple(path):
+                return i
+        return -1
+
     @property
     def paths(self) -> list[tuple]:
         if self._paths is None:

@@ -1,0 +1,81 @@
+"""The forwarding baseline: which rules every switch holds so that any known host reaches any other.
+
+Destination-based, over the shortest-path DAG toward each host's switch: a switch forwards to every neighbour
+one hop closer (a SELECT group when there are several: ECMP up the Clos; a single output on the way down).
+Distances strictly decrease along every path, so forwarding is loop-free on any graph, Clos or not, and it is
+recomputed from live links after every failure. ARP goes to the controller (which answers for known hosts and
+never floods on fabric links), IPv6 is dropped, and IPv4 toward an unknown host goes to the controller.
+"""
+
+import zlib
+
+import networkx as nx
+
+from controller.rules import (ETH_ARP, ETH_IPV4, ETH_IPV6, PRIO_ARP, PRIO_HOST, PRIO_IPV4_MISS,
+                              PRIO_IPV6_DROP, PRIO_TABLE_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule,
+                              GroupRule, SwitchRules, match)
+
+PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+
+
+def group_id_for(ports, taken):
+    """A stable group id for a set of output ports (same set, same id across recomputations and restarts)."""
+    gid = zlib.crc32(",".join(map(str, sorted(ports))).encode()) % 0x7FFF0000 + 1
+    while gid in taken and taken[gid] != tuple(sorted(ports)):
+        gid = gid % 0x7FFF0000 + 1
+    return gid
+
+
+def base_rules(dpid):
+    """Rules independent of topology: ARP to the controller, IPv6 dropped, the rest on to forwarding (where
+    IPv4 toward an unknown host goes to the controller and anything else is dropped)."""
+    to_controller = (("controller", PACKET_IN_BYTES),)
+    return [
+        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller, table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_IPV6_DROP, match(eth_type=ETH_IPV6), (), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_TABLE_MISS, match(), (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_IPV4_MISS, match(eth_type=ETH_IPV4), to_controller, table=TABLE_FORWARD),
+    ]
+
+
+def next_hop_ports(graph, dst_switch):
+    """For every switch, the ports toward neighbours one hop closer to ``dst_switch`` (shortest-path DAG)."""
+    if dst_switch not in graph:
+        return {}
+    dist = nx.single_source_shortest_path_length(graph, dst_switch)
+    hops = {}
+    for s, d in dist.items():
+        if s == dst_switch:
+            continue
+        hops[s] = tuple(sorted(graph.edges[s, n]["ports"][s] for n in graph.neighbors(s) if dist.get(n) == d - 1))
+    return hops
+
+
+def plan(topology):
+    """Desired rules for every connected switch: dict dpid -> SwitchRules."""
+    graph = topology.graph()
+    desired = {dpid: SwitchRules() for dpid in topology.ports}
+    for dpid, rules in desired.items():
+        for rule in base_rules(dpid):
+            rules.add_flow(rule)
+    hops_cache = {}
+    for host in topology.hosts.values():
+        if host.dpid not in desired:
+            continue
+        ip_match = match(eth_type=ETH_IPV4, ipv4_dst=host.ip)
+        desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, ip_match, (("output", host.port),)))
+        if host.dpid not in hops_cache:
+            hops_cache[host.dpid] = next_hop_ports(graph, host.dpid)
+        for dpid, ports in hops_cache[host.dpid].items():
+            if not ports:
+                continue
+            rules = desired[dpid]
+            if len(ports) == 1:
+                actions = (("output", ports[0]),)
+            else:
+                taken = {g.group_id: g.ports for g in rules.groups.values()}
+                gid = group_id_for(ports, taken)
+                rules.add_group(GroupRule(dpid, gid, ports))
+                actions = (("group", gid),)
+            rules.add_flow(FlowRule(dpid, PRIO_HOST, ip_match, actions))
+    return desired

@@ -1,0 +1,21 @@
+"""Prometheus metrics of one controller instance (own registry, so tests and several apps never collide)."""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.packet_in = Counter("mlroute_packet_in", "Packet-ins handled (ARP and IPv4)", registry=r)
+        self.rule_changes = Counter("mlroute_rule_changes", "Flow and group modifications sent", registry=r)
+        self.elephants = Gauge("mlroute_elephants", "Persistent elephant flows currently known", registry=r)
+        self.reoptimisations = Counter("mlroute_reoptimisations", "Routings computed and applied", registry=r)
+        self.flows_moved = Counter("mlroute_flows_moved", "Elephants whose path changed", registry=r)
+        self.optimiser_seconds = Gauge("mlroute_optimiser_seconds", "Runtime of the last optimisation", registry=r)
+        self.max_link_load = Gauge("mlroute_max_link_load", "Elephants on the busiest directed link", registry=r)
+        self.rules_installed = Gauge("mlroute_rules_installed", "Flow rules mlroute holds on switches", registry=r)
+
+    def exposition(self):
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,82 @@
+"""Infer each switch's tier from the graph alone: 3-tier fat-tree, 2-tier leaf-spine, or neither.
+
+The bottom tier is the set of switches that face hosts (they have hosts or access ports). Every other switch is
+placed by its hop distance from that tier. The graph is a Clos when every link joins adjacent levels (no link
+inside a level, nothing skips a level): two levels make a leaf-spine, three a fat-tree. No DPID or name rules.
+"""
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+LEAF_SPINE = "leafspine"
+FAT_TREE = "fattree"
+UNKNOWN = "unknown"
+
+TIER_NAMES = {
+    LEAF_SPINE: ("leaf", "spine"),
+    FAT_TREE: ("edge", "aggregation", "core"),
+}
+
+
+@dataclass
+class TierInference:
+    kind: str  # LEAF_SPINE, FAT_TREE or UNKNOWN
+    tiers: dict = field(default_factory=dict)  # dpid -> tier name
+    reason: str = ""
+
+    @property
+    def is_clos(self):
+        return self.kind != UNKNOWN
+
+
+def infer_tiers(graph, access_switches, pinned=None):
+    """Classify ``graph`` (undirected switch graph) given the host-facing switches.
+
+    ``pinned`` (dpid -> tier name, from configuration) overrides inference for odd labs; the layout is then
+    judged on the pinned tiers. Returns a TierInference; ``reason`` says why a graph is not a Clos.
+    """
+    pinned = dict(pinned or {})
+    switches = set(graph.nodes)
+    if not switches:
+        return TierInference(UNKNOWN, {}, "no switches")
+    if pinned:
+        return _judge_pinned(graph, pinned)
+    bottom = set(access_switches) & switches
+    if not bottom:
+        return TierInference(UNKNOWN, {d: "unknown" for d in switches}, "no host-facing switch")
+    level = nx.multi_source_dijkstra_path_length(graph, bottom, weight=None)
+    unreachable = switches - set(level)
+    if unreachable:
+        return TierInference(UNKNOWN, _named(level, switches, None),
+                             f"switches not connected to any host-facing switch: {sorted(unreachable)}")
+    height = max(level.values())
+    for u, v in graph.edges:
+        if abs(level[u] - level[v]) != 1:
+            return TierInference(UNKNOWN, _named(level, switches, None),
+                                 f"link {u}-{v} joins levels {level[u]} and {level[v]}: not a Clos")
+    if height == 1:
+        kind = LEAF_SPINE
+    elif height == 2:
+        kind = FAT_TREE
+    else:
+        return TierInference(UNKNOWN, _named(level, switches, None), f"{height + 1} levels: not a 2- or 3-tier Clos")
+    return TierInference(kind, _named(level, switches, kind))
+
+
+def _named(level, switches, kind):
+    names = TIER_NAMES.get(kind)
+    return {d: (names[level[d]] if names and d in level else f"level{level[d]}" if d in level else "unknown")
+            for d in switches}
+
+
+def _judge_pinned(graph, pinned):
+    tiers = {d: pinned.get(d, "unknown") for d in graph.nodes}
+    for kind, names in TIER_NAMES.items():
+        if set(tiers.values()) <= set(names):
+            rank = {name: i for i, name in enumerate(names)}
+            bad = [(u, v) for u, v in graph.edges if abs(rank[tiers[u]] - rank[tiers[v]]) != 1]
+            if not bad:
+                return TierInference(kind, tiers)
+            return TierInference(UNKNOWN, tiers, f"pinned tiers: link {bad[0]} does not join adjacent tiers")
+    return TierInference(UNKNOWN, tiers, "pinned tiers do not name one Clos layout (or some switch is unpinned)")
