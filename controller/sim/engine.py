@@ -352,15 +352,16 @@ class _Engine:
         self.caps = self.router.capacities * self.bps
         self.dirty = True
 
-    def _apply_failure(self, t, failure: Failure):
+    def _apply_failure(self, failure: Failure):
+        """Fail the elements; the caller then re-routes every live flow over the surviving fabric (the
+        controller reacts to the port-status event at once). Flows of jobs not running now lose their paths,
+        which may cross the failed elements."""
         fabric = self.router.fabric
         for sp in failure.spines:
-            name = sp if isinstance(sp, str) else f"spine{sp}"
+            name = sp if isinstance(sp, str) else fabric.tops[int(sp)]
             fabric.fail_switch(name)
         for u, v in failure.links:
             fabric.fail_link(u, v)
-        # every live flow is re-routed over the surviving fabric (the controller reacts to the port-status event)
-        self._reroute(t)
         stale = np.flatnonzero(~self.live[self.s.job_of] & self.routed)
         self.routed[stale] = False
 
@@ -505,20 +506,25 @@ class _Engine:
                             self.live[j] = False
                             done_jobs += 1
                 self.progress.update(steps_done)
-            # timed events due now
+            # timed events due now (all of them first, then one recomputation for the instant)
+            reroute = False
             while heap and heap[0][0] <= t * (1 + self.REL_TOL) + 1e-15:
                 _, _, _, kind, payload = heapq.heappop(heap)
                 if kind == "failure":
                     if self.static is None:
-                        self._apply_failure(t, payload)
+                        self._apply_failure(payload)
+                        reroute = True
                 elif kind == "iter_start":
                     j = payload
                     self.live[j] = True
                     self.iter_start[j] = t
                     if self.static is None and self.mode == "iteration":
-                        self._reroute(t)
+                        reroute = True
                     push(t + s.jobs[j].compute_s, 3, "comm_start", j)
                 elif kind == "comm_start":
+                    if reroute:  # a zero-length compute phase: route before the flows start
+                        self._reroute(t)
+                        reroute = False
                     j = payload
                     self.comm_start[j] = t
                     rings = s.job_rings[j]
@@ -528,8 +534,10 @@ class _Engine:
                         self._start_ring_step(t, int(ring))
                 elif kind == "period":
                     if done_jobs < len(s.jobs):
-                        self._reroute(t)
+                        reroute = True
                         push(t + self.period_s, 2, "period", None)
+            if reroute:
+                self._reroute(t)
         self.progress.close()
         return SimResult(
             algo=self.algo,
