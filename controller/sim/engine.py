@@ -26,6 +26,7 @@ Model (docs/simulation.md has the long version)
 from __future__ import annotations
 
 import copy
+import dataclasses
 import heapq
 import math
 import sys
@@ -76,6 +77,7 @@ class SimResult:
     controller_ms: list  # optimiser wall-clock runtime of each recomputation
     recompute_times_s: list  # simulated time of each recomputation
     max_link_load: list  # elephants on the most loaded fabric link, per recomputation
+    recompute_flows: list  # flows routed, per recomputation
     makespan_s: float
     events: int
     rate_computations: int
@@ -114,6 +116,7 @@ class SimResult:
             "controller_ms": [round(x, 4) for x in self.controller_ms],
             "recompute_times_s": self.recompute_times_s,
             "max_link_load": self.max_link_load,
+            "recompute_flows": self.recompute_flows,
             "makespan_s": self.makespan_s,
             "events": self.events,
             "rate_computations": self.rate_computations,
@@ -164,7 +167,16 @@ class _Slots:
 
     def __init__(self, jobs: Sequence[Job]):
         self.jobs = list(jobs)
-        self.flows = jobs_to_flows(self.jobs)  # slot order = job order, ring order, edge order
+        # slot order = job order, ring order, edge order. Each slot gets its own key (job, ring, edge): the
+        # flows of two GPUs that share a NIC pair are different connections, hashed separately by ECMP.
+        self.flows = []
+        for job in self.jobs:
+            fl = jobs_to_flows([job])
+            k = 0
+            for r in range(len(job.rings)):
+                for e in range(len(job.edges(r))):
+                    self.flows.append(dataclasses.replace(fl[k], key=(job.name, r, e)))
+                    k += 1
         job_of, ring_of, edge_of, ring_job, ring_steps, ring_first = [], [], [], [], [], []
         bytes_ = []
         ring_id = 0
@@ -206,8 +218,6 @@ class _Router:
         self.objective = objective
         self.time_limit = time_limit
         self.optimisers = optimisers
-        self.previous = None
-        self.previous_idx = None
 
     @property
     def capacities(self):
@@ -218,8 +228,6 @@ class _Router:
         algo = algo or self.algo
         flows = [self.flows[i] for i in idx]
         kwargs = dict(seed=self.seed, objective=self.objective, time_limit=self.time_limit)
-        if algo == self.algo and self.previous is not None and np.array_equal(idx, self.previous_idx):
-            kwargs["previous"] = self.previous
         opt = self.optimisers[algo]
         t0 = time.perf_counter()
         try:
@@ -227,14 +235,16 @@ class _Router:
         except (ValueError, KeyError, RuntimeError) as exc:
             raise SimulationError(f"{algo} could not route {len(flows)} flows: {exc}") from exc
         elapsed = time.perf_counter() - t0
-        if algo == self.algo:
-            self.previous, self.previous_idx = routing, np.array(idx)
+        for f, p in zip(flows, routing.paths):
+            if p is None:
+                raise SimulationError(f"{algo}: flow {f.src}->{f.dst} of {f.job} has no live path "
+                                      f"(the failures partition the fabric)")
         links = [np.asarray(self.fabric.flow_links(f, p), dtype=np.int64) for f, p in zip(flows, routing.paths)]
-        load = _max_fabric_load(links, flows, routing.paths, self.fabric)
+        load = _max_fabric_load(routing.paths)
         return links, elapsed, load
 
 
-def _max_fabric_load(links, flows, paths, fabric) -> int:
+def _max_fabric_load(paths) -> int:
     """Elephants on the most loaded switch-to-switch link (NIC links excluded)."""
     counts: dict = {}
     for p in paths:
@@ -349,6 +359,7 @@ class _Engine:
             self.controller_ms.append(secs * 1e3)
             self.recompute_times.append(t)
             self.max_load.append(load)
+            self.recompute_flows.append(int(len(idx)))
         self.caps = self.router.capacities * self.bps
         self.dirty = True
 
@@ -404,7 +415,7 @@ class _Engine:
         self.iteration = np.zeros(len(s.jobs), dtype=np.int64)
         self.comm_start = np.zeros(len(s.jobs))
         self.iter_start = np.zeros(len(s.jobs))
-        self.controller_ms, self.recompute_times, self.max_load = [], [], []
+        self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
         self.dirty = False
         if self.static is not None:
             self.links = list(self.static.links)
@@ -548,6 +559,7 @@ class _Engine:
             controller_ms=self.controller_ms,
             recompute_times_s=self.recompute_times,
             max_link_load=self.max_load,
+            recompute_flows=self.recompute_flows,
             makespan_s=float(t),
             events=events,
             rate_computations=rate_computations,

@@ -1,0 +1,112 @@
+"""`mlroute reproduce`: run the paper's evaluation grid in the simulator and write a report (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+NAME = "reproduce"
+HELP = "run the paper's evaluation grid in the flow-level simulator and write report.md + PNG plots"
+
+
+def add_arguments(p):
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, results.json and plots")
+    p.add_argument("--quick", action="store_true",
+                   help="a small grid (1/3/5 jobs x ring 2/8 x 0/4 failed spines, 3 iterations): minutes")
+    p.add_argument("--iterations", type=int, default=None, help="iterations per job (default 11; quick: 3)")
+    p.add_argument("--jobs", default=None, metavar="LIST", help="concurrent-job counts, e.g. 1,2,3,4,5")
+    p.add_argument("--rings", default=None, metavar="LIST", help="ring sizes, e.g. 2,4,8")
+    p.add_argument("--failed", default=None, metavar="LIST", help="failed-spine counts, e.g. 0,1,4,8")
+    p.add_argument("--algos", default=None, metavar="LIST",
+                   help="algorithms (default all: mlroute,greedy,coloring,annealing,gff,ecmp,ilp)")
+    p.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
+    p.add_argument("--ilp-time-limit", type=float, default=None, metavar="SECONDS",
+                   help="per-solve ILP limit; ilp is skipped in cells it cannot solve within it (default 10; quick 5)")
+    p.add_argument("--tors", type=int, default=64)
+    p.add_argument("--spines", type=int, default=32)
+    p.add_argument("--hosts-per-tor", type=int, default=32)
+    p.add_argument("--link-gbps", type=float, default=100.0)
+    p.add_argument("--report-only", action="store_true",
+                   help="do not simulate: rewrite report.md and plots from DIR/results.json")
+
+
+def _ints(text, what):
+    from controller.cli import UsageError
+
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not a comma-separated list of integers") from None
+    if not vals:
+        raise UsageError(f"{what}: empty list")
+    return vals
+
+
+def run(args) -> int:
+    from controller.cli import UsageError
+    from controller.sim.report import load_results, write_report
+    from controller.sim.reproduce import ALGOS, GridConfig, run_grid
+    from controller.workloads.jobs import WorkloadError, min_gpus_per_host
+
+    cmd = "mlroute reproduce " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else \
+        "mlroute reproduce --out DIR"
+    if args.report_only:
+        path = os.path.join(args.out, "results.json")
+        if not os.path.exists(path):
+            raise UsageError(f"--report-only: {path} does not exist")
+        results = load_results(path)
+        write_report(results, args.out, command=results.get("command", cmd))
+        print(f"report: {os.path.join(args.out, 'report.md')}")
+        return 0
+    cfg = GridConfig.quick() if args.quick else GridConfig()
+    cfg.seed = args.seed
+    for name in ("tors", "spines", "hosts_per_tor"):
+        v = getattr(args, name)
+        if v < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer")
+        setattr(cfg, name, v)
+    if args.link_gbps <= 0:
+        raise UsageError("--link-gbps must be positive")
+    cfg.link_gbps = args.link_gbps
+    if args.iterations is not None:
+        if args.iterations < 1:
+            raise UsageError("--iterations must be a positive integer")
+        cfg.iterations = args.iterations
+    if args.jobs:
+        cfg.jobs = _ints(args.jobs, "--jobs")
+    if args.rings:
+        cfg.rings = _ints(args.rings, "--rings")
+    if args.failed:
+        cfg.failed = _ints(args.failed, "--failed")
+    if args.algos:
+        cfg.algos = tuple(a.strip() for a in args.algos.split(",") if a.strip())
+        bad = [a for a in cfg.algos if a not in ALGOS]
+        if bad:
+            raise UsageError(f"--algos: unknown algorithm {bad[0]!r} (known: {', '.join(ALGOS)})")
+    if args.ilp_time_limit is not None:
+        if args.ilp_time_limit <= 0:
+            raise UsageError("--ilp-time-limit must be positive")
+        cfg.ilp_time_limit = args.ilp_time_limit
+    if any(j < 1 for j in cfg.jobs) or any(r < 2 for r in cfg.rings):
+        raise UsageError("--jobs must be >= 1 and --rings >= 2")
+    if any(not 0 <= f < cfg.spines for f in cfg.failed):
+        raise UsageError(f"--failed: counts must be in 0..{cfg.spines - 1}")
+    if args.quick or any(v is not None for v in (args.jobs, args.rings, args.failed, args.algos, args.iterations)) \
+            or (cfg.tors, cfg.spines, cfg.hosts_per_tor) != (64, 32, 32):
+        cfg.label = "quick" if args.quick else "custom"
+    for j in cfg.jobs:
+        for r in cfg.rings:
+            try:
+                min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models)
+            except WorkloadError as exc:
+                raise UsageError(str(exc)) from None
+    results = run_grid(cfg, args.out)
+    results["command"] = cmd
+    import json
+
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, separators=(",", ":"))
+    write_report(results, args.out, command=cmd)
+    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
+          f"{results['wall_s'] / 60:.1f} min)")
+    return 0

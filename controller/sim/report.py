@@ -1,0 +1,488 @@
+"""The reproduction report: Markdown tables and matplotlib (Agg) plots from ``results.json``.
+
+Every number in the report is computed here from the simulation results; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+
+ALGO_ORDER = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
+COLOURS = {"mlroute": "#d62728", "greedy": "#1f77b4", "coloring": "#2ca02c", "annealing": "#9467bd",
+           "gff": "#8c564b", "ecmp": "#7f7f7f", "ilp": "#ff7f0e"}
+
+
+def _algos(runs):
+    present = {r["algo"] for r in runs}
+    return [a for a in ALGO_ORDER if a in present] + sorted(present - set(ALGO_ORDER))
+
+
+def _fmt(x, nd=3):
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "–"
+    return f"{x:.{nd}f}"
+
+
+def _table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _cell(r):
+    return (r["jobs"], r["ring"], r["failed"])
+
+
+def _by_cell(runs):
+    d = defaultdict(dict)
+    for r in runs:
+        d[_cell(r)][r["algo"]] = r
+    return d
+
+
+# ---------------------------------------------------------------------------------------------------- plots
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_grid_metric(runs, cfg, key, ylabel, path):
+    plt = _plt()
+    algos = _algos(runs)
+    rings, failed = cfg["rings"], cfg["failed"]
+    fig, axes = plt.subplots(len(failed), len(rings), figsize=(4.2 * len(rings), 2.9 * len(failed)),
+                             sharex=True, squeeze=False)
+    for i, f in enumerate(failed):
+        for k, ring in enumerate(rings):
+            ax = axes[i][k]
+            for a in algos:
+                pts = sorted((r["jobs"], r[key]) for r in runs if r["algo"] == a and r["ring"] == ring
+                             and r["failed"] == f)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.3,
+                            color=COLOURS.get(a), label=a)
+            ax.set_title(f"ring {ring}, {f} failed spine{'s' if f != 1 else ''}", fontsize=9)
+            ax.grid(alpha=0.3)
+            if k == 0:
+                ax.set_ylabel(ylabel, fontsize=8)
+            if i == len(failed) - 1:
+                ax.set_xlabel("concurrent jobs", fontsize=8)
+            ax.set_xticks(cfg["jobs"])
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(algos), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _ecdf(ax, values, label, colour, weights_from_quantiles=False):
+    v = np.sort(np.asarray(values, dtype=float))
+    if not len(v):
+        return
+    y = np.arange(1, len(v) + 1) / len(v)
+    ax.step(v, y, where="post", label=label, color=colour, lw=1.3)
+
+
+def plot_cdf_allreduce(runs, path):
+    plt = _plt()
+    algos = _algos(runs)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    common = _common_cells(runs, [a for a in algos if a != "ilp"])
+    for a in algos:
+        if a == "ilp":
+            continue
+        vals = [x for r in runs if r["algo"] == a and _cell(r) in common for x in r["norm_all"]]
+        _ecdf(axes[0], vals, a, COLOURS.get(a))
+    axes[0].set_title("All cells without ilp: All-Reduce time / ideal, every (job, iteration)", fontsize=9)
+    ilp_cells = {_cell(r) for r in runs if r["algo"] == "ilp"}
+    for a in algos:
+        vals = [x for r in runs if r["algo"] == a and _cell(r) in ilp_cells for x in r["norm_all"]]
+        _ecdf(axes[1], vals, a, COLOURS.get(a))
+    axes[1].set_title(f"The {len(ilp_cells)} cells where ilp finished", fontsize=9)
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("All-Reduce time / uncontended ideal (log)")
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_cdf_quantiles(runs, cells, key, xlabel, path, log=True):
+    """CDFs (from the stored quantiles of every transfer) of the given cells, one panel each."""
+    plt = _plt()
+    algos = _algos(runs)
+    byc = _by_cell(runs)
+    cells = [c for c in cells if c in byc]
+    if not cells:
+        return False
+    fig, axes = plt.subplots(1, len(cells), figsize=(5.5 * len(cells), 3.8), squeeze=False)
+    for ax, c in zip(axes[0], cells):
+        for a in algos:
+            r = byc[c].get(a)
+            if r and r[key]:
+                q = np.asarray(r[key])
+                ax.plot(q, np.linspace(0, 1, len(q)), label=a, color=COLOURS.get(a), lw=1.3)
+        ax.set_title(f"{c[0]} jobs, ring {c[1]}, {c[2]} failed spines", fontsize=9)
+        if log:
+            ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("CDF over transfers")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_runtime(runs, path):
+    plt = _plt()
+    algos = _algos(runs)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for a in algos:
+        pts = defaultdict(list)
+        for r in runs:
+            if r["algo"] == a:
+                for n, ms in zip(r["recompute_flows"], r["controller_ms"]):
+                    pts[n].append(ms)
+        if not pts:
+            continue
+        xs = sorted(pts)
+        med = [float(np.median(pts[x])) for x in xs]
+        ax.scatter(xs, med, s=8, color=COLOURS.get(a), alpha=0.5)
+        # median per size bucket (powers of 2) as a line
+        buckets = defaultdict(list)
+        for x in xs:
+            buckets[int(2 ** round(np.log2(x)))].extend(pts[x])
+        bx = sorted(buckets)
+        ax.plot(bx, [np.median(buckets[b]) for b in bx], color=COLOURS.get(a), lw=1.5, label=a)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("flows routed in one recomputation")
+    ax.set_ylabel("optimiser runtime, ms (median, log)")
+    ax.set_title("Controller (optimiser) runtime against scale, this machine", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------- tables
+
+
+def _common_cells(runs, algos):
+    byc = _by_cell(runs)
+    return {c for c, d in byc.items() if all(a in d for a in algos)}
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else None
+
+
+def _geo(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else None
+
+
+def headline(runs):
+    """Per algorithm, over the cells every non-ilp algorithm ran: mean / p99 / max of All-Reduce / ideal etc."""
+    algos = [a for a in _algos(runs) if a != "ilp"]
+    common = _common_cells(runs, algos)
+    rows = []
+    stats = {}
+    for a in algos:
+        rs = [r for r in runs if r["algo"] == a and _cell(r) in common]
+        allv = np.array([x for r in rs for x in r["norm_all"]])
+        ms = np.array([x for r in rs for x in r["controller_ms"]])
+        s = {
+            "cells": len(rs),
+            "norm_mean": float(allv.mean()),
+            "norm_p99": float(np.percentile(allv, 99)),
+            "norm_max": float(allv.max()),
+            "fct_rel": None,
+            "tput_mean": _mean([r["tput_mean_gbps"] for r in rs]),
+            "ms_median": float(np.median(ms)),
+            "ms_p99": float(np.percentile(ms, 99)),
+            "load_max": max(r["max_link_load"] for r in rs),
+            "load_min": min(r["max_link_load"] for r in rs),
+        }
+        stats[a] = s
+    # FCT relative to mlroute (geometric mean of per-cell mean-FCT ratios)
+    byc = _by_cell(runs)
+    ref = "mlroute" if "mlroute" in algos else algos[0]
+    for a in algos:
+        stats[a]["fct_rel"] = _geo([byc[c][a]["fct_mean_s"] / byc[c][ref]["fct_mean_s"] for c in common])
+    for a in algos:
+        s = stats[a]
+        rows.append([f"`{a}`", s["cells"], _fmt(s["norm_mean"]), _fmt(s["norm_p99"]), _fmt(s["norm_max"]),
+                     _fmt(s["fct_rel"]), _fmt(s["tput_mean"], 1), _fmt(s["ms_median"], 2), _fmt(s["ms_p99"], 1),
+                     f"{s['load_min']}–{s['load_max']}"])
+    header = ["algorithm", "cells", "All-Reduce / ideal: mean", "p99", "max", f"mean FCT vs {ref} (geo-mean)",
+              "throughput mean, Gb/s", "controller ms: median", "p99", "max link load (range over cells)"]
+    return _table(header, rows), stats, common
+
+
+def by_failures(runs, common):
+    algos = [a for a in _algos(runs) if a != "ilp"]
+    failed = sorted({c[2] for c in common})
+    rows = []
+    for a in algos:
+        row = [f"`{a}`"]
+        for f in failed:
+            v = [x for r in runs if r["algo"] == a and _cell(r) in common and r["failed"] == f for x in r["norm_all"]]
+            row.append(f"{_fmt(np.mean(v))} / {_fmt(np.percentile(v, 99))}")
+        rows.append(row)
+    return _table(["algorithm"] + [f"{f} failed: mean / p99" for f in failed], rows)
+
+
+def by_cell_table(runs, failed, key="norm_mean"):
+    algos = _algos(runs)
+    byc = _by_cell(runs)
+    cells = sorted(c for c in byc if c[2] == failed)
+    rows = []
+    for c in cells:
+        d = byc[c]
+        g = next(iter(d.values()))
+        vals = {a: d[a][key] for a in algos if a in d}
+        best = min(vals.values())
+        row = [c[0], c[1], g["flows"], g["gpus_per_host"]]
+        for a in algos:
+            if a in vals:
+                cell = _fmt(vals[a])
+                row.append(f"**{cell}**" if vals[a] <= best * (1 + 1e-9) else cell)
+            else:
+                row.append("–")
+        rows.append(row)
+    return _table(["jobs", "ring", "flows", "GPUs/NIC"] + [f"`{a}`" for a in algos], rows)
+
+
+def ilp_table(runs):
+    byc = _by_cell(runs)
+    cells = sorted(c for c, d in byc.items() if "ilp" in d)
+    if not cells:
+        return None, {}
+    algos = [a for a in _algos(runs) if a != "ilp"]
+    rows = []
+    ratios = {}
+    for a in algos:
+        rm = [byc[c][a]["norm_mean"] / byc[c]["ilp"]["norm_mean"] for c in cells if a in byc[c]]
+        rp = [byc[c][a]["norm_p99"] / byc[c]["ilp"]["norm_p99"] for c in cells if a in byc[c]]
+        lw = [byc[c][a]["max_link_load"] - byc[c]["ilp"]["max_link_load"] for c in cells if a in byc[c]]
+        ratios[a] = {"mean": _geo(rm), "worst": max(rm) if rm else None, "n": len(rm),
+                     "within1": sum(1 for x in rm if x <= 1.01)}
+        rows.append([f"`{a}`", len(rm), _fmt(_geo(rm)), _fmt(max(rm) if rm else None), _fmt(_geo(rp)),
+                     f"{sum(1 for x in rm if x <= 1.01)}/{len(rm)}", f"{min(lw)}..{max(lw)}" if lw else "–"])
+    t = _table(["algorithm", "cells", "mean All-Reduce vs ilp (geo-mean ratio)", "worst ratio", "p99 ratio",
+                "cells within 1 % of ilp", "max link load − ilp's"], rows)
+    return t, ratios
+
+
+def largest_table(runs, cfg):
+    big = (max(cfg["jobs"]), max(cfg["rings"]))
+    rows = []
+    for f in cfg["failed"]:
+        for a in _algos(runs):
+            r = next((x for x in runs if (x["jobs"], x["ring"], x["failed"]) == (*big, f) and x["algo"] == a), None)
+            if r is None:
+                continue
+            rows.append([f, f"`{a}`", r["flows"], r["gpus_per_host"], _fmt(r["norm_mean"]), _fmt(r["norm_p99"]),
+                         r["max_link_load"], _fmt(r["controller_ms_median"], 2), _fmt(r["controller_ms_max"], 1),
+                         len(r["controller_ms"]), _fmt(r["wall_s"], 1)])
+    return _table(["failed", "algorithm", "flows", "GPUs/NIC", "All-Reduce/ideal mean", "p99", "max link load",
+                   "controller ms median", "max", "recomputations", "simulation wall s"], rows), big
+
+
+def mlroute_vs(runs, other="greedy"):
+    byc = _by_cell(runs)
+    better = equal = worse = 0
+    gains, losses = [], []
+    for c, d in byc.items():
+        if "mlroute" in d and other in d:
+            m, g = d["mlroute"]["norm_mean"], d[other]["norm_mean"]
+            if m < g * (1 - 1e-6):
+                better += 1
+                gains.append(1 - m / g)
+            elif m > g * (1 + 1e-6):
+                worse += 1
+                losses.append(m / g - 1)
+            else:
+                equal += 1
+    return {"better": better, "equal": equal, "worse": worse,
+            "gain_mean": float(np.mean(gains)) if gains else 0.0, "gain_max": max(gains, default=0.0),
+            "loss_max": max(losses, default=0.0), "n": better + equal + worse}
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def write_report(results: dict, out_dir: str, *, command: str = "mlroute reproduce --out DIR") -> str:
+    runs = results["runs"]
+    cfg = results["config"]
+    os.makedirs(out_dir, exist_ok=True)
+    plot_grid_metric(runs, cfg, "norm_mean", "mean All-Reduce / ideal", os.path.join(out_dir, "allreduce_mean.png"))
+    plot_grid_metric(runs, cfg, "norm_p99", "p99 All-Reduce / ideal", os.path.join(out_dir, "allreduce_p99.png"))
+    plot_cdf_allreduce(runs, os.path.join(out_dir, "cdf_allreduce.png"))
+    big = (max(cfg["jobs"]), max(cfg["rings"]))
+    cdf_cells = [(*big, min(cfg["failed"])), (*big, max(cfg["failed"]))]
+    if cdf_cells[0] == cdf_cells[1]:
+        cdf_cells = cdf_cells[:1]
+    plot_cdf_quantiles(runs, cdf_cells, "fct_q", "flow completion time of one transfer, s (log)",
+                       os.path.join(out_dir, "cdf_fct.png"))
+    plot_cdf_quantiles(runs, cdf_cells, "tput_q", "throughput of one transfer, Gb/s", os.path.join(out_dir,
+                       "cdf_throughput.png"), log=False)
+    plot_runtime(runs, os.path.join(out_dir, "runtime.png"))
+
+    head, stats, common = headline(runs)
+    ilp_t, ilp_r = ilp_table(runs)
+    large_t, big = largest_table(runs, cfg)
+    vs_g = mlroute_vs(runs, "greedy") if {"mlroute", "greedy"} <= {r["algo"] for r in runs} else None
+    packed = sorted({(r["jobs"], r["ring"], r["gpus_per_host"]) for r in runs if r["gpus_per_host"] > 1})
+    L = []
+    L.append("# Reproduction of the paper's comparison (flow-level simulation)\n")
+    L.append(f"Generated by `{command}` ({cfg['label']} grid) in {results['wall_s'] / 60:.1f} min on "
+             f"{results['machine']['cpus']} CPUs (Python {results['machine']['python']}). Every number below is "
+             "computed by `controller/sim/report.py` from `results.json` in this directory; the model is described "
+             "in [docs/simulation.md](../simulation.md) and the paper's claims in `../shared/PAPER.md`.\n")
+    L.append("## Set-up\n")
+    L.append(f"- Fabric: 2-tier Clos, {cfg['tors']} ToRs × {cfg['spines']} spines × {cfg['hosts_per_tor']} hosts "
+             f"per ToR, {cfg['link_gbps']:g} Gb/s links (host NICs included), 1:1.")
+    L.append(f"- Grid: {', '.join(map(str, cfg['jobs']))} concurrent jobs × ring (data-parallel degree) "
+             f"{', '.join(map(str, cfg['rings']))} × {', '.join(map(str, cfg['failed']))} failed spines (the last "
+             f"ones, failed from t = 0) × algorithms {', '.join('`' + a + '`' for a in cfg['algos'])}; "
+             f"{cfg['iterations']} iterations per job; {len(runs)} simulations.")
+    L.append(f"- Workload: `paper_jobs` (models {', '.join(cfg['models'])}, job j trains model j mod 3; TP·PP rings "
+             f"per job; per-step bytes 4·params/(TP·PP)/n; start uniform in [1, 10] s), seed "
+             f"{cfg['seed']} + 100·jobs + ring, the same workload for every algorithm and failure count.")
+    if packed:
+        L.append("- **Deviation:** one GPU per host NIC does not fit the fabric for "
+                 + ", ".join(f"{j} jobs × ring {r}" for j, r, _ in packed)
+                 + " (each replica gets ToRs of its own; these need 80–96 of the 64 ToRs). Those cells pack "
+                 + ", ".join(sorted({f"{g} GPUs per NIC" for _, _, g in packed}))
+                 + " (rings of GPUs on one host share its NIC; the ideal below accounts for it), so their "
+                   "absolute times are not comparable with the 1-GPU cells, only their ratios to the ideal are.")
+    if cfg["iterations"] != 11 or cfg["label"] != "full":
+        L.append(f"- **Deviation:** {cfg['iterations']} iterations per job (paper: ~11); grid '{cfg['label']}'.")
+    L.append("- Controller: forward-looking — the routing of all flows of all running jobs is recomputed at the "
+             "start of every job iteration (its compute phase) and applied at once; the optimiser's wall-clock "
+             "runtime on this machine is recorded, not simulated.")
+    L.append("- **Ideal** = the job's communication time alone on a non-blocking fabric (only its NICs limit it): "
+             "2(n−1)·S/rate for a ring. The normalised All-Reduce time of a (job, iteration) is its simulated "
+             "All-Reduce time divided by that; 1.0 is perfect.")
+    if results.get("skipped"):
+        L.append(f"- `ilp` ran where one solve over all of a cell's flows proved optimality within "
+                 f"{cfg['ilp_time_limit']:g} s; it was skipped in {len(results['skipped'])} cells (listed at the end).")
+    L.append("")
+    L.append("## Headline\n")
+    L.append(f"Over the {len(common)} cells where every algorithm but `ilp` ran (All-Reduce statistics pooled over "
+             "every job iteration of every cell; controller runtime over every recomputation):\n")
+    L.append(head + "\n")
+    if vs_g:
+        L.append(f"`mlroute` against the paper's `greedy`, cell by cell (mean normalised All-Reduce time): better in "
+                 f"{vs_g['better']}, equal in {vs_g['equal']}, worse in {vs_g['worse']} of {vs_g['n']} cells; where "
+                 f"better, by {100 * vs_g['gain_mean']:.1f} % on average (at most {100 * vs_g['gain_max']:.1f} %)"
+                 + (f"; where worse, by at most {100 * vs_g['loss_max']:.1f} %." if vs_g["worse"] else ".") + "\n")
+    L.append("### By number of failed spines (All-Reduce / ideal, pooled)\n")
+    L.append(by_failures(runs, common) + "\n")
+    if ilp_t:
+        L.append("### Against the ILP optimum (cells where `ilp` finished)\n")
+        L.append(ilp_t + "\n")
+    L.append(f"### The paper's largest case: {big[0]} jobs × ring {big[1]}\n")
+    L.append("Simulation wall time is the whole run (optimiser calls included) on this machine, one core.\n")
+    L.append(large_t + "\n")
+    for f in cfg["failed"]:
+        L.append(f"### Mean All-Reduce / ideal per cell, {f} failed spine{'s' if f != 1 else ''} (best in bold)\n")
+        L.append(by_cell_table(runs, f) + "\n")
+    L.append("## Plots\n")
+    L.append("- Mean and tail (p99) All-Reduce time / ideal across the grid: ![mean](allreduce_mean.png) "
+             "![p99](allreduce_p99.png)")
+    L.append("- CDF of All-Reduce time / ideal: ![cdf](cdf_allreduce.png)")
+    L.append(f"- CDFs of transfer FCT and throughput in the largest case ({big[0]} jobs, ring {big[1]}): "
+             "![fct](cdf_fct.png) ![tput](cdf_throughput.png)")
+    L.append("- Optimiser runtime against the number of flows routed: ![runtime](runtime.png)\n")
+    L.append(claims_section(runs, stats, ilp_r, vs_g, cfg, big))
+    if results.get("skipped"):
+        L.append("## Skipped runs\n")
+        L.append(_table(["jobs", "ring", "failed", "algorithm", "reason"],
+                        [[s["jobs"], s["ring"], s["failed"], f"`{s['algo']}`", s["reason"]]
+                         for s in results["skipped"]]) + "\n")
+    text = "\n".join(L)
+    with open(os.path.join(out_dir, "report.md"), "w") as fh:
+        fh.write(text)
+    return text
+
+
+def claims_section(runs, stats, ilp_r, vs_g, cfg, big) -> str:
+    """The paper's claims (PAPER.md "Results") next to what this run measured."""
+    L = ["## The paper's claims against this reproduction\n"]
+    g = stats.get("greedy")
+    if ilp_r.get("greedy"):
+        r = ilp_r["greedy"]
+        L.append(f"- *\"The greedy's All-Reduce time is close to the ILP optimum.\"* On the {r['n']} cells where "
+                 f"`ilp` finished, `greedy`'s mean All-Reduce time is {r['mean']:.3f}× `ilp`'s (geometric mean; "
+                 f"worst cell {r['worst']:.3f}×), within 1 % in {r['within1']} of {r['n']} cells."
+                 + (f" `mlroute`: {ilp_r['mlroute']['mean']:.3f}× (worst {ilp_r['mlroute']['worst']:.3f}×)."
+                    if ilp_r.get("mlroute") else ""))
+    else:
+        L.append("- *\"Close to the ILP optimum\"*: not checked — `ilp` did not finish in any cell.")
+    if g:
+        others = {a: s for a, s in stats.items() if a not in ("greedy",)}
+        best_fct = min(others.items(), key=lambda kv: kv[1]["fct_rel"]) if others else None
+        if best_fct:
+            L.append(f"- *\"Its FCT / throughput are sometimes slightly worse than the best alternative.\"* Mean FCT "
+                     f"relative to `mlroute` (geometric mean over cells): `greedy` {g['fct_rel']:.3f}, best "
+                     f"alternative `{best_fct[0]}` {best_fct[1]['fct_rel']:.3f}; mean transfer throughput "
+                     f"`greedy` {g['tput_mean']:.1f} Gb/s vs " + ", ".join(
+                         f"`{a}` {s['tput_mean']:.1f}" for a, s in others.items()) + ".")
+        heavy = {a: s["ms_median"] for a, s in stats.items() if a in ("coloring", "annealing")}
+        ilp_ms = [x for r in runs if r["algo"] == "ilp" for x in r["controller_ms"]]
+        L.append(f"- *\"≈10 ms runtime versus computation-heavy alternatives.\"* Median optimiser runtime per "
+                 f"recomputation on this machine: `greedy` {g['ms_median']:.2f} ms (p99 {g['ms_p99']:.1f} ms)"
+                 + "".join(f", `{a}` {v:.2f} ms" for a, v in heavy.items())
+                 + (f", `mlroute` {stats['mlroute']['ms_median']:.2f} ms" if "mlroute" in stats else "")
+                 + (f", `ilp` {np.median(ilp_ms):.0f} ms (where it finished)" if ilp_ms else "") + ".")
+        fails = sorted(cfg["failed"])
+        common = _common_cells(runs, [a for a in _algos(runs) if a != "ilp"])
+        per_f = {}
+        for a in stats:
+            per_f[a] = {f: float(np.mean([x for r in runs if r["algo"] == a and _cell(r) in common
+                                          and r["failed"] == f for x in r["norm_all"]])) for f in fails}
+        L.append(f"- *\"Robust under spine failures.\"* `greedy`'s pooled mean All-Reduce / ideal goes "
+                 + " → ".join(f"{per_f['greedy'][f]:.3f}" for f in fails)
+                 + f" for {', '.join(map(str, fails))} failed spines"
+                 + (f"; `mlroute` " + " → ".join(f"{per_f['mlroute'][f]:.3f}" for f in fails) if "mlroute" in per_f
+                    else "")
+                 + (f"; `ecmp` " + " → ".join(f"{per_f['ecmp'][f]:.3f}" for f in fails) if "ecmp" in per_f else "")
+                 + ".")
+    if "ecmp" in stats:
+        e = stats["ecmp"]
+        loads = [r["max_link_load"] for r in runs if r["algo"] == "ecmp"]
+        L.append(f"- *\"ECMP puts 4–8 elephants on its worst link.\"* Here `ecmp`'s worst link carries "
+                 f"{min(loads)}–{max(loads)} elephants (median {int(np.median(loads))}) across the cells, and its "
+                 f"mean All-Reduce time is {e['norm_mean']:.2f}× ideal (p99 {e['norm_p99']:.2f}×).")
+    if vs_g:
+        L.append(f"- *`mlroute` against the paper's greedy*: better in {vs_g['better']} of {vs_g['n']} cells "
+                 f"(by {100 * vs_g['gain_mean']:.1f} % on average, at most {100 * vs_g['gain_max']:.1f} %), equal "
+                 f"in {vs_g['equal']}, worse in {vs_g['worse']}"
+                 + (f" (by at most {100 * vs_g['loss_max']:.1f} %)" if vs_g["worse"] else "") + ".")
+    L.append("")
+    return "\n".join(L)
+
+
+def load_results(path):
+    with open(path) as fh:
+        return json.load(fh)
