@@ -75,9 +75,11 @@ class PathSet:
         return np.hstack((self.up, self.down))
 
     def path(self, i: int) -> tuple:
-        """Option i as a tuple of switch names (without building the whole list)."""
+        """Option i as a tuple of switch names (without building the whole list when it is long)."""
         if self._paths is not None:
             return self._paths[i]
+        if len(self.turn) <= 64:
+            return self.paths[i]
         names = self.fabric.node_list
         if self.up.shape[1] == 0:
             return (self.src_leaf,)
@@ -180,6 +182,7 @@ class Fabric:
                 raise FabricError(f"host {h!r} attaches to {leaf!r}, which is not a leaf/edge switch")
             self.hosts[h] = leaf
             self._register_nic(h, leaf)
+        self._tor_cache: dict = {}
         self.failed_nodes: set = set()
         self.failed_links: set = set()
         self._version = 0
@@ -264,6 +267,14 @@ class Fabric:
 
     # ------------------------------------------------------------------ placement
     def _leaf_of_tor(self, tor) -> Hashable:
+        hit = self._tor_cache.get(tor)
+        if hit is not None:
+            return hit
+        leaf = self._resolve_tor(tor)
+        self._tor_cache[tor] = leaf
+        return leaf
+
+    def _resolve_tor(self, tor) -> Hashable:
         if tor in self.leaf_pos:
             return tor
         if isinstance(tor, (int, np.integer)) and not isinstance(tor, bool) and 0 <= tor < len(self.leaves):
@@ -291,11 +302,18 @@ class Fabric:
             return self.src_leaf(flow_or_host), self.dst_leaf(flow_or_host)
         return self.host_leaf(flow_or_host)
 
-    def nic_links(self, flow: Flow) -> tuple[int, int]:
+    def nic_links(self, flow: Flow, src_leaf=None, dst_leaf=None) -> tuple[int, int]:
         """(source host up link, destination host down link) of a flow."""
-        up = self._register_nic(flow.src, self.src_leaf(flow))
-        down = self._register_nic(flow.dst, self.dst_leaf(flow)) + 1
-        return up, down
+        nic = self._nic
+        s = self.src_leaf(flow) if src_leaf is None else src_leaf
+        d = self.dst_leaf(flow) if dst_leaf is None else dst_leaf
+        up = nic.get((flow.src, s))
+        if up is None:
+            up = self._register_nic(flow.src, s)
+        down = nic.get((flow.dst, d))
+        if down is None:
+            down = self._register_nic(flow.dst, d)
+        return up, down + 1
 
     # ------------------------------------------------------------------ failures
     def _invalidate(self):
@@ -305,6 +323,7 @@ class Fabric:
         self._pathsets: dict = {}
         self._join_cache: dict = {}
         self._turn_keys: dict = {}
+        self._memo: dict = {}
 
     def _check_node(self, node):
         if node not in self.graph:
@@ -349,6 +368,31 @@ class Fabric:
 
     def is_uniform_two_tier(self) -> bool:
         """2-tier, every live leaf linked to every live spine by a live link of one common capacity."""
+        hit = self._memo.get("uniform")
+        if hit is None:
+            hit = self._memo["uniform"] = self._uniform_two_tier()
+        return hit
+
+    def spine_link_index(self):
+        """On a uniform 2-tier fabric: (up, down) arrays of shape (leaves, live spines) with the link indices
+        leaf -> spine and spine -> leaf (live spines in order); None elsewhere."""
+        if "spine_index" not in self._memo:
+            out = None
+            if self.is_uniform_two_tier():
+                sp = self.live_spines()
+                li = self.link_index
+                up = np.full((len(self.leaves), len(sp)), -1, dtype=np.int64)
+                dn = np.full((len(self.leaves), len(sp)), -1, dtype=np.int64)
+                for i, leaf in enumerate(self.leaves):
+                    if leaf in self.failed_nodes:
+                        continue
+                    up[i] = [li[(leaf, s)] for s in sp]
+                    dn[i] = [li[(s, leaf)] for s in sp]
+                out = (up, dn)
+            self._memo["spine_index"] = out
+        return self._memo["spine_index"]
+
+    def _uniform_two_tier(self) -> bool:
         if self.n_tiers != 2 or self.failed_links and any(
             not (set(l) & self.failed_nodes) for l in self.failed_links
         ):

@@ -35,7 +35,8 @@ def _csr(flow_links: Sequence[np.ndarray]):
 def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands: np.ndarray | None = None) -> np.ndarray:
     """Max-min fair rates of flows that each cross a fixed set of links (progressive filling).
 
-    ``flow_links[i]`` are the link indices flow i crosses (a link listed twice counts twice);
+    ``flow_links[i]`` are the link indices flow i crosses (a link listed twice counts twice); a 2-D array
+    (one row per flow, padded with the index of an infinite-capacity link) is the fast form;
     ``capacities[l]`` the capacity of link l; ``demands[i]`` (optional; ``inf`` or ``nan`` = unlimited) caps
     flow i.  All unfrozen flows rise together; at each step the fill level is computed directly from the
     capacities (``(cap - frozen rate on the link) / unfrozen flows on the link``), not by accumulating
@@ -49,7 +50,12 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
     if len(dem) != n:
         raise ValueError("demands must have one entry per flow")
     dem[np.isnan(dem)] = np.inf
-    flat, owner, lens = _csr(flow_links)
+    if isinstance(flow_links, np.ndarray) and flow_links.ndim == 2:
+        flat = flow_links.ravel()
+        owner = np.repeat(np.arange(n), flow_links.shape[1])
+        lens = np.full(n, flow_links.shape[1], dtype=np.int64)
+    else:
+        flat, owner, lens = _csr(flow_links)
     if len(flat) and (flat.min() < 0 or flat.max() >= len(caps)):
         raise ValueError("a flow crosses a link index outside capacities")
     rate = np.zeros(n)

@@ -1,0 +1,96 @@
+"""Proper edge colouring of bipartite multigraphs (Konig's theorem, alternating-path recolouring).
+
+A bipartite multigraph of maximum degree D has a proper D-edge-colouring; inserting edges one by one and
+flipping one alternating (a, b)-path whenever the free colours of the two ends differ constructs it in
+O(E * V) worst case and near-linear time on the graphs routing produces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BipartiteColouring:
+    """A proper partial edge colouring with ``k`` colours of a bipartite multigraph (left/right vertices)."""
+
+    def __init__(self, n_left: int, n_right: int, k: int):
+        self.k = k
+        self.left = [[-1] * k for _ in range(n_left)]  # left[x][c] = edge coloured c at x, or -1
+        self.right = [[-1] * k for _ in range(n_right)]
+        self.ex: list[int] = []
+        self.ey: list[int] = []
+        self.colour: list[int] = []
+
+    def add_edge(self, x: int, y: int, colour: int = -1) -> int:
+        """Add edge x-y; colour it now if ``colour`` >= 0 (must be free at both ends), else leave it uncoloured."""
+        e = len(self.ex)
+        self.ex.append(x)
+        self.ey.append(y)
+        self.colour.append(-1)
+        if colour >= 0:
+            assert self.left[x][colour] < 0 and self.right[y][colour] < 0
+            self.left[x][colour] = e
+            self.right[y][colour] = e
+            self.colour[e] = colour
+        return e
+
+    def free_count_left(self, x: int) -> int:
+        return self.left[x].count(-1)
+
+    def free_count_right(self, y: int) -> int:
+        return self.right[y].count(-1)
+
+    def colour_edge(self, e: int) -> int:
+        """Colour an uncoloured edge; both ends must have a free colour (degree <= k). Returns its colour."""
+        x, y = self.ex[e], self.ey[e]
+        lx, ry = self.left[x], self.right[y]
+        for c in range(self.k):
+            if lx[c] < 0 and ry[c] < 0:
+                lx[c] = ry[c] = e
+                self.colour[e] = c
+                return c
+        a = lx.index(-1)  # free at x, used at y
+        b = ry.index(-1)  # free at y, used at x
+        # alternating path from y: a-edge, b-edge, a-edge, ...; it cannot reach x (parity), so flipping it
+        # frees a at y.
+        path = []
+        side_right, v, c = True, y, a
+        while True:
+            f = (self.right[v][c] if side_right else self.left[v][c])
+            if f < 0:
+                break
+            path.append(f)
+            v = self.ex[f] if side_right else self.ey[f]
+            side_right = not side_right
+            c = b if c == a else a
+        for f in path:
+            cf = self.colour[f]
+            self.left[self.ex[f]][cf] = -1
+            self.right[self.ey[f]][cf] = -1
+        for f in path:
+            cf = b if self.colour[f] == a else a
+            self.colour[f] = cf
+            self.left[self.ex[f]][cf] = f
+            self.right[self.ey[f]][cf] = f
+        lx[a] = ry[a] = e
+        self.colour[e] = a
+        return a
+
+
+def edge_colouring(left: np.ndarray, right: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Proper edge colouring of the bipartite multigraph with edges left[i]-right[i], using k >= max degree
+    colours (default: exactly the max degree).  Returns the colour of every edge."""
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if len(left) == 0:
+        return np.zeros(0, dtype=np.int64)
+    dl = np.bincount(left)
+    dr = np.bincount(right)
+    delta = int(max(dl.max(), dr.max()))
+    k = delta if k is None else k
+    if k < delta:
+        raise ValueError(f"{k} colours cannot properly colour a graph of maximum degree {delta}")
+    col = BipartiteColouring(len(dl), len(dr), k)
+    for x, y in zip(left.tolist(), right.tolist()):
+        col.colour_edge(col.add_edge(x, y))
+    return np.array(col.colour, dtype=np.int64)

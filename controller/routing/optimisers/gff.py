@@ -1,0 +1,4 @@
+from controller.routing.optimisers.base import Problem
+
+def optimise(fabric, flows, **kw):
+    raise NotImplementedError

@@ -1,0 +1,254 @@
+"""``mlroute``: the project's optimiser -- optimal max link load on 2-tier Clos, never worse than the greedy.
+
+1. **Construct** with the paper's greedy (:mod:`.greedy`), so the result starts where the paper ends.
+2. **Repair to the optimum on uniform 2-tier fabrics** (any number of failed spines).  With S live spines and
+   d(u) inter-ToR flows leaving ToR u (entering ToR v), split every ToR into ceil(d/S) copies of degree <= S;
+   the split multigraph has maximum degree <= S, so by Konig it has a proper S-edge-colouring, and colour =
+   spine gives every uplink of u at most ceil(d(u)/S) flows and every downlink of v at most ceil(d(v)/S):
+   each ToR is balanced as well as it can be on its own, and the max link load is ceil(Delta/S), which no
+   routing beats (a ToR with Delta flows has S live uplinks).  The repair keeps every greedy assignment that
+   already fits (flow ranks within each (ToR, spine) group pick the copies) and inserts only the others,
+   each by one alternating-path recolouring, so it costs almost nothing when the greedy is nearly right.
+3. **Local search** on the sorted vector of link loads: move a flow from path P to path Q when
+   ``max over Q\\P of (load+1) < max over P\\Q of load`` (strictly lowers the sorted load vector, so it
+   terminates), bottleneck level first, then the next levels.  This lowers the number of links -- and of
+   flows -- at the bottleneck, then at the next level (fat-trees, failed links).
+4. **Verify** with the metric itself: the max-min fair rates of the result are compared (leximin, flow- or
+   job-level per ``objective``) with the greedy's, and the better routing is returned -- so ``mlroute`` is
+   never worse than ``greedy`` in the metric, by construction.
+5. ``previous`` paths: on a uniform 2-tier fabric spines are interchangeable, so colours are relabelled to
+   maximise the flows that keep their spine (a linear assignment); then flows whose previous path is still a
+   candidate move back when that does not raise the sorted load vector, and the stabilised routing is kept
+   when the metric says it is at least as good.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from controller.routing.metric import compare
+from controller.routing.optimisers.base import Problem
+from controller.routing.optimisers.colouring import BipartiteColouring
+from controller.routing.optimisers.greedy import greedy_choice
+
+#: local-search wall-clock budget (seconds) when the caller gives no time_limit.
+DEFAULT_SEARCH_BUDGET = 2.0
+
+
+def _rank_within(keys: np.ndarray) -> np.ndarray:
+    """Rank of every element among the elements with the same key (input order)."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.empty(len(sk), dtype=bool)
+    if len(sk):
+        start[0] = True
+        start[1:] = sk[1:] != sk[:-1]
+    grp_start = np.maximum.accumulate(np.where(start, np.arange(len(sk)), 0))
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[order] = np.arange(len(sk)) - grp_start
+    return ranks
+
+
+def equitable_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
+    """Make a uniform 2-tier choice per-ToR equitable (see module doc). Returns (choice, flows reinserted)."""
+    fab = prob.fabric
+    idx = prob.inter
+    s = len(fab.live_spines())
+    if not len(idx) or s == 0:
+        return choice, 0
+    nl = len(fab.leaves)
+    u, v, c = prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+    du = np.bincount(u, minlength=nl)
+    dv = np.bincount(v, minlength=nl)
+    lu, lv = -(-du // s), -(-dv // s)
+    ru, rv = _rank_within(u * s + c), _rank_within(v * s + c)
+    keep = (ru < lu[u]) & (rv < lv[v])
+    if keep.all():
+        return choice, 0
+    ubase = np.concatenate(([0], np.cumsum(lu)[:-1]))
+    vbase = np.concatenate(([0], np.cumsum(lv)[:-1]))
+    col = BipartiteColouring(int(lu.sum()), int(lv.sum()), s)
+    edge_flow = []
+    for j in np.flatnonzero(keep).tolist():
+        col.add_edge(int(ubase[u[j]] + ru[j]), int(vbase[v[j]] + rv[j]), int(c[j]))
+        edge_flow.append(j)
+    moved = np.flatnonzero(~keep).tolist()
+    for j in moved:
+        x0, y0 = int(ubase[u[j]]), int(vbase[v[j]])
+        x = max(range(x0, x0 + int(lu[u[j]])), key=col.free_count_left)
+        y = max(range(y0, y0 + int(lv[v[j]])), key=col.free_count_right)
+        col.colour_edge(col.add_edge(x, y))
+        edge_flow.append(j)
+    out = choice.copy()
+    out[idx[np.array(edge_flow)]] = np.array(col.colour, dtype=np.int64)
+    return out, len(moved)
+
+
+def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray, dummy: int):
+    """Move evaluation for one or many flows.
+
+    opts: (..., P, K) option links, cur: (..., K) current links.  Returns (gain, newmax) of shape (..., P):
+    gain = max over P\\Q of load - max over Q\\P of (load + 1); a move is improving iff gain > 0.
+    """
+    if disjoint:  # options share no link with each other (2-tier, intra-pod): Q\\P = Q, P\\Q = P
+        newmax = loads[opts].max(-1) + 1
+        gain = loads[cur].max(-1)[..., None] - newmax
+        return gain, newmax
+    sharedq = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1) | (opts == dummy)
+    newmax = np.where(sharedq, -1, loads[opts] + 1).max(-1)
+    cur_in_q = (cur[..., None, :, None] == opts[..., :, None, :]).any(-1) | (cur == dummy)[..., None, :]
+    oldmax = np.where(cur_in_q, -1, loads[cur][..., None, :]).max(-1)
+    gain = oldmax - newmax
+    return gain, newmax
+
+
+def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """Which candidate flows have an improving move right now (vectorised over flows with equal option counts)."""
+    sidx = prob.fabric.spine_link_index()
+    if sidx is not None:  # uniform 2-tier: option c of every inter-ToR flow is live spine c
+        up, dn = sidx
+        u, v = prob.src_pos[cand], prob.dst_pos[cand]
+        lu, ld = loads[up], loads[dn]  # (leaves, S)
+        curmax = loads[mat[cand]].max(1)
+        best = np.maximum(lu[u], ld[v]).min(1) + 1  # the current option cannot win: its max is curmax
+        return best < curmax
+    offsets, table = prob.option_table()
+    if table is None:
+        return np.ones(len(cand), dtype=bool)
+    out = np.zeros(len(cand), dtype=bool)
+    nopt = prob.n_opts[cand]
+    for p in np.unique(nopt).tolist():
+        sel = np.flatnonzero(nopt == p)
+        step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
+        for lo in range(0, len(sel), step):
+            part = sel[lo:lo + step]
+            fl = cand[part]
+            rows = offsets[prob.set_id[fl]][:, None] + np.arange(p)[None, :]
+            opts = table[rows]  # (m, P, K)
+            gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy)
+            gain[np.arange(len(fl)), choice[fl]] = -1
+            out[part] = (gain > 0).any(1)
+    return out
+
+
+def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
+    """Load-vector descent (see module doc); returns (choice, moves)."""
+    choice = choice.copy()
+    if not len(prob.inter):
+        return choice, 0
+    mat = prob.link_matrix(choice)
+    loads = prob.loads(matrix=mat)
+    dummy = prob.dummy
+    movable = prob.inter[prob.n_opts[prob.inter] > 1]
+    if not len(movable):
+        return choice, 0
+    moves = 0
+    while time.perf_counter() < deadline:
+        flmax = loads[mat[movable]].max(1)
+        cand = movable[flmax >= 2]
+        if not len(cand):
+            break
+        cmax = flmax[flmax >= 2]
+        ok = _screen(prob, cand, mat, loads, choice)
+        todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
+        moved_round = 0
+        for i in todo.tolist():
+            cur = mat[i]
+            opts = prob.option_links(i)
+            gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy)
+            gain[choice[i]] = -1
+            q = int(np.lexsort((newmax, -gain))[0])
+            if gain[q] > 0:
+                loads[cur] -= 1
+                loads[opts[q]] += 1
+                loads[dummy] = 0
+                mat[i] = opts[q]
+                choice[i] = q
+                moved_round += 1
+            if moved_round & 63 == 0 and time.perf_counter() >= deadline:
+                break
+        moves += moved_round
+        if not moved_round:
+            break
+    return choice, moves
+
+
+def _relabel_to_previous(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    from scipy.optimize import linear_sum_assignment
+
+    s = len(prob.fabric.live_spines())
+    idx = prob.inter[prev[prob.inter] >= 0]
+    if not len(idx) or s < 2:
+        return choice
+    w = np.zeros((s, s))
+    np.add.at(w, (choice[idx], prev[idx]), 1)
+    rows, cols = linear_sum_assignment(w, maximize=True)
+    perm = np.arange(s)
+    perm[rows] = cols
+    out = choice.copy()
+    out[prob.inter] = perm[choice[prob.inter]]
+    return out
+
+
+def _stabilise(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    choice = choice.copy()
+    mat = prob.link_matrix(choice)
+    loads = prob.loads(matrix=mat)
+    dummy = prob.dummy
+    for i in prob.inter.tolist():
+        p = int(prev[i])
+        if p < 0 or p == choice[i]:
+            continue
+        cur = mat[i]
+        new = prob.option_links(i)[p]
+        add = ~np.isin(new, cur) & (new != dummy)
+        rem = ~np.isin(cur, new) & (cur != dummy)
+        new_max = int((loads[new[add]] + 1).max()) if add.any() else -1
+        old_max = int(loads[cur[rem]].max()) if rem.any() else -1
+        if new_max <= old_max:
+            loads[cur] -= 1
+            loads[new] += 1
+            loads[dummy] = 0
+            mat[i] = new
+            choice[i] = p
+    return choice
+
+
+def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
+    start = time.perf_counter()
+    prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
+    budget = DEFAULT_SEARCH_BUDGET if time_limit is None else float(time_limit)
+    g_choice, g_loads = greedy_choice(prob)
+    choice = g_choice
+    info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
+    bound = prob.degree_bound()
+    prev = None
+    if previous is not None:
+        prev = prob.choice_from_paths(previous)
+    if bound is not None:
+        choice, reinserted = equitable_repair(prob, choice)
+        info["lower_bound"] = bound
+        info["repaired_flows"] = reinserted
+        if prev is not None:
+            choice = _relabel_to_previous(prob, choice, prev)
+    deadline = start + budget
+    choice, moves = local_search(prob, choice, deadline)
+    info["search_moves"] = moves
+    jobs = prob.jobs if objective == "job" else None
+    r_new = prob.rates(choice) if (prev is not None or not np.array_equal(choice, g_choice)) else None
+    if prev is not None:
+        stable = _stabilise(prob, choice, prev)
+        if not np.array_equal(stable, choice):
+            r_stable = prob.rates(stable)
+            if compare(r_stable, r_new, jobs, objective) >= 0:
+                choice, r_new = stable, r_stable
+    if not np.array_equal(choice, g_choice):
+        r_greedy = prob.rates(g_choice)
+        if compare(r_new, r_greedy, jobs, objective) < 0:
+            choice = g_choice
+            info["kept_greedy"] = True
+    loads = prob.loads(choice)
+    info["max_link_load"] = int(loads.max()) if len(loads) else 0
+    return prob.routing(choice, "mlroute", objective, **info)
