@@ -114,7 +114,10 @@ def plot_cdf_allreduce(runs, path):
         ax.set_xlabel("All-Reduce time / uncontended ideal (log)")
         ax.set_ylabel("CDF")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
