@@ -25,7 +25,7 @@ from controller import config as mlconfig
 from controller import forwarding
 from controller.metrics import Metrics
 from controller.packet_in import ArpReply, Forward, PacketIn, PacketInHandler
-from controller.rules import COOKIE_BASE, ETH_ARP, ETH_IPV4, SwitchRules, diff_switch
+from controller.rules import COOKIE_BASE, ETH_ARP, ETH_IPV4, ETH_LLDP, SwitchRules, diff_switch
 from controller.tiers import infer_tiers
 from controller.topology import Topology
 
@@ -128,9 +128,10 @@ class MlrouteApp(app_manager.RyuApp):
         try:
             pkt = packet.Packet(msg.data)
             eth = pkt.get_protocol(ethernet.ethernet)
-            if eth is None or eth.ethertype not in (ETH_ARP, ETH_IPV4):
+            kind = {ETH_ARP: "arp", ETH_IPV4: "ipv4", ETH_LLDP: "lldp"}.get(getattr(eth, "ethertype", None), "other")
+            self.metrics.packet_in.labels(kind).inc()
+            if kind not in ("arp", "ipv4"):
                 return  # LLDP is Ryu's topology app's business; anything else is not ours
-            self.metrics.packet_in.inc()
             fields = dict(dpid=dp.id, in_port=msg.match["in_port"], eth_src=eth.src, eth_dst=eth.dst,
                           eth_type=eth.ethertype)
             if eth.ethertype == ETH_ARP:

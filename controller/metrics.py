@@ -8,7 +8,8 @@ class Metrics:
     def __init__(self):
         self.registry = CollectorRegistry()
         r = self.registry
-        self.packet_in = Counter("mlroute_packet_in", "Packet-ins handled (ARP and IPv4)", registry=r)
+        self.packet_in = Counter("mlroute_packet_in", "Packet-ins received, by kind (lldp = link discovery)",
+                                 ["kind"], registry=r)
         self.rule_changes = Counter("mlroute_rule_changes", "Flow and group modifications sent", registry=r)
         self.elephants = Gauge("mlroute_elephants", "Persistent elephant flows currently known", registry=r)
         self.reoptimisations = Counter("mlroute_reoptimisations", "Routings computed and applied", registry=r)

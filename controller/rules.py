@@ -29,6 +29,7 @@ PRIO_IPV6_DROP = 100
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
 ETH_IPV6 = 0x86DD
+ETH_LLDP = 0x88CC
 
 
 def match(**fields):
