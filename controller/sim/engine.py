@@ -355,13 +355,82 @@ class _Engine:
         for i, ln in zip(idx, links):
             self.links[i] = ln
         self.routed[idx] = True
+        self._components()
         if algo is None or algo == self.algo:
             self.controller_ms.append(secs * 1e3)
             self.recompute_times.append(t)
             self.max_load.append(load)
             self.recompute_flows.append(int(len(idx)))
         self.caps = self.router.capacities * self.bps
-        self.dirty = True
+        self.dirty = True  # everything: one global water-filling
+
+    def _components(self):
+        """Connected components of the flow-link incidence graph of all routed slots.
+
+        Max-min fair rates decompose exactly over these components (flows that share no link, directly or
+        through other flows, do not influence each other), and active flows are a subset of routed slots, so
+        after a flow starts or ends only its component's rates need recomputing. With the paper's placement
+        (replicas on ToRs of their own) components are small, which is what makes paper scale fast."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        idx = np.flatnonzero(self.routed)
+        n = self.s.n
+        lens = np.fromiter((len(self.links[i]) for i in idx), dtype=np.int64, count=len(idx))
+        rows = np.repeat(idx, lens)
+        cols = np.concatenate([self.links[i] for i in idx]) + n if len(idx) else np.zeros(0, np.int64)
+        size = n + (int(cols.max()) + 1 - n if len(cols) else 0)
+        g = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(size, size))
+        _, labels = connected_components(g, directed=False)
+        comp = labels[:n].copy()
+        comp[~self.routed] = -1
+        self.comp = comp
+        order = np.argsort(comp, kind="stable")
+        sorted_c = comp[order]
+        starts = np.searchsorted(sorted_c, np.arange(labels.max() + 2))
+        self.comp_members = {int(c): order[starts[c]:starts[c + 1]] for c in np.unique(comp[comp >= 0])}
+        # per component: its links (global ids) and every member's links renumbered into them
+        self.comp_caps_idx = {}
+        self.local_links = [None] * n
+        for c, members in self.comp_members.items():
+            links = [self.links[i] for i in members]
+            uniq, inv = np.unique(np.concatenate(links), return_inverse=True)
+            self.comp_caps_idx[c] = uniq
+            k = 0
+            for i, ln in zip(members.tolist(), links):
+                self.local_links[i] = inv[k:k + len(ln)]
+                k += len(ln)
+        self.dirty_comps = set()
+
+    def _mark(self, idx):
+        if not self.dirty:
+            self.dirty_comps.update(np.unique(self.comp[idx]).tolist())
+
+    def _rates(self):
+        """Recompute max-min rates: globally after a re-route, else only in the components that changed."""
+        if self.dirty:
+            act = np.flatnonzero(self.active)
+            self.rate[:] = 0.0
+            if len(act):
+                self.rate[act] = self.water_fill([self.links[i] for i in act], self.caps)
+            self.dirty = False
+            self.dirty_comps = set()
+            return 1
+        calls = 0
+        for c in self.dirty_comps:
+            members = self.comp_members[c]
+            act = members[self.active[members]]
+            if not len(act):
+                continue
+            if len(act) == 1:  # alone in its component: the tightest link on its path
+                i = int(act[0])
+                self.rate[i] = self.caps[self.links[i]].min()
+                continue
+            local = [self.local_links[i] for i in act.tolist()]
+            self.rate[act] = self.water_fill(local, self.caps[self.comp_caps_idx[c]])
+            calls += 1
+        self.dirty_comps = set()
+        return calls
 
     def _apply_failure(self, failure: Failure):
         """Fail the elements; the caller then re-routes every live flow over the surviving fabric (the
@@ -395,7 +464,7 @@ class _Engine:
         self.active[idx] = True
         self.rem[idx] = self.s.bytes[idx]
         self.fstart[idx] = t
-        self.dirty = True
+        self._mark(idx)
 
     # -- main loop ------------------------------------------------------------------------------------------
     def run(self, ideal) -> SimResult:
@@ -417,10 +486,14 @@ class _Engine:
         self.iter_start = np.zeros(len(s.jobs))
         self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
         self.dirty = False
+        self.dirty_comps = set()
+        self.comp = np.full(n, -1)
+        self.comp_members = {}
         if self.static is not None:
             self.links = list(self.static.links)
             self.routed[:] = True
             self.caps = self.static.capacities * self.bps
+            self._components()
         else:
             self.caps = self.router.capacities * self.bps
         results = [JobResult(j.name, j.kind, j.model, j.ring_size, len(j.rings), j.start_s,
@@ -449,12 +522,8 @@ class _Engine:
         while done_jobs < len(s.jobs):
             # next completion among active flows
             act = np.flatnonzero(self.active)
-            if self.dirty and len(act):
-                rates = self.water_fill([self.links[i] for i in act], self.caps)
-                self.rate[:] = 0.0
-                self.rate[act] = rates
-                rate_computations += 1
-                self.dirty = False
+            if self.dirty or self.dirty_comps:
+                rate_computations += self._rates()
             t_fin = math.inf
             if len(act):
                 ra = self.rate[act]
@@ -486,7 +555,7 @@ class _Engine:
                 self.active[done] = False
                 self.rem[done] = 0.0
                 self.rate[done] = 0.0
-                self.dirty = True
+                self._mark(done)
                 fct = t - self.fstart[done]
                 fcts.append(fct)
                 tputs.append(s.bytes[done] * 8.0 / fct / 1e9)
