@@ -143,10 +143,16 @@ class Problem:
     def nic(self) -> tuple[np.ndarray, np.ndarray]:
         """(source NIC up link, destination NIC down link) of every flow."""
         if getattr(self, "_nic", None) is None:
-            nl = self.fabric.nic_links
-            pairs = [nl(f, s, d) for f, s, d in zip(self.flows, self._src_leaves, self._dst_leaves)]
-            self._nic = (np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs)),
-                         np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs)))
+            fab = self.fabric
+            get = fab._nic.get
+            up = [get((f.src, s)) for f, s in zip(self.flows, self._src_leaves)]
+            dn = [get((f.dst, d)) for f, d in zip(self.flows, self._dst_leaves)]
+            if None in up or None in dn:  # hosts placed where the fabric did not know them: register
+                nl = fab.nic_links
+                pairs = [nl(f, s, d) for f, s, d in zip(self.flows, self._src_leaves, self._dst_leaves)]
+                up = [p[0] for p in pairs]
+                dn = [p[1] - 1 for p in pairs]
+            self._nic = (np.array(up, dtype=np.int64), np.array(dn, dtype=np.int64) + 1)
         return self._nic
 
     def rates(self, choice, matrix=None) -> np.ndarray:
@@ -170,12 +176,23 @@ class Problem:
             r[self.inter[bad]] = 0.0
         return r
 
+    def ideal_rates(self) -> np.ndarray:
+        """Max-min fair rates with only the NIC links (a non-blocking fabric): no routing gives a flow more."""
+        from controller.routing.metric import water_fill
+
+        if getattr(self, "_ideal", None) is None:
+            up, down = self.nic
+            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, self.demands)
+        return self._ideal
+
     @property
     def demands(self) -> np.ndarray | None:
-        if not any(f.demand is not None for f in self.flows):
-            return None
-        return np.array([np.inf if f.demand is None else float(f.demand) for f in self.flows]) * \
-            self.fabric.host_capacity
+        """Demands in capacity units (inf = unlimited), or None when no flow has one."""
+        if not hasattr(self, "_demands"):
+            d = [f.demand for f in self.flows]
+            self._demands = None if d.count(None) == len(d) else \
+                np.array([np.inf if x is None else float(x) for x in d]) * self.fabric.host_capacity
+        return self._demands
 
     @property
     def jobs(self) -> list:
