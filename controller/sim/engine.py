@@ -352,8 +352,15 @@ class _Engine:
         if len(idx) == 0:
             return
         links, secs, load = self.router.route(idx, algo)
-        for i, ln in zip(idx, links):
+        changed = False
+        for i, ln in zip(idx.tolist(), links):
+            old = self.links[i]
+            if old is None or len(old) != len(ln) or not np.array_equal(old, ln):
+                changed = True
             self.links[i] = ln
+        caps = self.router.capacities
+        if changed or len(caps) != len(self.caps):
+            self.rate_cache.clear()  # memoised rates are only valid for unchanged paths and capacities
         self.routed[idx] = True
         self._components()
         if algo is None or algo == self.algo:
@@ -378,9 +385,10 @@ class _Engine:
         n = self.s.n
         lens = np.fromiter((len(self.links[i]) for i in idx), dtype=np.int64, count=len(idx))
         rows = np.repeat(idx, lens)
-        cols = np.concatenate([self.links[i] for i in idx]) + n if len(idx) else np.zeros(0, np.int64)
-        size = n + (int(cols.max()) + 1 - n if len(cols) else 0)
-        g = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(size, size))
+        flat = np.concatenate([self.links[i] for i in idx]) if len(idx) else np.zeros(0, np.int64)
+        n_links = int(flat.max()) + 1 if len(flat) else 0
+        size = n + n_links
+        g = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, flat + n)), shape=(size, size))
         _, labels = connected_components(g, directed=False)
         comp = labels[:n].copy()
         comp[~self.routed] = -1
@@ -389,17 +397,22 @@ class _Engine:
         sorted_c = comp[order]
         starts = np.searchsorted(sorted_c, np.arange(labels.max() + 2))
         self.comp_members = {int(c): order[starts[c]:starts[c + 1]] for c in np.unique(comp[comp >= 0])}
-        # per component: its links (global ids) and every member's links renumbered into them
-        self.comp_caps_idx = {}
+        # every link belongs to one component: number the used links 0.. within their component
+        used = np.unique(flat)
+        lcomp = labels[n + used]
+        lorder = np.lexsort((used, lcomp))
+        used, lcomp = used[lorder], lcomp[lorder]
+        first = np.searchsorted(lcomp, lcomp, side="left")
+        local_of = np.zeros(max(n_links, 1), dtype=np.int64)
+        local_of[used] = np.arange(len(used)) - first
+        cstart = np.searchsorted(lcomp, np.arange(labels.max() + 2))
+        self.comp_caps_idx = {c: used[cstart[c]:cstart[c + 1]] for c in self.comp_members}
+        local_flat = local_of[flat]
         self.local_links = [None] * n
-        for c, members in self.comp_members.items():
-            links = [self.links[i] for i in members]
-            uniq, inv = np.unique(np.concatenate(links), return_inverse=True)
-            self.comp_caps_idx[c] = uniq
-            k = 0
-            for i, ln in zip(members.tolist(), links):
-                self.local_links[i] = inv[k:k + len(ln)]
-                k += len(ln)
+        k = 0
+        for i, ln in zip(idx.tolist(), lens.tolist()):
+            self.local_links[i] = local_flat[k:k + ln]
+            k += ln
         self.dirty_comps = set()
 
     def _mark(self, idx):
@@ -407,8 +420,9 @@ class _Engine:
             self.dirty_comps.update(np.unique(self.comp[idx]).tolist())
 
     def _rates(self):
-        """Recompute max-min rates: globally after a re-route, else only in the components that changed."""
-        if self.dirty:
+        """Recompute max-min rates: globally after a re-route, else only in the components that changed
+        (globally too when many components changed at once: one call is cheaper than many)."""
+        if self.dirty or len(self.dirty_comps) > 16:
             act = np.flatnonzero(self.active)
             self.rate[:] = 0.0
             if len(act):
@@ -426,9 +440,16 @@ class _Engine:
                 i = int(act[0])
                 self.rate[i] = self.caps[self.links[i]].min()
                 continue
-            local = [self.local_links[i] for i in act.tolist()]
-            self.rate[act] = self.water_fill(local, self.caps[self.comp_caps_idx[c]])
-            calls += 1
+            key = act.tobytes()
+            rates = self.rate_cache.get(key)
+            if rates is None:
+                local = [self.local_links[i] for i in act.tolist()]
+                rates = self.water_fill(local, self.caps[self.comp_caps_idx[c]])
+                calls += 1
+                if len(self.rate_cache) > 500_000:
+                    self.rate_cache.clear()
+                self.rate_cache[key] = rates
+            self.rate[act] = rates
         self.dirty_comps = set()
         return calls
 
@@ -487,6 +508,9 @@ class _Engine:
         self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
         self.dirty = False
         self.dirty_comps = set()
+        # max-min rates of a set of active flows depend only on that set and its paths: memoised per set (the
+        # same ring phases recur every iteration), cleared whenever a re-route changes a path
+        self.rate_cache = {}
         self.comp = np.full(n, -1)
         self.comp_members = {}
         if self.static is not None:

@@ -203,9 +203,12 @@ def _geo(xs):
 
 
 def headline(runs):
-    """Per algorithm, over the cells every non-ilp algorithm ran: mean / p99 / max of All-Reduce / ideal etc."""
+    """Per algorithm, over the cells every non-ilp algorithm ran: mean / p99 / max of All-Reduce / ideal etc.
+    (``ilp`` is included when it ran in all of those cells)."""
     algos = [a for a in _algos(runs) if a != "ilp"]
     common = _common_cells(runs, algos)
+    if "ilp" in _algos(runs) and common <= _common_cells(runs, ["ilp"]):
+        algos.append("ilp")
     rows = []
     stats = {}
     for a in algos:
@@ -241,7 +244,7 @@ def headline(runs):
 
 
 def by_failures(runs, common):
-    algos = [a for a in _algos(runs) if a != "ilp"]
+    algos = [a for a in _algos(runs) if a != "ilp" or common <= _common_cells(runs, ["ilp"])]
     failed = sorted({c[2] for c in common})
     rows = []
     for a in algos:
@@ -391,8 +394,10 @@ def write_report(results: dict, out_dir: str, *, command: str = "mlroute reprodu
                  f"{cfg['ilp_time_limit']:g} s; it was skipped in {len(results['skipped'])} cells (listed at the end).")
     L.append("")
     L.append("## Headline\n")
-    L.append(f"Over the {len(common)} cells where every algorithm but `ilp` ran (All-Reduce statistics pooled over "
-             "every job iteration of every cell; controller runtime over every recomputation):\n")
+    L.append(f"Over the {len(common)} cells where every algorithm"
+             + ("" if "ilp" in stats else " but `ilp`")
+             + " ran (All-Reduce statistics pooled over every job iteration of every cell; controller runtime over "
+               "every recomputation):\n")
     L.append(head + "\n")
     if vs_g:
         L.append(f"`mlroute` against the paper's `greedy`, cell by cell (mean normalised All-Reduce time): better in "

@@ -236,7 +236,6 @@ def test_writer_authors_node_ids(tmp_path):
 
 
 def test_jobs_to_flows():
-    pytest.importorskip("controller.routing.flow")
     jobs = paper_jobs(2, 2, tors=16, hosts_per_tor=32, seed=1, models=("bloom", "gpt3"))
     flows = jobs_to_flows(jobs)
     assert len(flows) == 48 * 2 + 64 * 2
