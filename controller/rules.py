@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 # Cookies mark the rules mlroute owns, so a reconnecting switch is wiped of ours and nobody else's.
 COOKIE_BASE = 0x6D6C0001  # "ml" + 1: forwarding baseline (ECMP, ARP/IPv6 handling)
 COOKIE_ELEPHANT = 0x6D6C0002  # per-elephant pinned paths
+COOKIE_FLOW = 0x6D6C0003  # per-transport-flow accounting at the ingress switch (polled for stats)
+COOKIE_FLOW_MISS = 0x6D6C0004  # first packet of a new transport flow: copy to the controller
 COOKIE_MASK = 0xFFFFFFFF
 
 TABLE_CLASSIFY = 0
@@ -21,8 +23,10 @@ TABLE_FORWARD = 1
 
 PRIO_TABLE_MISS = 0
 PRIO_IPV4_MISS = 1  # IPv4 toward a host not known yet: to the controller (learning)
+PRIO_FLOW_MISS = 5  # table 0: new TCP/UDP flow from a host port -> controller copy + forwarding
 PRIO_HOST = 10  # IPv4 toward a known host: output or ECMP group
-PRIO_ELEPHANT = 30  # a pinned elephant (exact 5-tuple) overrides ECMP
+PRIO_FLOW = 20  # table 0: one transport flow at its ingress switch (counts; pins an elephant's first hop)
+PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress switch
 PRIO_ARP = 100
 PRIO_IPV6_DROP = 100
 

@@ -47,6 +47,8 @@ def fabric_factory(tmp_path_factory):
     made = []
 
     def make(topo, config_text=None, jumbo=False):
+        for earlier in made:  # one emulated network at a time on this machine
+            harness.stop_network(earlier.net)
         workdir = tmp_path_factory.mktemp("ctl")
         controller = harness.Controller(workdir, config_text)
         controller.wait_ready()

@@ -126,7 +126,10 @@ def set_jumbo(net, mtu=9000):
 
 
 def stop_network(net):
-    """Stop a network and remove whatever it left: bridges, veths. Never `mn -c`."""
+    """Stop a network and remove whatever it left: bridges, veths. Never `mn -c`. Safe to call twice."""
+    if getattr(net, "mlroute_stopped", False):
+        return
+    net.mlroute_stopped = True
     names = [s.name for s in net.switches]
     try:
         net.stop()

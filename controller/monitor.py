@@ -1,0 +1,155 @@
+"""Flow statistics -> per-transport-flow rates -> persistent elephants, with pattern memory.
+
+Rates come from the switch-reported byte counts and rule durations, never from the controller's wall clock
+(polls arrive late on a busy machine; the switch knows how long its rule lived). A flow becomes an elephant
+after ``polls_needed`` consecutive polls at or above the threshold. An elephant that goes quiet (a training
+job's compute phase) stays known, idle, for ``memory_s`` so its route is still in place when it comes back.
+Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`` values.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+LOG = logging.getLogger("mlroute.monitor")
+
+PROTO_TCP = 6
+PROTO_UDP = 17
+
+
+@dataclass(frozen=True, order=True)
+class FlowKey:
+    """A transport flow: two iperf flows between the same hosts on different ports are two keys."""
+
+    src_ip: str
+    dst_ip: str
+    proto: int
+    src_port: int
+    dst_port: int
+
+    def as_dict(self):
+        return {"src_ip": self.src_ip, "dst_ip": self.dst_ip, "proto": self.proto,
+                "src_port": self.src_port, "dst_port": self.dst_port}
+
+
+@dataclass(frozen=True)
+class FlowSample:
+    key: FlowKey
+    dpid: int
+    byte_count: int
+    duration_s: float
+
+
+class MalformedStats(ValueError):
+    """A stats entry that cannot be turned into a sample (missing field, wrong type, negative counter)."""
+
+
+def sample_from_stat(dpid, fields, byte_count, duration_sec, duration_nsec):
+    """A FlowSample from one flow-stats entry's match fields and counters; MalformedStats if it is not one."""
+    try:
+        proto = int(fields["ip_proto"])
+        l4 = {PROTO_TCP: "tcp", PROTO_UDP: "udp"}[proto]
+        key = FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), proto,
+                      int(fields[f"{l4}_src"]), int(fields[f"{l4}_dst"]))
+        byte_count, duration = int(byte_count), int(duration_sec) + int(duration_nsec) / 1e9
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedStats(f"switch {dpid}: flow-stats entry without a usable 5-tuple/counters: {exc!r}") from None
+    if byte_count < 0 or duration < 0:
+        raise MalformedStats(f"switch {dpid}: negative counter in flow-stats entry for {key}")
+    return FlowSample(key, dpid, byte_count, duration)
+
+
+class StatsAssembler:
+    """Reassembles multipart flow-stats replies (OFPMPF_REPLY_MORE) per switch and request."""
+
+    def __init__(self):
+        self._parts = {}  # (dpid, xid) -> list of entries
+
+    def feed(self, dpid, xid, entries, more):
+        """Add one reply part; returns the complete entry list when the last part arrives, else None."""
+        parts = self._parts.setdefault((dpid, xid), [])
+        parts.extend(entries)
+        if more:
+            return None
+        return self._parts.pop((dpid, xid))
+
+    def forget(self, dpid):
+        """Drop half-assembled replies of a switch that went away."""
+        self._parts = {k: v for k, v in self._parts.items() if k[0] != dpid}
+
+
+@dataclass
+class FlowState:
+    key: FlowKey
+    dpid: int
+    bytes: int
+    duration_s: float
+    rate_bps: float = 0.0
+    streak: int = 0  # consecutive polls at or above the threshold
+    elephant: bool = False
+    last_active: float = 0.0  # controller time of the last poll above the threshold
+    demand_bps: float = 0.0
+
+
+@dataclass
+class MonitorConfig:
+    threshold_bps: float
+    polls_needed: int = 2
+    memory_s: float = 30.0
+
+
+@dataclass
+class FlowMonitor:
+    config: MonitorConfig
+    flows: dict = field(default_factory=dict)  # FlowKey -> FlowState
+
+    def update(self, dpid, samples, now):
+        """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent."""
+        seen = set()
+        for s in samples:
+            if s.key in seen:
+                continue
+            seen.add(s.key)
+            st = self.flows.get(s.key)
+            if st is None or st.dpid != dpid or s.duration_s < st.duration_s or s.byte_count < st.bytes:
+                # new rule (or re-created after expiry): average over its lifetime so far
+                rate = 8 * s.byte_count / s.duration_s if s.duration_s > 0 else 0.0
+                if st is None or st.dpid != dpid:
+                    st = FlowState(s.key, dpid, s.byte_count, s.duration_s)
+                    self.flows[s.key] = st
+            else:
+                dt = s.duration_s - st.duration_s
+                if dt <= 0:
+                    continue  # same snapshot again: nothing to learn
+                rate = 8 * (s.byte_count - st.bytes) / dt
+            st.bytes, st.duration_s, st.rate_bps = s.byte_count, s.duration_s, rate
+            self._judge(st, now)
+        for key, st in list(self.flows.items()):
+            if st.dpid == dpid and key not in seen:  # its rule expired: the flow is silent
+                if not st.elephant:
+                    del self.flows[key]
+                    continue
+                st.rate_bps = 0.0
+                self._judge(st, now)
+
+    def _judge(self, st, now):
+        if st.rate_bps >= self.config.threshold_bps:
+            st.streak += 1
+            st.last_active = now
+            if st.streak >= self.config.polls_needed and not st.elephant:
+                st.elephant = True
+                LOG.info("elephant %s (%.2f Mb/s)", st.key, st.rate_bps / 1e6)
+        else:
+            st.streak = 0
+
+    def expire(self, now):
+        """Forget elephants idle for longer than the pattern memory; returns the keys forgotten."""
+        gone = [k for k, st in self.flows.items() if st.elephant and st.streak == 0
+                and now - st.last_active > self.config.memory_s]
+        for k in gone:
+            LOG.info("elephant %s ended (idle %.0f s)", k, now - self.flows[k].last_active)
+            del self.flows[k]
+        return gone
+
+    def elephants(self):
+        """Known elephants (active or idle within the pattern memory), in a stable order."""
+        return [st for _, st in sorted(self.flows.items()) if st.elephant]

@@ -1,0 +1,155 @@
+"""The traffic-engineering step: elephants + fabric -> optimiser -> (hysteresis) -> pinned paths -> rules.
+
+Plain data and a clock-free class; app.py calls ``TrafficEngineer.step`` every period and on failures, then
+merges ``te_rules`` into the switches' desired state. Design choices, and why:
+
+* Every elephant is pinned once known: ECMP's real choice for an unpinned flow is a switch-internal hash the
+  controller cannot see, so "leave it where it is" is not a known state. Before/after reports show ECMP's
+  behaviour by the routing core's per-flow hash, labelled as an estimate.
+* Hysteresis: once all elephants are pinned on live paths, a new routing is applied only if it is strictly
+  better in the configured leximin order; ties keep the installed routing, so nothing flaps.
+* An elephant's route is fixed by exact 5-tuple rules on its upward hops only: the ingress rule's action picks
+  the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from controller.routing import metric
+from controller.routing.fabric import Fabric
+from controller.routing.flow import Flow
+from controller.routing.optimisers import optimise as run_optimiser
+from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
+                              PRIO_FLOW_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
+from controller.monitor import PROTO_TCP, PROTO_UDP
+
+LOG = logging.getLogger("mlroute.te")
+
+TIER_RANK = {"leaf": 0, "edge": 0, "aggregation": 1, "spine": 1, "core": 2}
+FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
+
+
+def fabric_from_topology(topology, tiers, host_bps, fabric_bps):
+    """The routing core's Fabric for the live learned topology, or None when it is not a Clos."""
+    if tiers is None or not tiers.is_clos:
+        return None
+    graph = topology.graph()
+    for dpid in graph.nodes:
+        graph.nodes[dpid]["tier"] = tiers.tiers[dpid]
+    hosts = {h.ip: h.dpid for h in topology.hosts.values() if h.dpid in graph}
+    return Fabric.from_graph(graph, hosts, capacity=fabric_bps, host_capacity=host_bps)
+
+
+@dataclass
+class TEResult:
+    applied: bool
+    moved: list = field(default_factory=list)  # FlowKeys whose path changed
+    before: dict | None = None  # routing-core report of the routing in force before the step
+    after: dict | None = None  # ... and of the routing in force after it
+    runtime_s: float = 0.0
+    elephants: int = 0
+    reason: str = ""
+
+
+class TrafficEngineer:
+    def __init__(self, mode="mlroute", objective="flow", hysteresis=True, seed=0, clock=time.perf_counter):
+        self.mode = mode
+        self.objective = objective
+        self.hysteresis = hysteresis
+        self.seed = seed
+        self.clock = clock
+        self.pinned = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
+        self.last = None  # last TEResult
+
+    def step(self, fabric, elephants, jobs=None):
+        """One decision over ``elephants`` (list of (FlowKey, demand fraction or None)).
+
+        ``jobs`` maps a host IP to a job name (job awareness); with jobs the objective is job-level.
+        """
+        jobs = jobs or {}
+        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=jobs.get(k.src_ip), key=k) for k, d in elephants
+                 if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
+        keys = [f.key for f in flows]
+        self.pinned = {k: p for k, p in self.pinned.items() if k in set(keys)}
+        if not flows:
+            self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
+            return self.last
+        ecmp = run_optimiser("ecmp", fabric, flows, seed=self.seed).paths
+        current = [self.pinned.get(k) for k in keys]
+        valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, current)]
+        current = [p if ok else e for p, ok, e in zip(current, valid, ecmp)]
+        objective = "job" if any(f.job for f in flows) else self.objective
+        job_list = [f.job for f in flows]
+        before = metric.report(fabric, flows, current, objective=objective)
+        if self.mode == "ecmp":
+            self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
+            return self.last
+        t0 = self.clock()
+        routing = run_optimiser(self.mode, fabric, flows, seed=self.seed, objective=objective, previous=current)
+        runtime = self.clock() - t0
+        new = [p if p is not None else c for p, c in zip(routing.paths, current)]
+        must = not all(valid)  # unpinned newcomers or paths through failed elements
+        better = metric.compare(metric.rates(fabric, flows, new), metric.rates(fabric, flows, current),
+                                job_list, objective) > 0
+        if not must and self.hysteresis and not better:
+            self.last = TEResult(False, [], before, before, runtime, len(flows), "no improvement: routing kept")
+            return self.last
+        # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
+        moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
+        self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
+        after = metric.report(fabric, flows, new, objective=objective)
+        reason = "new or broken paths" if must else "better objective"
+        self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
+        return self.last
+
+
+def five_tuple_match(key, in_port=None):
+    l4 = "tcp" if key.proto == PROTO_TCP else "udp"
+    fields = {"eth_type": ETH_IPV4, "ip_proto": key.proto, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
+              f"{l4}_src": key.src_port, f"{l4}_dst": key.dst_port}
+    if in_port is not None:
+        fields["in_port"] = in_port
+    return match(**fields)
+
+
+def port_toward(graph, a, b):
+    if not graph.has_edge(a, b):
+        return None
+    return graph.edges[a, b]["ports"][a]
+
+
+def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
+    """Rules of the traffic-engineering layer for all switches (a flat list of FlowRule).
+
+    * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple) and forwarded;
+    * per known transport flow, an exact rule at its ingress switch counts it (idle timeout bounds the table)
+      and, for a pinned elephant, sends it to the pinned first hop instead of the ECMP table;
+    * per pinned elephant, exact rules on its upward hops above the ingress.
+    """
+    graph = graph if graph is not None else topology.graph()
+    rules = []
+    for h in topology.hosts.values():
+        for proto in (PROTO_TCP, PROTO_UDP):
+            rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto),
+                                  (("controller", FLOW_MISS_BYTES), ("goto", TABLE_FORWARD)),
+                                  table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
+    for key, (dpid, in_port) in accounting.items():
+        actions = (("goto", TABLE_FORWARD),)
+        path = pinned.get(key)
+        if path and path[0] == dpid and len(path) > 1:
+            port = port_toward(graph, path[0], path[1])
+            if port is not None:
+                actions = (("output", port),)
+        rules.append(FlowRule(dpid, PRIO_FLOW, five_tuple_match(key, in_port), actions, table=TABLE_CLASSIFY,
+                              cookie=COOKIE_FLOW, idle_timeout=idle_timeout))
+    tier_of = tiers.tiers if tiers is not None else {}
+    for key, path in pinned.items():
+        ranks = [TIER_RANK.get(tier_of.get(d), 0) for d in path]
+        top = ranks.index(max(ranks))
+        for i in range(1, top):
+            port = port_toward(graph, path[i], path[i + 1])
+            if port is not None:
+                rules.append(FlowRule(path[i], PRIO_ELEPHANT, five_tuple_match(key), (("output", port),),
+                                      table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
+    return rules

@@ -1,0 +1,77 @@
+"""Read the switches' own flow tables (`ovs-ofctl dump-flows`) and trace where a transport flow really goes.
+
+Used to check traffic engineering from the data plane, not from the controller's account of it.
+"""
+
+import re
+import subprocess
+
+FIELD_ALIASES = {"nw_src": "ipv4_src", "nw_dst": "ipv4_dst", "tp_src": "l4_src", "tp_dst": "l4_dst",
+                 "dl_type": "eth_type"}
+# ovs-ofctl's shorthand words, as the fields they stand for
+PROTO_WORDS = {"ip": {"eth_type": "0x0800"}, "arp": {"eth_type": "0x0806"}, "ipv6": {"eth_type": "0x86dd"},
+               "tcp": {"eth_type": "0x0800", "ip_proto": "6"}, "udp": {"eth_type": "0x0800", "ip_proto": "17"}}
+
+
+def dump_flows(bridge):
+    out = subprocess.run(["ovs-ofctl", "--no-names", "-O", "OpenFlow13", "dump-flows", bridge],
+                         capture_output=True, text=True, check=True).stdout
+    return [r for r in (parse_flow(line) for line in out.splitlines()) if r is not None]
+
+
+def parse_flow(line):
+    m = re.search(r"table=(\d+).*?\spriority=(\d+)(,\S*)?\s+actions=(\S+)", line)
+    if not m:
+        return None
+    table, priority, match_text, actions = int(m.group(1)), int(m.group(2)), m.group(3) or "", m.group(4)
+    cookie = int(re.search(r"cookie=(0x[0-9a-f]+)", line).group(1), 16)
+    match = {}
+    for part in match_text.strip(",").split(","):
+        if not part:
+            continue
+        if "=" in part:
+            k, v = part.split("=", 1)
+            match[FIELD_ALIASES.get(k, k)] = v
+        elif part in PROTO_WORDS:
+            match.update(PROTO_WORDS[part])
+    return {"table": table, "priority": priority, "match": match, "actions": actions, "cookie": cookie,
+            "n_bytes": int(re.search(r"n_bytes=(\d+)", line).group(1))}
+
+
+def _lookup(rules, table, pkt):
+    cands = [r for r in rules if r["table"] == table and all(pkt.get(k) == v for k, v in r["match"].items())]
+    return max(cands, key=lambda r: r["priority"]) if cands else None
+
+
+def trace_elephant(tables, links, elephant, ingress, max_hops=8):
+    """Follow ``elephant`` (REST dict) from ``ingress`` (dpid, in_port) through dumped ``tables``.
+
+    ``tables``: dpid -> parsed rules; ``links``: (dpid, port) -> (dpid, port) from the REST topology.
+    Returns the list of directed switch links crossed, or raises AssertionError on a group (an ECMP choice
+    the controller did not pin), a drop or a loop.
+    """
+    dpid, in_port = ingress
+    base = {"eth_type": "0x0800", "ipv4_src": elephant["src_ip"], "ipv4_dst": elephant["dst_ip"], "ip_proto": str(elephant["proto"]),
+            "l4_src": str(elephant["src_port"]), "l4_dst": str(elephant["dst_port"])}
+    crossed = []
+    for _ in range(max_hops):
+        pkt = dict(base, in_port=str(in_port))
+        table, out_port = 0, None
+        while out_port is None:
+            rule = _lookup(tables[dpid], table, pkt)
+            assert rule is not None, f"no rule at {dpid} table {table} for {elephant}"
+            acts = rule["actions"]
+            if m := re.search(r"output:(\d+)", acts):
+                out_port = int(m.group(1))
+            elif "group:" in acts:
+                raise AssertionError(f"{elephant['src_ip']}->{elephant['dst_ip']} hits an ECMP group at {dpid}")
+            elif m := re.search(r"goto_table:(\d+)", acts):
+                table = int(m.group(1))
+            else:
+                raise AssertionError(f"dropped at {dpid}: {acts}")
+        nxt = links.get((dpid, out_port))
+        if nxt is None:
+            return crossed  # delivered on a host port
+        crossed.append((dpid, nxt[0]))
+        dpid, in_port = nxt
+    raise AssertionError(f"loop tracing {elephant}")
