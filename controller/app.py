@@ -322,7 +322,8 @@ class MlrouteApp(app_manager.RyuApp):
                    for p in self.te.pinned.values())
 
     def desired_rules(self):
-        desired = forwarding.plan(self.topology)
+        levels = self.tiers.levels if self.tiers is not None else {}
+        desired = forwarding.plan(self.topology, levels, stagger=self.config["te"]["ecmp_stagger"])
         pinned = self.te.pinned if self.te.mode != "ecmp" else {}
         for rule in te.te_rules(self.topology, self.tiers, self.accounting, pinned,
                                 self.config["te"]["flow_idle_timeout_s"]):

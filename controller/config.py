@@ -27,7 +27,8 @@ DEFAULTS = {
         "flow_idle_timeout_s": 10,  # idle timeout of per-transport-flow accounting rules
         "objective": "flow",  # "flow" or "job"
         "hysteresis": True,  # apply a new routing only if it improves the objective
-        "accounting": "reactive",  # "reactive" (first packet of a flow to the controller, plain OF1.3)
+        "accounting": "reactive",
+        "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)  # "reactive" (first packet of a flow to the controller, plain OF1.3)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
 }
@@ -79,6 +80,7 @@ SCHEMA = {
         "objective": _Rule(str, _choice(("flow", "job"))),
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),
+        "ecmp_stagger": _Rule(bool),
     },
 }
 

@@ -15,13 +15,29 @@ from controller.rules import (ETH_ARP, ETH_IPV4, ETH_IPV6, PRIO_ARP, PRIO_HOST, 
                               PRIO_IPV6_DROP, PRIO_TABLE_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule,
                               GroupRule, SwitchRules, match)
 
-PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+PACKET_IN_BYTES = 128
+MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+
+
+def staggered_buckets(ports, level):
+    """Bucket list for a SELECT group at tier ``level`` (0 = host-facing), de-correlated from the tiers below.
+
+    Switches that hash the same header fields the same way pick bucket ``hash mod n_buckets``; with plain
+    groups, the edge and the aggregation switch then use the same hash digits and every flow an aggregation
+    switch receives goes to the same core (hash polarisation). Listing each port n^level times in blocks makes
+    tier ``level`` read the next base-n digit of the hash instead. Used when the bucket count stays small.
+    """
+    n = len(ports)
+    reps = n ** level
+    if level <= 0 or n * reps > MAX_STAGGERED_BUCKETS:
+        return tuple(ports)
+    return tuple(p for p in ports for _ in range(reps))
 
 
 def group_id_for(ports, taken):
-    """A stable group id for a set of output ports (same set, same id across recomputations and restarts)."""
-    gid = zlib.crc32(",".join(map(str, sorted(ports))).encode()) % 0x7FFF0000 + 1
-    while gid in taken and taken[gid] != tuple(sorted(ports)):
+    """A stable group id for a bucket list (same list, same id across recomputations and restarts)."""
+    gid = zlib.crc32(",".join(map(str, ports)).encode()) % 0x7FFF0000 + 1
+    while gid in taken and taken[gid] != tuple(ports):
         gid = gid % 0x7FFF0000 + 1
     return gid
 
@@ -51,8 +67,12 @@ def next_hop_ports(graph, dst_switch):
     return hops
 
 
-def plan(topology):
-    """Desired rules for every connected switch: dict dpid -> SwitchRules."""
+def plan(topology, levels=None, stagger=True):
+    """Desired rules for every connected switch: dict dpid -> SwitchRules.
+
+    ``levels`` (dpid -> tier level, 0 = host-facing) enables staggered ECMP buckets against hash polarisation.
+    """
+    levels = levels or {}
     graph = topology.graph()
     desired = {dpid: SwitchRules() for dpid in topology.ports}
     for dpid, rules in desired.items():
@@ -73,9 +93,10 @@ def plan(topology):
             if len(ports) == 1:
                 actions = (("output", ports[0]),)
             else:
+                buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
                 taken = {g.group_id: g.ports for g in rules.groups.values()}
-                gid = group_id_for(ports, taken)
-                rules.add_group(GroupRule(dpid, gid, ports))
+                gid = group_id_for(buckets, taken)
+                rules.add_group(GroupRule(dpid, gid, buckets))
                 actions = (("group", gid),)
             rules.add_flow(FlowRule(dpid, PRIO_HOST, ip_match, actions))
     return desired

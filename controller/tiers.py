@@ -24,6 +24,7 @@ class TierInference:
     kind: str  # LEAF_SPINE, FAT_TREE or UNKNOWN
     tiers: dict = field(default_factory=dict)  # dpid -> tier name
     reason: str = ""
+    levels: dict = field(default_factory=dict)  # dpid -> hops from the host-facing tier (0 = leaf / edge)
 
     @property
     def is_clos(self):
@@ -61,7 +62,7 @@ def infer_tiers(graph, access_switches, pinned=None):
         kind = FAT_TREE
     else:
         return TierInference(UNKNOWN, _named(level, switches, None), f"{height + 1} levels: not a 2- or 3-tier Clos")
-    return TierInference(kind, _named(level, switches, kind))
+    return TierInference(kind, _named(level, switches, kind), levels=dict(level))
 
 
 def _named(level, switches, kind):
@@ -77,6 +78,6 @@ def _judge_pinned(graph, pinned):
             rank = {name: i for i, name in enumerate(names)}
             bad = [(u, v) for u, v in graph.edges if abs(rank[tiers[u]] - rank[tiers[v]]) != 1]
             if not bad:
-                return TierInference(kind, tiers)
+                return TierInference(kind, tiers, levels={d: rank[t] for d, t in tiers.items()})
             return TierInference(UNKNOWN, tiers, f"pinned tiers: link {bad[0]} does not join adjacent tiers")
     return TierInference(UNKNOWN, tiers, "pinned tiers do not name one Clos layout (or some switch is unpinned)")

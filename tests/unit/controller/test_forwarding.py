@@ -82,3 +82,35 @@ def test_group_ids_are_stable_across_recomputation():
     a = forwarding.plan(topologies.fat_tree(4))
     b = forwarding.plan(topologies.fat_tree(4))
     assert {d: set(r.groups) for d, r in a.items()} == {d: set(r.groups) for d, r in b.items()}
+
+
+def test_staggered_buckets_break_hash_polarisation():
+    """Model a switch that picks bucket hash mod n_buckets with the same hash at every tier (OVS's default):
+    with plain groups an aggregation switch sends everything it gets to one core; staggered, all four."""
+    from controller.tiers import infer_tiers
+    topo = topologies.fat_tree(4)
+    tiers = infer_tiers(topo.graph(), topo.access_switches())
+    links = {(l.src, l.src_port): l.dst for l in topo.live_links()}
+    dst = topo.hosts["10.0.0.16"]
+    rule_match = forwarding.match(eth_type=ETH_IPV4, ipv4_dst=dst.ip)
+
+    def cores_reached(desired):
+        reached = set()
+        for h in range(64):  # one hash value per flow
+            switch = 1000  # edge of pod 0
+            for _ in range(2):  # edge -> aggregation -> core
+                action = desired[switch].flows[(1, 10, rule_match)].actions[0]
+                buckets = desired[switch].groups[action[1]].ports
+                switch = links[(switch, buckets[h % len(buckets)])]
+            reached.add(switch)
+        return reached
+
+    assert len(cores_reached(forwarding.plan(topo, tiers.levels, stagger=False))) == 2
+    assert cores_reached(forwarding.plan(topo, tiers.levels, stagger=True)) == {3001, 3002, 3003, 3004}
+    assert_all_pairs_delivered(topo)
+
+
+def test_staggering_stays_within_the_bucket_budget():
+    assert forwarding.staggered_buckets((1, 2), 1) == (1, 1, 2, 2)
+    assert forwarding.staggered_buckets((1, 2, 3), 0) == (1, 2, 3)
+    assert forwarding.staggered_buckets(tuple(range(24)), 1) == tuple(range(24))  # 576 > 64: plain
