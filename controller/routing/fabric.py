@@ -48,72 +48,123 @@ class _UpSet:
     nodes: np.ndarray  # (n, h+1) node positions leaf ... turn
     unique: bool
     key: int = 0  # identical turn arrays share a key, so joins can be cached
+    _sel: dict = field(default_factory=dict, repr=False)
+
+    def select(self, name: str, idx, jkey):
+        """Rows ``idx`` of one of the arrays (``idx`` None = all rows, no copy), cached per join key."""
+        if idx is None:
+            if name == "upT" or name == "downT":
+                hit = self._sel.get(name)
+                if hit is None:
+                    hit = self._sel[name] = np.ascontiguousarray(getattr(self, name[:-1]).T)
+                return hit
+            return getattr(self, name)
+        ck = (name, jkey)
+        hit = self._sel.get(ck)
+        if hit is None:
+            if name in ("upT", "downT"):
+                hit = np.ascontiguousarray(getattr(self, name[:-1])[idx].T)
+            else:
+                hit = getattr(self, name)[idx]
+            self._sel[ck] = hit
+        return hit
 
 
-@dataclass
 class PathSet:
     """The candidate paths of one (source leaf, destination leaf) pair, in a fixed order.
 
-    ``links()`` is a (P, K) array of the switch-link indices each path crosses (K = 0 for an intra-leaf pair);
-    ``turn`` the node position of each path's turning switch (spine/core/aggregation).
+    ``up`` / ``down`` are (P, h) arrays of the switch-link indices of each path's up half (leaf to turning
+    switch) and down half; ``links()`` is their concatenation (K = 2h columns, 0 for an intra-leaf pair);
+    ``turn`` the node position of each path's turning switch (spine/core/aggregation).  Arrays are shared
+    with the per-leaf up-path tables whenever the pair can use all of them (no copy per pair), so that
+    100,000 flows on a large fat-tree stay cheap.
     """
 
-    fabric: "Fabric"
-    src_leaf: Hashable
-    dst_leaf: Hashable
-    up: np.ndarray
-    down: np.ndarray
-    up_nodes: np.ndarray
-    down_nodes: np.ndarray
-    turn: np.ndarray
-    _paths: list | None = field(default=None, repr=False)
+    def __init__(self, fabric, src_leaf, dst_leaf, a=None, b=None, ia=None, ib=None, jkey=None, kind="inter"):
+        self.fabric = fabric
+        self.src_leaf = src_leaf
+        self.dst_leaf = dst_leaf
+        self._a, self._b, self._ia, self._ib, self._jkey = a, b, ia, ib, jkey
+        self.kind = kind  # "inter", "intra" (same leaf) or "none" (no live path)
+        self._paths = None
+        if kind == "intra":
+            p = fabric.node_pos[src_leaf]
+            z = np.zeros((1, 0), dtype=np.int64)
+            self.up = self.down = z
+            self.upT = self.downT = np.zeros((0, 1), dtype=np.int64)
+            self.up_nodes = self.down_nodes = np.array([[p]])
+            self.turn = np.array([p])
+        elif kind == "none":
+            z = np.zeros((0, 0), dtype=np.int64)
+            self.up = self.down = self.up_nodes = self.down_nodes = z
+            self.upT = self.downT = z
+            self.turn = np.zeros(0, dtype=np.int64)
+        else:
+            self.turn = a.select("turn", ia, jkey)
+            self.up = a.select("up", ia, jkey)
+            self.down = b.select("down", ib, jkey)
+            self.upT = a.select("upT", ia, jkey)
+            self.downT = b.select("downT", ib, jkey)
 
     def __len__(self) -> int:
         return len(self.turn)
 
+    @property
+    def hops(self) -> int:
+        return self.up.shape[1]
+
     def links(self) -> np.ndarray:
         return np.hstack((self.up, self.down))
+
+    @property
+    def _up_nodes(self):
+        return self._a.select("nodes", self._ia, self._jkey)
+
+    @property
+    def _down_nodes(self):
+        return self._b.select("nodes", self._ib, self._jkey)[:, ::-1]
+
+    @property
+    def paths(self) -> list[tuple]:
+        if self._paths is None:
+            self._paths = [self.path(i) for i in range(len(self))] if self.kind != "intra" else [(self.src_leaf,)]
+        return self._paths
 
     def path(self, i: int) -> tuple:
         """Option i as a tuple of switch names (without building the whole list when it is long)."""
         if self._paths is not None:
             return self._paths[i]
-        if len(self.turn) <= 64:
-            return self.paths[i]
-        names = self.fabric.node_list
-        if self.up.shape[1] == 0:
+        if self.kind == "intra":
             return (self.src_leaf,)
-        return tuple(names[x] for x in self.up_nodes[i].tolist()) + \
-            tuple(names[x] for x in self.down_nodes[i, 1:].tolist())
+        if len(self.turn) <= 64 and self._paths is None:
+            names = self.fabric.node_list
+            up, dn = self._up_nodes.tolist(), self._down_nodes.tolist()
+            self._paths = [tuple(names[x] for x in u) + tuple(names[x] for x in d[1:]) for u, d in zip(up, dn)]
+            return self._paths[i]
+        names = self.fabric.node_list
+        return tuple(names[x] for x in self._up_nodes[i].tolist()) + \
+            tuple(names[x] for x in self._down_nodes[i, 1:].tolist())
 
     def index_of(self, path) -> int:
         """Position of ``path`` among the options, or -1."""
-        if path is None or len(path) != self.up.shape[1] * 2 + 1:
+        if path is None:
             return -1
-        pos = self.fabric.node_pos
+        path = tuple(path)
+        if self.kind == "intra":
+            return 0 if path == (self.src_leaf,) else -1
+        h = self.hops
+        if len(path) != 2 * h + 1 or not len(self.turn):
+            return -1
         try:
-            mid = pos[path[self.up.shape[1]]]
+            mid = self.fabric.node_pos[path[h]]
         except (KeyError, TypeError):
             return -1
-        if self.up.shape[1] == 0:
-            return 0 if len(self.turn) and path[0] == self.src_leaf else -1
         lo = int(np.searchsorted(self.turn, mid, "left"))
         hi = int(np.searchsorted(self.turn, mid, "right"))
         for i in range(lo, hi):
-            if self.path(i) == tuple(path):
+            if self.path(i) == path:
                 return i
         return -1
-
-    @property
-    def paths(self) -> list[tuple]:
-        if self._paths is None:
-            names = self.fabric.node_list
-            if self.up.shape[1] == 0:
-                self._paths = [(self.src_leaf,)]
-            else:
-                full = np.hstack((self.up_nodes, self.down_nodes[:, 1:]))
-                self._paths = [tuple(names[x] for x in row) for row in full.tolist()]
-        return self._paths
 
 
 class Fabric:
@@ -468,9 +519,13 @@ class Fabric:
             return hit
         if a.unique and b.unique:
             if a.key == b.key:
-                ia = ib = np.arange(len(a.turn))
+                ia = ib = None
             else:
                 _, ia, ib = np.intersect1d(a.turn, b.turn, assume_unique=True, return_indices=True)
+                if len(ia) == len(a.turn):
+                    ia = None
+                if len(ib) == len(b.turn):
+                    ib = None
         else:
             ia_l, ib_l = [], []
             bt = b.turn.tolist()
@@ -491,35 +546,30 @@ class Fabric:
         ps = self._pathsets.get(key)
         if ps is not None:
             return ps
-        empty = np.zeros((0, 0), dtype=np.int64)
-        if src_leaf == dst_leaf:
-            p = self.node_pos[src_leaf]
-            ps = PathSet(self, src_leaf, dst_leaf, np.zeros((1, 0), np.int64), np.zeros((1, 0), np.int64),
-                         np.array([[p]]), np.array([[p]]), np.array([p]))
-            if src_leaf in self.failed_nodes:
-                ps = PathSet(self, src_leaf, dst_leaf, empty, empty, empty, empty, np.zeros(0, np.int64))
+        if src_leaf in self.failed_nodes or dst_leaf in self.failed_nodes:
+            ps = PathSet(self, src_leaf, dst_leaf, kind="none")
+        elif src_leaf == dst_leaf:
+            ps = PathSet(self, src_leaf, dst_leaf, kind="intra")
         else:
             ua, ub = self._upset(src_leaf), self._upset(dst_leaf)
             best = None
             for total in range(2, 2 * (max(list(ua) + list(ub) + [0])) + 1):
-                found = []
-                for ha in ua:
+                for ha in sorted(ua):
                     hb = total - ha
                     if hb in ub:
                         ia, ib = self._join(ua[ha], ub[hb])
-                        if len(ia):
-                            found.append((ua[ha], ub[hb], ia, ib))
-                if found:
-                    best = found
+                        n = len(ua[ha].turn) if ia is None else len(ia)
+                        if n:
+                            # (an irregular graph could offer shortest paths of two shapes; the first is kept)
+                            best = (ua[ha], ub[hb], ia, ib)
+                            break
+                if best is not None:
                     break
             if best is None:
-                ps = PathSet(self, src_leaf, dst_leaf, empty, empty, empty, empty, np.zeros(0, np.int64))
+                ps = PathSet(self, src_leaf, dst_leaf, kind="none")
             else:
-                a, b, ia, ib = best[0]
-                if len(best) > 1:  # mixed hop counts (irregular graph): paths differ in length, store per-set
-                    raise FabricError("irregular fabric: shortest valley-free paths of different shapes")
-                bn = b.nodes[ib][:, ::-1]
-                ps = PathSet(self, src_leaf, dst_leaf, a.up[ia], b.down[ib], a.nodes[ia], bn, a.turn[ia])
+                a, b, ia, ib = best
+                ps = PathSet(self, src_leaf, dst_leaf, a, b, ia, ib, jkey=(a.key, b.key))
         self._pathsets[key] = ps
         return ps
 

@@ -42,7 +42,8 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
     capacities (``(cap - frozen rate on the link) / unfrozen flows on the link``), not by accumulating
     increments, so flows bottlenecked together get bit-identical rates and ties are exact.  Every link whose
     level is within a relative 1e-9 of the minimum saturates in the same step.  A flow that crosses no link
-    gets its demand, or ``inf`` if it has none.  Runs in O(levels x incidences) with numpy.
+    gets its demand, or ``inf`` if it has none.  Runs level by level with numpy (O(levels x incidences));
+    a big instance that needs many levels finishes event-driven with a heap (O(incidences x log links)).
     """
     n = len(flow_links)
     caps = np.asarray(capacities, dtype=float)
@@ -68,8 +69,15 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
     active[zero_dem] = False
     frozen_load = np.zeros(len(caps))  # rate of frozen flows on each link
     if len(flat):
-        np.add.at(frozen_load, flat[~active[owner]], rate[owner[~active[owner]]])
+        inc = ~active[owner]
+        frozen_load += np.bincount(flat[inc], weights=rate[owner[inc]], minlength=len(caps))
+    rounds = 0
     while active.any():
+        if rounds >= VECTOR_ROUNDS and len(flat) > 20_000:
+            # many distinct levels on a big instance: finish with the event-driven version
+            _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load)
+            break
+        rounds += 1
         act_inc = active[owner]
         cnt = np.bincount(flat[act_inc], minlength=len(caps))
         used = cnt > 0
@@ -95,8 +103,96 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
         rate[freeze] = new_rate[freeze]
         active &= ~freeze
         inc = freeze[owner]
-        np.add.at(frozen_load, flat[inc], rate[owner[inc]])
+        frozen_load += np.bincount(flat[inc], weights=rate[owner[inc]], minlength=len(caps))
     return rate
+
+
+#: vectorised progressive-filling rounds before a big instance switches to the event-driven version.
+VECTOR_ROUNDS = 48
+
+
+def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
+    """Event-driven progressive filling (heap of link saturation levels); same result, O(I log L)."""
+    import heapq
+
+    n = len(rate)
+    starts = np.concatenate(([0], np.cumsum(lens)))
+    flow_links = flat.tolist()
+    fstart = starts.tolist()
+    act_inc = active[owner]
+    # link -> active incidences (flows)
+    order = np.argsort(flat[act_inc], kind="stable")
+    lk = flat[act_inc][order]
+    fl = owner[act_inc][order]
+    cnt = np.bincount(lk, minlength=len(caps))
+    lstart = np.concatenate(([0], np.cumsum(cnt))).tolist()
+    link_flows = fl.tolist()
+    cnt = cnt.astype(np.int64).tolist()
+    cap = caps.tolist()
+    fload = frozen_load.tolist()
+    act = active.tolist()
+    rt = rate.tolist()
+    dm = dem.tolist()
+    heap = []
+    for l in np.flatnonzero(np.asarray(cnt) > 0).tolist():
+        heap.append((max(cap[l] - fload[l], 0.0) / cnt[l], l))
+    for i in np.flatnonzero(active & np.isfinite(dem)).tolist():
+        heap.append((dm[i], -1 - i))
+    heapq.heapify(heap)
+    remaining = int(active.sum())
+    pop, push = heapq.heappop, heapq.heappush
+    while heap and remaining:
+        lvl, key = pop(heap)
+        if key >= 0:
+            c = cnt[key]
+            if not c or (cap[key] - fload[key] if cap[key] > fload[key] else 0.0) / c != lvl:
+                continue  # stale entry
+        elif not act[-1 - key]:
+            continue
+        top = lvl + REL_TOL * (lvl if lvl > 1e-300 else 1e-300)
+        batch = [key]
+        while heap and heap[0][0] <= top:
+            l2, k2 = pop(heap)
+            if k2 >= 0:
+                c = cnt[k2]
+                if c and (cap[k2] - fload[k2] if cap[k2] > fload[k2] else 0.0) / c == l2:
+                    batch.append(k2)
+            elif act[-1 - k2]:
+                batch.append(k2)
+        frozen = []
+        for key in batch:
+            if key >= 0:
+                for i in link_flows[lstart[key]:lstart[key + 1]]:
+                    if act[i]:
+                        act[i] = False
+                        d = dm[i]
+                        rt[i] = d if d < lvl else lvl
+                        frozen.append(i)
+            else:
+                i = -1 - key
+                if act[i]:
+                    act[i] = False
+                    d = dm[i]
+                    rt[i] = d if d < lvl else lvl
+                    frozen.append(i)
+        remaining -= len(frozen)
+        touched = set()
+        for i in frozen:
+            r = rt[i]
+            for l in flow_links[fstart[i]:fstart[i + 1]]:
+                fload[l] += r
+                cnt[l] -= 1
+                touched.add(l)
+        for l in touched:
+            c = cnt[l]
+            if c > 0:
+                push(heap, ((cap[l] - fload[l] if cap[l] > fload[l] else 0.0) / c, l))
+    for i in range(n):
+        if act[i]:
+            rt[i] = math.inf
+    rate[:] = rt
+    active[:] = False
+    frozen_load[:] = fload
 
 
 def routing_links(fabric, flows, paths) -> list[np.ndarray]:

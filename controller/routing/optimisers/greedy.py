@@ -44,20 +44,21 @@ def greedy_choice(prob: Problem, order=None, loads=None) -> tuple[np.ndarray, np
         if hops[i] == 0 or nopts[i] == 0:
             continue
         ps = sets[i]
+        upt, dnt = ps.upT, ps.downT  # (h, P): one row per hop, contiguous
         if hops[i] == 1:
-            flat = ps.__dict__.get("_flat")
-            if flat is None:
-                flat = ps._flat = (np.ascontiguousarray(ps.up[:, 0]), np.ascontiguousarray(ps.down[:, 0]))
-            up, dn = flat
-            cost = np.maximum(ld[up], ld[dn])
-            c = int(cost.argmin())
-            ld[up[c]] += 1
-            ld[dn[c]] += 1
+            u, d = upt[0], dnt[0]
+            c = int(np.maximum(ld[u], ld[d]).argmin())
+            ld[u[c]] += 1
+            ld[d[c]] += 1
         else:
-            cost = np.maximum(ld[ps.up].max(1), ld[ps.down].max(1))
+            cost = ld[upt[0]]
+            for row in upt[1:]:
+                np.maximum(cost, ld[row], out=cost)
+            for row in dnt:
+                np.maximum(cost, ld[row], out=cost)
             c = int(cost.argmin())
-            ld[ps.up[c]] += 1
-            ld[ps.down[c]] += 1
+            ld[upt[:, c]] += 1
+            ld[dnt[:, c]] += 1
         choice[i] = c
     return choice, ld
 

@@ -33,8 +33,10 @@ from controller.routing.optimisers.base import Problem
 from controller.routing.optimisers.colouring import BipartiteColouring
 from controller.routing.optimisers.greedy import greedy_choice
 
-#: local-search wall-clock budget (seconds) when the caller gives no time_limit.
+#: wall-clock budget (seconds) of the improvement phases (after the construction) when no time_limit is given.
 DEFAULT_SEARCH_BUDGET = 2.0
+#: the polishing looks at the slowest levels of rates first, at most this many per round.
+MAX_LEVELS_PER_ROUND = 32
 
 
 def _rank_within(keys: np.ndarray) -> np.ndarray:
@@ -239,8 +241,10 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
         if not len(slow):
             break
         improved = False
-        levels = np.unique(np.round(rates[slow], 12))
+        levels = np.unique(np.round(rates[slow], 12))[:MAX_LEVELS_PER_ROUND]
         for lam in levels.tolist():
+            if time.perf_counter() >= deadline:
+                break
             at = slow[np.abs(rates[slow] - lam) <= 1e-9 * max(lam, 1e-12)]
             flat = mat.ravel()
             rr = np.repeat(rates, mat.shape[1])
@@ -333,12 +337,12 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
 
     prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
     budget = DEFAULT_SEARCH_BUDGET if time_limit is None else float(time_limit)
-    deadline = start + budget
     lap("problem")
     g_choice, g_loads = greedy_choice(prob)
     choice = g_choice
     info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
     lap("greedy")
+    deadline = time.perf_counter() + budget
     bound = prob.degree_bound()
     prev = None
     if previous is not None:
@@ -360,7 +364,7 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     jobs = prob.jobs if objective == "job" else None
     r_new = None
     loads = prob.loads(choice)
-    if prob.demands is not None or loads.max(initial=0) > 1:
+    if (prob.demands is not None or loads.max(initial=0) > 1) and time.perf_counter() < deadline:
         # some fabric link is shared: the metric may still improve beyond the load vector
         r_new = prob.rates(choice)
         choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective)
