@@ -1,0 +1,61 @@
+"""Shared fixtures: fabrics and workloads (routing core; others may add theirs)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from controller.routing.fabric import Fabric
+from controller.routing.flow import Flow
+
+try:  # a modest, deterministic hypothesis budget: the machine is shared
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "mlroute", max_examples=30, deadline=None, derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mlroute"))
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture
+def small_clos():
+    """4 ToRs x 2 spines x 2 hosts per ToR (hosts 0..7)."""
+    return Fabric.clos(4, 2, 2)
+
+
+@pytest.fixture
+def paper_clos():
+    """The paper's scale: 64 ToRs x 32 spines x 32 hosts per ToR."""
+    return Fabric.clos(64, 32, 32)
+
+
+@pytest.fixture
+def fattree4():
+    """A k=4 fat-tree (16 hosts, 8 edge, 8 aggregation, 4 core switches)."""
+    return Fabric.fattree(4)
+
+
+@pytest.fixture
+def stride_flows():
+    """A factory: stride(i) flows on n hosts."""
+
+    def make(n, i):
+        return [Flow(h, (h + i) % n) for h in range(n)]
+
+    return make
+
+
+@pytest.fixture
+def paper_workload():
+    """A factory: the paper's ring all-reduce jobs on 64 x 32 x 32, as flows (needs controller.workloads.jobs)."""
+
+    def make(n_jobs=2, ring=4, seed=0):
+        jobs_mod = pytest.importorskip("controller.workloads.jobs")
+        g = jobs_mod.min_gpus_per_host(n_jobs, ring, 64, 32)
+        return jobs_mod.jobs_to_flows(jobs_mod.paper_jobs(n_jobs, ring, 64, 32, seed=seed, gpus_per_host=g))
+
+    return make
