@@ -39,6 +39,9 @@ def add_arguments(p):
                    help="GPUs sharing one host NIC in generated jobs (default 1; see docs/simulation.md)")
     w.add_argument("--kind", choices=("allreduce", "pipeline"), default="allreduce",
                    help="kind of generated jobs (default allreduce)")
+    w.add_argument("--placement", choices=("tor", "random"), default="tor",
+                   help="generated jobs: every replica on ToRs of its own (default, as the paper) or every host "
+                        "drawn at random from the whole fabric (a stress test)")
     w.add_argument("--iterations", type=int, default=11, help="training iterations per job (default 11)")
     w.add_argument("--save-traffic", metavar="DIR", default=None,
                    help="also write the generated jobs as traffic files (authors' format, node ids) into DIR")
@@ -88,7 +91,7 @@ def run(args) -> int:
             failed_links=parse_links(args.failed_links), fail_at_s=args.fail_at, traffic=args.traffic,
             n_jobs=args.jobs, ring=args.ring, seed=args.seed, iterations=args.iterations,
             models=[m.strip() for m in args.models.split(",") if m.strip()], gpus_per_host=args.gpus_per_host,
-            kind=args.kind,
+            kind=args.kind, placement=args.placement,
         )
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None

@@ -423,6 +423,8 @@ def write_report(results: dict, out_dir: str, *, command: str = "mlroute reprodu
              "![fct](cdf_fct.png) ![tput](cdf_throughput.png)")
     L.append("- Optimiser runtime against the number of flows routed: ![runtime](runtime.png)\n")
     L.append(claims_section(runs, stats, ilp_r, vs_g, cfg, big))
+    if results.get("extra") and results["extra"]["runs"]:
+        L.append(extra_section(results["extra"], out_dir))
     if results.get("skipped"):
         L.append("## Skipped runs\n")
         L.append(_table(["jobs", "ring", "failed", "algorithm", "reason"],
@@ -488,6 +490,37 @@ def claims_section(runs, stats, ilp_r, vs_g, cfg, big) -> str:
                  f"in {vs_g['equal']}, worse in {vs_g['worse']}"
                  + (f" (by at most {100 * vs_g['loss_max']:.1f} %)" if vs_g["worse"] else "") + ".")
     L.append("")
+    return "\n".join(L)
+
+
+def extra_section(extra: dict, out_dir: str) -> str:
+    """The supplementary grid with random host placement (not in the paper)."""
+    runs = extra["runs"]
+    cfg = extra["config"]
+    plot_grid_metric(runs, cfg, "norm_mean", "mean All-Reduce / ideal", os.path.join(out_dir, "random_mean.png"))
+    head, stats, common = headline(runs)
+    vs = mlroute_vs(runs, "greedy") if {"mlroute", "greedy"} <= {r["algo"] for r in runs} else None
+    ilp_t, _ = ilp_table(runs)
+    L = ["## Beyond the paper: random host placement\n"]
+    L.append(f"The paper's placement gives every replica ToRs of its own, so every ToR sends and receives at most "
+             f"one flow per host and the ToR-level multigraph is very regular. Here the same jobs ("
+             f"{', '.join(map(str, cfg['jobs']))} jobs × ring {', '.join(map(str, cfg['rings']))}, "
+             f"{', '.join(map(str, cfg['failed']))} failed spines, {cfg['iterations']} iterations, seed "
+             f"{cfg['seed']} + 100·jobs + ring) put every host of every replica on a host drawn uniformly at random "
+             f"from the whole fabric (`--placement random`): jobs share ToRs, ToR degrees vary, some ring edges "
+             f"stay inside a ToR. {len(runs)} simulations.\n")
+    L.append(head + "\n")
+    if vs:
+        L.append(f"`mlroute` against `greedy`, cell by cell: better in {vs['better']}, equal in {vs['equal']}, "
+                 f"worse in {vs['worse']} of {vs['n']} cells; where better, by {100 * vs['gain_mean']:.1f} % on "
+                 f"average (at most {100 * vs['gain_max']:.1f} %)"
+                 + (f"; where worse, by at most {100 * vs['loss_max']:.1f} %." if vs["worse"] else ".") + "\n")
+    if ilp_t:
+        L.append(ilp_t + "\n")
+    for f in cfg["failed"]:
+        L.append(f"Mean All-Reduce / ideal per cell, random placement, {f} failed spine{'s' if f != 1 else ''}:\n")
+        L.append(by_cell_table(runs, f) + "\n")
+    L.append("![random placement](random_mean.png)\n")
     return "\n".join(L)
 
 

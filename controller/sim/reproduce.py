@@ -16,8 +16,8 @@ that limit).
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 import platform
 import sys
@@ -47,12 +47,19 @@ class GridConfig:
     seed: int = 1
     ilp_time_limit: float = 10.0
     models: tuple = ("gpt3", "bloom", "llama2")
+    placement: str = "tor"
     label: str = "full"
 
     @classmethod
     def quick(cls):
         """A small grid that runs in a few minutes: the paper's fabric, fewer cells and iterations."""
         return cls(jobs=(1, 3, 5), rings=(2, 8), failed=(0, 4), iterations=3, ilp_time_limit=5.0, label="quick")
+
+    def random_placement(self):
+        """The supplementary grid (not in the paper): the same jobs with every host drawn at random from the
+        whole fabric, largest ring only -- the regime where the paper's greedy is not optimal."""
+        return dataclasses.replace(self, placement="random", rings=(max(self.rings),),
+                                   label=f"{self.label}, random placement")
 
 
 def cell_seed(cfg: GridConfig, n_jobs: int, ring: int) -> int:
@@ -89,8 +96,9 @@ def _ilp_probe(cfg, fabric, jobs, optimisers):
     return proved, elapsed, "proved optimal" if proved else "not proved optimal within the time limit"
 
 
-def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.stderr, optimisers=None) -> dict:
-    """Run every cell, write ``results.json`` into ``out_dir`` and return the results."""
+def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.stderr, optimisers=None,
+             filename: str = "results.json") -> dict:
+    """Run every cell, write ``filename`` into ``out_dir`` and return the results."""
     if optimisers is None:
         from controller.routing.optimisers import OPTIMISERS as optimisers  # noqa: N811
     os.makedirs(out_dir, exist_ok=True)
@@ -101,14 +109,14 @@ def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.st
     total = len(cells) * len(cfg.algos)
     done = 0
     for n_jobs, ring, failed in cells:
-        gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models)
+        gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=cfg.placement)
         seed = cell_seed(cfg, n_jobs, ring)
         jobs = paper_jobs(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, seed=seed, models=cfg.models,
-                          iterations=cfg.iterations, gpus_per_host=gph)
+                          iterations=cfg.iterations, gpus_per_host=gph, placement=cfg.placement)
         n_flows = sum(len(j.all_edges()) for j in jobs)
         for algo in cfg.algos:
             done += 1
-            tag = f"[{done}/{total}] jobs={n_jobs} ring={ring} failed={failed} {algo}"
+            tag = f"[{done}/{total}] {cfg.placement} jobs={n_jobs} ring={ring} failed={failed} {algo}"
             fabric = _fabric(cfg, failed)
             time_limit = None
             if algo == "ilp":
@@ -158,6 +166,6 @@ def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.st
         "runs": runs,
         "skipped": skipped,
     }
-    with open(os.path.join(out_dir, "results.json"), "w") as fh:
+    with open(os.path.join(out_dir, filename), "w") as fh:
         json.dump(results, fh, separators=(",", ":"))
     return results

@@ -87,7 +87,8 @@ def build_fabric(kind: str, tors: int | None, spines: int | None, hosts_per_tor:
 def build(*, fabric: str = "clos", tors: int | None = 64, spines: int | None = 32, hosts_per_tor: int | None = 32,
           k: int | None = None, link_gbps: float = 100.0, failed_spines=(), failed_links=(), fail_at_s: float = 0.0,
           traffic=None, n_jobs: int | None = None, ring: int | None = None, seed: int = 0, iterations: int = 11,
-          models=("gpt3", "bloom", "llama2"), gpus_per_host: int = 1, kind: str = "allreduce") -> Scenario:
+          models=("gpt3", "bloom", "llama2"), gpus_per_host: int = 1, kind: str = "allreduce",
+          placement: str = "tor") -> Scenario:
     """Validate user parameters and build the scenario; failures at ``fail_at_s`` (0: from the start)."""
     if not link_gbps or link_gbps <= 0:
         raise ScenarioError(f"--link-gbps must be positive (got {link_gbps})")
@@ -136,11 +137,11 @@ def build(*, fabric: str = "clos", tors: int | None = 64, spines: int | None = 3
                 raise ScenarioError(f"--models: unknown model {m!r} (known: {', '.join(MODELS)})")
         try:
             jobs = paper_jobs(n_jobs, ring, n_tors, hpt, seed=seed, models=tuple(models), iterations=iterations,
-                              gpus_per_host=gpus_per_host, kind=kind)
+                              gpus_per_host=gpus_per_host, kind=kind, placement=placement)
         except WorkloadError as exc:
             raise ScenarioError(str(exc)) from None
         source = {"jobs": n_jobs, "ring": ring, "seed": seed, "models": list(models),
-                  "gpus_per_host": gpus_per_host, "kind": kind}
+                  "gpus_per_host": gpus_per_host, "kind": kind, "placement": placement}
     failures = []
     if spine_names or failed_links:
         if fail_at_s == 0:

@@ -42,7 +42,9 @@ drawn uniformly at random without replacement from the ToRs no earlier replica t
 order); its hosts fill those ToRs in order (ToR order as drawn, host slots 0, 1, ... within a ToR); leftover
 slots stay idle. So the members of a ring are always under different ToRs and no two replicas share a ToR.
 Host ``h`` (numbered from 0) sits under ToR ``h // hosts_per_tor``. If the ToRs run out a
-:class:`WorkloadError` says how many are needed and how many exist. Start times are uniform in
+:class:`WorkloadError` says how many are needed and how many exist. ``placement="random"`` (not the paper's; a
+stress test) instead puts every host of every replica on a host drawn uniformly without replacement from the
+whole fabric, so replicas and jobs share ToRs and some ring edges stay inside a ToR. Start times are uniform in
 ``[start_min_s, start_max_s]`` (default [1, 10] s). Everything is drawn from one ``numpy`` generator seeded with
 ``seed``, so the same arguments give the same jobs.
 """
@@ -59,6 +61,7 @@ import numpy as np
 Host = Hashable
 
 KINDS = ("allreduce", "pipeline")
+PLACEMENTS = ("tor", "random")
 
 
 class WorkloadError(ValueError):
@@ -424,7 +427,7 @@ def write_traffic_files(jobs: Sequence[Job], directory, host_id=None) -> list:
 def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int = 0,
                models: Sequence[str] = ("gpt3", "bloom", "llama2"), iterations: int = 11, *,
                gpus_per_host: int = 1, start_min_s: float = 1.0, start_max_s: float = 10.0,
-               kind: str = "allreduce") -> list:
+               kind: str = "allreduce", placement: str = "tor") -> list:
     """The paper's synthetic workload: ``n_jobs`` concurrent jobs with data-parallel degree ``ring``.
 
     See the module docstring for the exact model and placement. ``kind="pipeline"`` generates the same
@@ -455,8 +458,15 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
         for m in chosen:
             if m.pp < 2:
                 raise WorkloadError(f"model {m.name} has one pipeline stage: nothing to send")
+    if placement not in PLACEMENTS:
+        raise WorkloadError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
     total_tors = sum(t * ring for _, t in needs)
-    if total_tors > tors:
+    total_hosts = sum(h * ring for h, _ in needs)
+    if placement == "random" and total_hosts > tors * hosts_per_tor:
+        raise WorkloadError(
+            f"the workload does not fit: {n_jobs} job(s) x {ring} replicas need {total_hosts} hosts "
+            f"({gpus_per_host} GPU(s) per host) but the fabric has {tors * hosts_per_tor}")
+    if placement == "tor" and total_tors > tors:
         detail = ", ".join(f"{m.name}: {ring} x {t}" for m, (_, t) in zip(chosen, needs))
         raise WorkloadError(
             f"the workload does not fit: {n_jobs} job(s) x {ring} replicas need {total_tors} ToRs "
@@ -464,12 +474,18 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
             f"{gpus_per_host} GPU(s) per host) but the fabric has {tors}")
     rng = np.random.default_rng(seed)
     free = list(range(tors))
+    free_hosts = rng.permutation(tors * hosts_per_tor).tolist() if placement == "random" else []
     jobs = []
     for j, (m, (hosts, ntors)) in enumerate(zip(chosen, needs)):
         # whole nanoseconds, so that writing and reading the authors' format (ns) round-trips exactly
         start = round(float(rng.uniform(start_min_s, start_max_s)) * 1e9) / 1e9
         replicas = []  # replica -> list of hosts (index = host slot within the replica)
         for _ in range(ring):
+            if placement == "random":
+                rhosts = [int(h) for h in free_hosts[:hosts]]
+                del free_hosts[:hosts]
+                replicas.append(rhosts)
+                continue
             picks = rng.choice(len(free), size=ntors, replace=False)
             rtors = [free[i] for i in picks]
             for i in sorted(picks, reverse=True):
@@ -506,11 +522,15 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
 
 
 def min_gpus_per_host(n_jobs: int, ring: int, tors: int, hosts_per_tor: int,
-                      models: Sequence[str] = ("gpt3", "bloom", "llama2"), limit: int = 64) -> int:
+                      models: Sequence[str] = ("gpt3", "bloom", "llama2"), limit: int = 64,
+                      placement: str = "tor") -> int:
     """The smallest GPUs-per-host packing with which :func:`paper_jobs` fits the fabric (error if none)."""
     for g in range(1, limit + 1):
-        need = sum(ring * math.ceil(math.ceil(MODELS[models[j % len(models)]].gpus / g) / hosts_per_tor)
-                   for j in range(n_jobs))
-        if need <= tors:
+        hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
+        if placement == "random":
+            fits = ring * sum(hosts) <= tors * hosts_per_tor
+        else:
+            fits = sum(ring * math.ceil(h / hosts_per_tor) for h in hosts) <= tors
+        if fits:
             return g
     raise WorkloadError(f"{n_jobs} job(s) x {ring} replicas do not fit {tors} ToRs even with {limit} GPUs per host")

@@ -29,6 +29,8 @@ def test_reproduce_tiny_grid_writes_report(tmp_path, capsys):
     text = (out / "report.md").read_text()
     assert "## Headline" in text and "| `mlroute` |" in text and "## The paper's claims" in text
     assert "custom" in text  # the grid is labelled as not the paper's
+    assert "## Beyond the paper: random host placement" in text  # the supplementary grid ran too
+    assert len(res["extra"]["runs"]) == 2 * 3 and res["extra"]["config"]["placement"] == "random"
     # --report-only re-renders from results.json
     (out / "report.md").unlink()
     assert main(["reproduce", "--out", str(out), "--report-only"]) == 0

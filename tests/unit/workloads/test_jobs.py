@@ -243,3 +243,19 @@ def test_jobs_to_flows():
     assert (f.src, f.dst) == tuple(jobs[0].rings[0])
     assert f.src_tor == jobs[0].host_tor[f.src] and f.dst_tor == jobs[0].host_tor[f.dst]
     assert f.job == jobs[0].name and flows[-1].job == jobs[1].name
+
+
+def test_random_placement():
+    jobs = paper_jobs(3, 8, tors=64, hosts_per_tor=32, seed=2, placement="random")
+    hosts = [h for j in jobs for r in j.rings for h in r]
+    assert len(hosts) == len(set(hosts)) == 1920  # one GPU per host, no host used twice
+    tors = {j.host_tor[h] for j in jobs for r in j.rings for h in r}
+    assert len(tors) == 64  # spread over the whole fabric
+    assert paper_jobs(3, 8, tors=64, hosts_per_tor=32, seed=2, placement="random") == jobs
+    with pytest.raises(WorkloadError, match="need 2816 hosts .* but the fabric has 2048"):
+        paper_jobs(5, 8, tors=64, hosts_per_tor=32, placement="random")
+    assert min_gpus_per_host(5, 8, 64, 32, placement="random") == 2
+    assert min_gpus_per_host(4, 8, 64, 32, placement="random") == 2
+    assert min_gpus_per_host(3, 8, 64, 32, placement="random") == 1
+    with pytest.raises(WorkloadError, match="placement"):
+        paper_jobs(1, 2, tors=64, hosts_per_tor=32, placement="packed")
