@@ -168,12 +168,15 @@ class Problem:
         full[:, -1] = down
         full[:, 1:-1] = np.where(m == self.dummy, sentinel, m)
         caps = np.append(caps, np.inf)
-        r = water_fill(full, caps, self.demands)
-        if len(self.unroutable):
-            r[self.unroutable] = 0.0
-        bad = np.asarray(choice)[self.inter] < 0
-        if bad.any():
-            r[self.inter[bad]] = 0.0
+        dead = np.zeros(len(self.flows), dtype=bool)
+        dead[self.unroutable] = True
+        dead[self.inter[np.asarray(choice)[self.inter] < 0]] = True
+        dem = self.demands
+        if dead.any():  # unroutable flows take no capacity anywhere (NICs included) and get 0
+            dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
+            dem[dead] = 0.0
+            full[dead] = sentinel
+        r = water_fill(full, caps, dem)
         return r
 
     def ideal_rates(self) -> np.ndarray:
@@ -182,7 +185,11 @@ class Problem:
 
         if getattr(self, "_ideal", None) is None:
             up, down = self.nic
-            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, self.demands)
+            dem = self.demands
+            if len(self.unroutable):
+                dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
+                dem[self.unroutable] = 0.0
+            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, dem)
         return self._ideal
 
     @property

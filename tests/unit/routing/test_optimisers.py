@@ -203,3 +203,12 @@ def test_paper_scale_mlroute_optimal_and_not_worse(paper_workload):
     assert max_load(fab, flows, m.paths) == Problem(fab, flows).degree_bound()
     assert compare(rates(fab, flows, m.paths), rates(fab, flows, g.paths)) >= 0
     check_valid(fab, flows, m.paths)
+
+
+@given(any_instance, st.sampled_from(["greedy", "ecmp"]))
+def test_internal_rates_agree_with_the_metric(inst, algo):
+    """The optimisers' vectorised rates (used to decide) are the metric's rates."""
+    fab, flows = inst
+    paths = OPTIMISERS[algo](fab, flows).paths
+    prob = Problem(fab, flows)
+    assert np.allclose(prob.rates(prob.choice_from_paths(paths)), rates(fab, flows, paths), rtol=1e-12)
