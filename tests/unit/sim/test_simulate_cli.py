@@ -133,3 +133,19 @@ def test_malformed_traffic_file_names_file_and_line(tmp_path, capsys):
     assert rc == 2 and "under ToR 9, but the fabric has ToRs 0..7" in err
     rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(q), "--jobs", "1", "--ring", "2", "--algo", "greedy")
     assert rc == 2 and "not both" in err
+
+
+def test_pipeline_jobs_and_period_mode(capsys):
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--kind", "pipeline", "--gpus-per-host", "8",
+                           "--algo", "mlroute", "--iterations", "2", "--mode", "period", "--period", "0.5", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["mode"] == "period" and d["jobs"][0]["kind"] == "pipeline"
+    # chains of 8 stages on 8 hosts (8 GPUs each: one stage per host): 7 sequential sends per iteration; alone on
+    # its NICs it runs at the ideal
+    for it in d["jobs"][0]["iterations"]:
+        assert it["allreduce_s"] == pytest.approx(d["jobs"][0]["ideal_s"], rel=1e-9)
+    times = d["recompute_times_s"]
+    # every 0.5 s from t = 0; the ticks before the job starts (5.6 s) have nothing to route and are not recorded
+    assert times[0] == 6.0 and all(b - a == pytest.approx(0.5) for a, b in zip(times, times[1:]))
+    assert len(times) > 10
