@@ -114,7 +114,8 @@ def _read_csv(text: str, name: str) -> tuple[list, list]:
                 raise FlowFileError(f"{where}: a column is named twice in the header")
             continue
         if len(cells) != len(header):
-            raise FlowFileError(f"{where}: {len(cells)} fields, the header has {len(header)}")
+            raise FlowFileError(f"{where}: {len(cells)} field{'s' if len(cells) != 1 else ''}, the header has "
+                                 f"{len(header)}")
         flows.append(_flow(dict(zip(header, cells)), where))
         origins.append(where)
     if header is None:
