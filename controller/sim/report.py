@@ -425,6 +425,7 @@ def write_report(results: dict, out_dir: str, *, command: str = "mlroute reprodu
     L.append(claims_section(runs, stats, ilp_r, vs_g, cfg, big))
     if results.get("extra") and results["extra"]["runs"]:
         L.append(extra_section(results["extra"], out_dir))
+    L.append(discussion_section(runs, (results.get("extra") or {}).get("runs", []), cfg))
     if results.get("skipped"):
         L.append("## Skipped runs\n")
         L.append(_table(["jobs", "ring", "failed", "algorithm", "reason"],
@@ -521,6 +522,89 @@ def extra_section(extra: dict, out_dir: str) -> str:
         L.append(f"Mean All-Reduce / ideal per cell, random placement, {f} failed spine{'s' if f != 1 else ''}:\n")
         L.append(by_cell_table(runs, f) + "\n")
     L.append("![random placement](random_mean.png)\n")
+    return "\n".join(L)
+
+
+def discussion_section(runs, extra_runs, cfg) -> str:
+    """Why the numbers come out as they do (the analysis is argued; every count is computed)."""
+    byc = _by_cell(runs)
+    L = ["## Discussion: where `mlroute` beats the paper's greedy, and where not, and why\n"]
+    ilp_cells = [c for c, d in byc.items() if "ilp" in d and "greedy" in d]
+    if ilp_cells:
+        same = sum(1 for c in ilp_cells if byc[c]["greedy"]["max_link_load"] == byc[c]["ilp"]["max_link_load"])
+        ilp_worse = [c for c in ilp_cells if byc[c]["ilp"]["norm_mean"] > byc[c]["greedy"]["norm_mean"] * (1 + 1e-6)]
+        if same == len(ilp_cells):
+            L.append(f"- **On the paper's grid the greedy is already optimal.** Its max link load equals the ILP's "
+                     f"proven optimum in all {len(ilp_cells)} cells where `ilp` ran. With the paper's placement every "
+                     "replica owns its ToRs, so each ToR sends (and receives) one flow per GPU on it — at most "
+                     "hosts-per-ToR × GPUs-per-NIC — spread over the other replicas' ToRs: the ToR-level multigraph is "
+                     "nearly "
+                     "regular, and placing flows largest group first, on the least-loaded spine, never gets stuck. "
+                     "The 2-approximation gap needs uneven degrees and unlucky orders, which this workload does not "
+                     "produce, so `mlroute` (which starts from the greedy and keeps it unless the metric improves) "
+                     "cannot do better in max load, and the All-Reduce times come out equal.")
+        else:
+            L.append(f"- **The greedy against the optimum.** Its max link load equals the ILP's proven optimum in "
+                     f"{same} of {len(ilp_cells)} cells; in the others it is above it (the 2-approximation at work).")
+        if ilp_worse:
+            L.append(f"- **Optimal max load is not optimal All-Reduce.** In {len(ilp_worse)} of {len(ilp_cells)} cells "
+                     "`ilp` — optimal in max link load, by proof — has a *longer* mean All-Reduce time than the "
+                     "greedy: the ILP only minimises the most loaded link and is indifferent to how many links sit "
+                     "at that level, so its solver may leave more rings on a doubly-loaded link. This is the gap "
+                     "the paper's 2-layered metric (and `mlroute`'s local search on the sorted load vector) "
+                     "addresses.")
+    one = [r for r in runs if r["gpus_per_host"] == 1 and r["failed"] > 0 and r["algo"] in ("mlroute", "greedy")]
+    if one:
+        floor = sorted({round(r["norm_mean"], 3) for r in one})
+        live = ", ".join(str(cfg["spines"] - f) for f in sorted(cfg["failed"]) if f > 0)
+        L.append("- **Why failures cost about 2× for every good algorithm.** With one GPU per NIC a full ToR sends "
+                 f"{cfg['hosts_per_tor']} flows; with {live} live spines some uplink must carry two of them, and the "
+                 "ring that crosses it runs its steps at half the NIC rate; a job waits for its slowest ring. So "
+                 "about 2 is a floor no routing can beat in these cells (`ilp` proves the max load), and the "
+                 f"load-aware algorithms reach it: `mlroute`/`greedy` mean All-Reduce / ideal in these cells "
+                 f"{min(floor):.3f}–{max(floor):.3f}. Confining the doubled links to fewer jobs would take a "
+                 "job-aware placement or scheduler; routing alone cannot, because every job has a full ToR.")
+    if extra_runs:
+        vs = mlroute_vs(extra_runs, "greedy")
+        if vs["n"] and vs["better"]:
+            L.append(f"- **Where `mlroute` wins: irregular traffic.** With random host placement (supplementary grid) "
+                     f"`mlroute` is better than `greedy` in {vs['better']} of {vs['n']} cells, by "
+                     f"{100 * vs['gain_mean']:.1f} % on average and up to {100 * vs['gain_max']:.1f} %, "
+                     f"and worse in {vs['worse']}. There ToR degrees vary and jobs share ToRs; the greedy "
+                     "places flow by flow and can reach twice the optimal max load (its proven bound), while "
+                     "`mlroute`'s König-colouring repair reaches ⌈Δ/S⌉ and its local search then lowers the number "
+                     "of flows at the bottleneck.")
+        elif vs["n"]:
+            L.append(f"- **Random placement** did not separate `mlroute` from `greedy` either ({vs['equal']} of "
+                     f"{vs['n']} cells equal, {vs['worse']} worse).")
+    ann = [r for r in runs if r["algo"] == "annealing"]
+    if ann:
+        L.append(f"- **Annealing** (the paper's variant: a spine per destination host, swap moves, ~900 steps) "
+                 f"stays close to its random start at this scale (max link load "
+                 f"{min(r['max_link_load'] for r in ann)}–{max(r['max_link_load'] for r in ann)}): 900 swaps "
+                 "cannot repair thousands of random choices (and a swap only exchanges two destinations' spines, never "
+                 "changes how many destinations use each). The paper uses it as a slow baseline and so do we.")
+    ec = [r for r in runs if r["algo"] == "ecmp"]
+    if ec and "mlroute" in {r["algo"] for r in runs}:
+        lower = sum(1 for c, d in byc.items() if "ecmp" in d and "mlroute" in d
+                    and d["ecmp"]["fct_mean_s"] < d["mlroute"]["fct_mean_s"])
+        packed = [c for c, d in byc.items() if "ecmp" in d and d["ecmp"]["gpus_per_host"] > 1]
+        if lower:
+            L.append(f"- **Mean FCT can mislead for synchronous jobs.** `ecmp` has a *lower* mean transfer FCT than "
+                     f"`mlroute` in {lower} of {len(ec)} cells although its All-Reduce is several times slower: "
+                     "where GPUs share a NIC, a flow that dodges the collisions gets more than its NIC share while "
+                     "its NIC-mates are stuck behind a hot link, and finishes early — but its ring still waits for "
+                     "the slowest edge. This is a plausible reason for the paper's remark that the greedy's FCT / "
+                     "throughput is sometimes slightly worse than an alternative's.")
+        else:
+            L.append(f"- **FCT.** `ecmp`'s mean transfer FCT is higher than `mlroute`'s in every cell here"
+                     + (f" (including the {len(packed)} cells with GPUs sharing a NIC)" if packed else "") + ".")
+    L.append("- **Controller runtime.** All the load-aware algorithms except `ilp` and `annealing` recompute a "
+             "paper-scale routing in milliseconds to tens of milliseconds in pure Python here (the paper's ≈10 ms "
+             "is for the greedy); each recomputation happens during a compute phase of ≥ 1 s, so none of them "
+             "delays training. `ilp` takes seconds; it would only fit a forward-looking controller because the "
+             "compute phases are long.")
+    L.append("")
     return "\n".join(L)
 
 
