@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.sim.engine import Failure
-from controller.workloads.jobs import MODELS, WorkloadError, paper_jobs, read_traffic_files
+from controller.workloads.jobs import MODELS, WorkloadError, min_gpus_per_host, paper_jobs, read_traffic_files
 
 
 class ScenarioError(ValueError):
@@ -139,7 +139,15 @@ def build(*, fabric: str = "clos", tors: int | None = 64, spines: int | None = 3
             jobs = paper_jobs(n_jobs, ring, n_tors, hpt, seed=seed, models=tuple(models), iterations=iterations,
                               gpus_per_host=gpus_per_host, kind=kind, placement=placement)
         except WorkloadError as exc:
-            raise ScenarioError(str(exc)) from None
+            hint = ""
+            if "does not fit" in str(exc):
+                try:
+                    g = min_gpus_per_host(n_jobs, ring, n_tors, hpt, tuple(models), placement=placement)
+                    if g > gpus_per_host:
+                        hint = f"; --gpus-per-host {g} fits (GPUs then share NICs)"
+                except WorkloadError:
+                    pass
+            raise ScenarioError(str(exc) + hint) from None
         source = {"jobs": n_jobs, "ring": ring, "seed": seed, "models": list(models),
                   "gpus_per_host": gpus_per_host, "kind": kind, "placement": placement}
     failures = []
