@@ -16,6 +16,17 @@ COLOURS = {"mlroute": "#d62728", "greedy": "#1f77b4", "coloring": "#2ca02c", "an
            "gff": "#8c564b", "ecmp": "#7f7f7f", "ilp": "#ff7f0e"}
 
 
+# overlapping curves (equal results are common) stay visible: the project's algorithm thick and solid, the rest
+# thinner and dashed/dotted
+STYLES = {"mlroute": ("-", 3.0), "greedy": ("--", 1.8), "coloring": (":", 1.8), "annealing": ("-", 1.2),
+          "gff": ("-.", 1.4), "ecmp": ("-", 1.2), "ilp": ((0, (1, 3)), 2.2)}
+
+
+def _style(a):
+    ls, lw = STYLES.get(a, ("-", 1.3))
+    return {"color": COLOURS.get(a), "linestyle": ls, "linewidth": lw}
+
+
 def _algos(runs):
     present = {r["algo"] for r in runs}
     return [a for a in ALGO_ORDER if a in present] + sorted(present - set(ALGO_ORDER))
@@ -69,8 +80,7 @@ def plot_grid_metric(runs, cfg, key, ylabel, path):
                 pts = sorted((r["jobs"], r[key]) for r in runs if r["algo"] == a and r["ring"] == ring
                              and r["failed"] == f)
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.3,
-                            color=COLOURS.get(a), label=a)
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=a, **_style(a))
             ax.set_title(f"ring {ring}, {f} failed spine{'s' if f != 1 else ''}", fontsize=9)
             ax.grid(alpha=0.3)
             if k == 0:
@@ -90,7 +100,7 @@ def _ecdf(ax, values, label, colour, weights_from_quantiles=False):
     if not len(v):
         return
     y = np.arange(1, len(v) + 1) / len(v)
-    ax.step(v, y, where="post", label=label, color=colour, lw=1.3)
+    ax.step(v, y, where="post", label=label, **_style(label))
 
 
 def plot_cdf_allreduce(runs, path):
@@ -137,7 +147,7 @@ def plot_cdf_quantiles(runs, cells, key, xlabel, path, log=True):
             r = byc[c].get(a)
             if r and r[key]:
                 q = np.asarray(r[key])
-                ax.plot(q, np.linspace(0, 1, len(q)), label=a, color=COLOURS.get(a), lw=1.3)
+                ax.plot(q, np.linspace(0, 1, len(q)), label=a, **_style(a))
         ax.set_title(f"{c[0]} jobs, ring {c[1]}, {c[2]} failed spines", fontsize=9)
         if log:
             ax.set_xscale("log")
