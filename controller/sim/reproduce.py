@@ -80,6 +80,23 @@ def _quantiles(a):
     return [float(f"{x:.6g}") for x in np.quantile(a, QUANTILES)]
 
 
+def _git_commit():
+    """The commit of the code that ran (None outside a git checkout)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "../../controller"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + (" (+ uncommitted changes)" if dirty.stdout.strip() else "")
+
+
 def _ilp_probe(cfg, fabric, jobs, optimisers):
     """Does one ILP solve over all flows of the cell prove optimality within the time limit?"""
     from controller.workloads.jobs import jobs_to_flows
@@ -162,6 +179,7 @@ def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.st
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count()},
+        "code_commit": _git_commit(),
         "wall_s": time.time() - t_start,
         "runs": runs,
         "skipped": skipped,
