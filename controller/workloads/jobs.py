@@ -146,9 +146,10 @@ class Job:
     def ideal_comm_s(self, link_bps: float) -> float:
         """Communication time of one iteration alone on a non-blocking fabric (NIC-limited, max-min fair).
 
-        Each step of a ring moves ``step_bytes`` over every edge; a NIC carrying k of the job's concurrent sends
-        gives each 1/k of ``link_bps``. For allreduce every edge of every ring sends at once in each step; for
-        pipeline one send per chain is active at a time (the simulator computes the exact value for it)."""
+        All-reduce: in every step each edge of every ring sends ``step_bytes`` at once, so a NIC carrying k of
+        the job's sends gives each 1/k of ``link_bps``: 2 (n - 1) * k * step_bytes / rate. Pipeline: sends of a
+        chain are sequential and chains overlap unevenly, so the flow-level simulator computes it
+        (:func:`controller.sim.engine.ideal_comm_time`)."""
         if self.kind == "allreduce":
             out_deg: dict = {}
             in_deg: dict = {}
@@ -158,7 +159,9 @@ class Job:
             k = max(max(out_deg.values()), max(in_deg.values()))
             steps = max(self.steps_per_iteration(r) for r in range(len(self.rings)))
             return steps * self.step_bytes * 8 * k / link_bps
-        raise NotImplementedError("pipeline ideal: use controller.sim.simulate_ideal")
+        from controller.sim.engine import ideal_comm_time
+
+        return ideal_comm_time(self, link_bps)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -259,3 +259,12 @@ def test_random_placement():
     assert min_gpus_per_host(3, 8, 64, 32, placement="random") == 1
     with pytest.raises(WorkloadError, match="placement"):
         paper_jobs(1, 2, tors=64, hosts_per_tor=32, placement="packed")
+
+
+def test_ideal_comm_time_closed_form_and_pipeline():
+    (job,) = paper_jobs(1, 4, tors=64, hosts_per_tor=32, seed=1, models=("gpt3",))
+    assert job.ideal_comm_s(100e9) == pytest.approx(2 * 3 * job.step_bytes * 8 / 100e9)
+    packed = paper_jobs(1, 4, tors=64, hosts_per_tor=32, seed=1, models=("gpt3",), gpus_per_host=4)[0]
+    assert packed.ideal_comm_s(100e9) == pytest.approx(4 * 2 * 3 * packed.step_bytes * 8 / 100e9)
+    chain = Job("p", "pipeline", [[0, 1, 2]], 1e9, 0.0, 0.0, 1, {0: 0, 1: 0, 2: 1})
+    assert chain.ideal_comm_s(100e9) == pytest.approx(2 * 1e9 * 8 / 100e9)
