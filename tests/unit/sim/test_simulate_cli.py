@@ -149,3 +149,32 @@ def test_pipeline_jobs_and_period_mode(capsys):
     # every 0.5 s from t = 0; the ticks before the job starts (5.6 s) have nothing to route and are not recorded
     assert times[0] == 6.0 and all(b - a == pytest.approx(0.5) for a, b in zip(times, times[1:]))
     assert len(times) > 10
+
+
+def test_failed_links_are_avoided(capsys):
+    # the same workload the command generates: find a ToR that holds a replica, fail all its uplinks but one
+    (job0,) = paper_jobs(1, 2, tors=8, hosts_per_tor=8, seed=1, models=("gpt3",), gpus_per_host=8)
+    tor = job0.host_tor[job0.rings[0][0]]
+    links = ",".join(f"tor{tor}:spine{j}" for j in range(1, 8))
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--gpus-per-host", "8",
+                           "--algo", "mlroute", "--iterations", "1", "--failed-links", links, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["scenario"]["failed_links"] == links.split(",")
+    job = d["jobs"][0]
+    # 8 hosts x 8 GPUs: 64 flows leave that ToR, all on its one live uplink, against 8 per NIC: 8x slower
+    assert d["max_link_load"] == [64]
+    assert job["iterations"][0]["allreduce_s"] == pytest.approx(8 * job["ideal_s"], rel=1e-6)
+
+
+def test_parse_lists():
+    from controller.sim.scenario import ScenarioError, parse_int_list, parse_links
+
+    assert parse_int_list("28-31", "x") == [28, 29, 30, 31]
+    assert parse_int_list("1, 3,5", "x") == [1, 3, 5]
+    assert parse_int_list("", "x") == []
+    with pytest.raises(ScenarioError, match="twice"):
+        parse_int_list("1,1", "x")
+    with pytest.raises(ScenarioError, match="range"):
+        parse_int_list("5-3", "x")
+    assert parse_links("tor0:spine1, tor2:spine3") == [("tor0", "spine1"), ("tor2", "spine3")]
