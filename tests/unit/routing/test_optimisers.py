@@ -212,3 +212,27 @@ def test_internal_rates_agree_with_the_metric(inst, algo):
     paths = OPTIMISERS[algo](fab, flows).paths
     prob = Problem(fab, flows)
     assert np.allclose(prob.rates(prob.choice_from_paths(paths)), rates(fab, flows, paths), rtol=1e-12)
+
+
+@given(clos_instance(max_tors=8, max_spines=4, max_hosts=4, max_size=32))
+def test_polish_skip_rule_is_sound(inst):
+    """mlroute skips the rate polishing on uniform 2-tier fabrics with one flow per NIC and max load <= 2;
+    running it anyway must find no improving move there."""
+    import time
+
+    from controller.routing.optimisers.greedy import greedy_choice
+    from controller.routing.optimisers.mlroute import equitable_repair, polish
+
+    fab, flows = inst
+    seen_s, seen_d, uniq = set(), set(), []
+    for f in flows:  # keep one flow per sending and per receiving host
+        if f.src not in seen_s and f.dst not in seen_d:
+            seen_s.add(f.src)
+            seen_d.add(f.dst)
+            uniq.append(f)
+    prob = Problem(fab, uniq)
+    choice, _ = equitable_repair(prob, greedy_choice(prob)[0])
+    if prob.max_load(choice) > 2:
+        return
+    _, _, moves = polish(prob, choice, prob.rates(choice), time.perf_counter() + 5)
+    assert moves == 0
