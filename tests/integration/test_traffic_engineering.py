@@ -9,7 +9,7 @@ import pytest
 from fattree import FatTreeTopo
 from tests.integration.flowtables import dump_flows, trace_elephant
 from tests.integration.harness import ping_all, wait_until
-from tests.integration.traffic import Iperf3Flows
+from controller.experiment.traffic import Iperf3Flows
 
 POLL_S = 2
 CONFIG = f"""

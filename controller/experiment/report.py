@@ -1,0 +1,128 @@
+"""Experiment output: results.json, a Markdown summary and PNG plots (matplotlib, no display needed)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def summarise(data):
+    """Per (pattern, mode): mean/min/max of the non-blocking fraction and aggregate over seeds."""
+    rows = {}
+    for r in data["results"]:
+        if "error" in r:
+            continue
+        rows.setdefault((r["pattern"], r["mode"]), []).append(r)
+    out = []
+    for (pattern, mode), runs in rows.items():
+        fracs = [r["nonblocking_fraction"] for r in runs if r.get("nonblocking_fraction") is not None]
+        aggs = [r["aggregate_mbps"] for r in runs]
+        row = {"pattern": pattern, "mode": mode, "runs": len(runs), "aggregate_mbps": float(np.mean(aggs)),
+               "fraction_mean": float(np.mean(fracs)) if fracs else None,
+               "fraction_min": float(np.min(fracs)) if fracs else None,
+               "fraction_max": float(np.max(fracs)) if fracs else None}
+        steady = [r["steady_allreduce_s"] for r in runs if "steady_allreduce_s" in r]
+        if steady:
+            row["allreduce_s"] = float(np.mean(steady))
+            row["ideal_allreduce_s"] = runs[0]["ideal_allreduce_s"]
+        out.append(row)
+    return out
+
+
+def markdown(data, summary):
+    cfg = data["config"]
+    lines = [f"# mlroute experiment: {cfg['topology']}, {cfg['bw_mbps']:g} Mb/s links", "",
+             f"{cfg['duration_s']:g} s of traffic per run, the first {cfg['warmup_s']:g} s discarded; seeds "
+             f"{', '.join(map(str, cfg['seeds']))}; controller polls every {cfg['poll_interval_s']:g} s. "
+             "Fractions are of the measured non-blocking reference (same hosts on one big switch).", "",
+             "| pattern | mode | runs | aggregate Mb/s | fraction of non-blocking (mean, min-max) | all-reduce s |",
+             "|---|---|---|---|---|---|"]
+    for row in summary:
+        frac = ("—" if row["fraction_mean"] is None else
+                f"{row['fraction_mean']:.3f} ({row['fraction_min']:.3f}–{row['fraction_max']:.3f})")
+        ar = f"{row['allreduce_s']:.2f} (ideal {row['ideal_allreduce_s']:.2f})" if "allreduce_s" in row else "—"
+        lines.append(f"| {row['pattern']} | {row['mode']} | {row['runs']} | {row['aggregate_mbps']:.1f} | {frac} "
+                     f"| {ar} |")
+    failed = [r for r in data["results"] if "error" in r]
+    if failed:
+        lines += ["", "Failed runs:", ""] + [f"- {r['pattern']} seed {r['seed']} {r['mode']}: {r['error']}"
+                                            for r in failed]
+    lines += ["", "Plots: `throughput.png` (aggregate as % of non-blocking), `flows_cdf.png` (per-flow "
+              "throughput), `allreduce.png` (iteration times, when an all-reduce pattern ran).", ""]
+    return "\n".join(lines)
+
+
+def plots(data, summary, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    written = []
+    patterns = list(dict.fromkeys(r["pattern"] for r in summary))
+    modes = list(dict.fromkeys(r["mode"] for r in summary))
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(patterns) * len(modes) / 2), 3.6))
+    width = 0.8 / max(1, len(modes))
+    for j, mode in enumerate(modes):
+        vals, errs = [], [[], []]
+        for p in patterns:
+            row = next((r for r in summary if r["pattern"] == p and r["mode"] == mode), None)
+            mean = 100 * row["fraction_mean"] if row and row["fraction_mean"] is not None else 0
+            vals.append(mean)
+            errs[0].append(mean - 100 * row["fraction_min"] if row and row["fraction_min"] is not None else 0)
+            errs[1].append(100 * row["fraction_max"] - mean if row and row["fraction_max"] is not None else 0)
+        ax.bar(np.arange(len(patterns)) + j * width, vals, width, yerr=errs, label=mode, capsize=3)
+    ax.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns)
+    ax.set_ylabel("aggregate throughput, % of non-blocking")
+    ax.set_ylim(0, 110)
+    ax.axhline(100, color="grey", lw=0.8, ls="--")
+    ax.legend(fontsize=8)
+    ax.set_title(data["config"]["topology"])
+    fig.tight_layout()
+    fig.savefig(out_dir / "throughput.png", dpi=120)
+    plt.close(fig)
+    written.append("throughput.png")
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for mode in modes:
+        rates = sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
+                       and not r["pattern"].startswith("allreduce") for f in r["flows"])
+        if rates:
+            ax.step(rates, np.arange(1, len(rates) + 1) / len(rates), where="post", label=mode)
+    ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
+    ax.set_ylabel("CDF")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "flows_cdf.png", dpi=120)
+    plt.close(fig)
+    written.append("flows_cdf.png")
+
+    ar_runs = [r for r in data["results"] if "allreduce_s" in r]
+    if ar_runs:
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for mode in modes:
+            runs = [r for r in ar_runs if r["mode"] == mode]
+            if runs:
+                n = min(len(r["allreduce_s"]) for r in runs)
+                mean = np.mean([r["allreduce_s"][:n] for r in runs], axis=0)
+                ax.plot(range(n), mean, marker="o", label=mode)
+        ax.axhline(ar_runs[0]["ideal_allreduce_s"], color="grey", ls="--", lw=0.8, label="ideal")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("all-reduce time (s)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "allreduce.png", dpi=120)
+        plt.close(fig)
+        written.append("allreduce.png")
+    return written
+
+
+def write(data, out_dir):
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summarise(data)
+    data = dict(data, summary=summary)
+    (out_dir / "results.json").write_text(json.dumps(data, indent=1))
+    (out_dir / "summary.md").write_text(markdown(data, summary))
+    data["plots"] = plots(data, summary, out_dir) if summary else []
+    return data

@@ -1,0 +1,77 @@
+"""One rank of a ring all-reduce, run inside an emulated host.
+
+Per iteration: sleep ``compute_s`` (the compute phase), then 2(n-1) steps; in each step send ``bytes`` to the
+successor while receiving as much from the predecessor, and start the next step only when both are done (a
+ring all-reduce's data dependency). Prints one JSON line per iteration: {"rank", "iteration", "seconds"}.
+"""
+
+import argparse
+import json
+import socket
+import sys
+import threading
+import time
+
+CHUNK = 1 << 20
+
+
+def _send(sock, n, buf):
+    while n > 0:
+        k = min(n, len(buf))
+        sock.sendall(buf[:k])
+        n -= k
+
+
+def _recv(sock, n):
+    while n > 0:
+        data = sock.recv(min(n, CHUNK))
+        if not data:
+            raise ConnectionError("peer closed the ring connection")
+        n -= len(data)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--peers", required=True, help="comma-separated IPs in ring order")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--bytes", type=int, required=True, help="bytes per ring edge per step")
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--compute-s", type=float, default=1.0)
+    args = ap.parse_args(argv)
+    peers = args.peers.split(",")
+    n = len(peers)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", args.port))
+    server.listen(1)
+    succ = None
+    deadline = time.time() + 60
+    while succ is None:
+        try:
+            succ = socket.create_connection((peers[(args.rank + 1) % n], args.port), timeout=5)
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    server.settimeout(60)
+    pred, _ = server.accept()
+    succ.settimeout(None)
+    pred.settimeout(None)
+    buf = bytes(CHUNK)
+    for it in range(args.iterations):
+        time.sleep(args.compute_s)
+        start = time.monotonic()
+        for _ in range(2 * (n - 1)):
+            sender = threading.Thread(target=_send, args=(succ, args.bytes, buf))
+            sender.start()
+            _recv(pred, args.bytes)
+            sender.join()
+        print(json.dumps({"rank": args.rank, "iteration": it, "seconds": time.monotonic() - start}), flush=True)
+    succ.close()
+    pred.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

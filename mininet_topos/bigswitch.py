@@ -1,0 +1,22 @@
+"""The non-blocking reference: the same hosts (same IPs, MACs and shaped links) on one big switch.
+
+    sudo mn --custom mininet_topos/bigswitch.py --topo bigswitch,16,bw=10 ...
+"""
+
+import os
+import sys
+
+from mininet.topo import Topo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import host_params, link_params, switch_params  # noqa: E402
+
+
+class BigSwitchTopo(Topo):
+    def build(self, n_hosts=16, bw=None, datapath="user"):
+        switch = self.addSwitch("bs1", **switch_params(1, datapath))
+        for n in range(1, int(n_hosts) + 1):
+            self.addLink(self.addHost(f"h{n}", **host_params(n)), switch, **link_params(bw))
+
+
+topos = {"bigswitch": BigSwitchTopo}
