@@ -40,10 +40,18 @@ class BipartiteColouring:
     def free_count_right(self, y: int) -> int:
         return self.right[y].count(-1)
 
-    def colour_edge(self, e: int) -> int:
-        """Colour an uncoloured edge; both ends must have a free colour (degree <= k). Returns its colour."""
+    def colour_edge(self, e: int, prefer=()) -> int:
+        """Colour an uncoloured edge; both ends must have a free colour (degree <= k). Returns its colour.
+
+        Colours in ``prefer`` that are free at both ends are tried first, then any common free colour, then
+        one alternating-path flip."""
         x, y = self.ex[e], self.ey[e]
         lx, ry = self.left[x], self.right[y]
+        for c in prefer:
+            if lx[c] < 0 and ry[c] < 0:
+                lx[c] = ry[c] = e
+                self.colour[e] = c
+                return c
         for c in range(self.k):
             if lx[c] < 0 and ry[c] < 0:
                 lx[c] = ry[c] = e

@@ -37,6 +37,12 @@ from controller.routing.optimisers.greedy import greedy_choice
 DEFAULT_SEARCH_BUDGET = 2.0
 #: the polishing looks at the slowest levels of rates first, at most this many per round.
 MAX_LEVELS_PER_ROUND = 32
+#: exact evaluations the polishing may spend on moving a faster flow out of a slow flow's way.
+HELPER_TRIES = 64
+#: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
+EXHAUSTIVE_LIMIT = 600
+#: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
+REPAIR = "aligned"
 
 
 def _rank_within(keys: np.ndarray) -> np.ndarray:
@@ -133,6 +139,45 @@ def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray,
             gain[np.arange(len(fl)), choice[fl]] = -1
             out[part] = (gain > 0).any(1)
     return out
+
+
+def aligned_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
+    """Repair a uniform 2-tier choice to the optimum ceil(Delta/S) with the overloads aligned (module doc).
+
+    Colours 0..Delta-1, colour c = layer * S + spine: a proper Delta-edge-colouring of the ToR multigraph
+    (Konig) puts at most ceil(Delta/S) flows on a link, and links at that load only on spines below
+    r = Delta - S (ceil(Delta/S) - 1) -- the same spines for every ToR, so a flow on an overloaded uplink
+    tends to be on an overloaded downlink too, and fewer flows share the bottleneck.  The greedy's choice
+    seeds the colouring: a flow keeps its spine with layer = its rank among the flows of its (ToR, spine)
+    uplink when that is also its rank on the downlink; only the others are inserted by alternating paths
+    (their own spine's layers first).  Returns (choice, flows reinserted).
+    """
+    fab = prob.fabric
+    idx = prob.inter
+    s = len(fab.live_spines())
+    if not len(idx) or s == 0:
+        return choice, 0
+    nl = len(fab.leaves)
+    u, v, c = prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+    delta = int(max(np.bincount(u, minlength=nl).max(), np.bincount(v, minlength=nl).max()))
+    ru, rv = _rank_within(u * s + c), _rank_within(v * s + c)
+    colour = ru * s + c
+    keep = (ru == rv) & (colour < delta)
+    if keep.all():
+        return choice, 0
+    col = BipartiteColouring(nl, nl, delta)
+    edge_flow = []
+    for j in np.flatnonzero(keep).tolist():
+        col.add_edge(int(u[j]), int(v[j]), int(colour[j]))
+        edge_flow.append(j)
+    moved = np.flatnonzero(~keep).tolist()
+    for j in moved:
+        own = int(c[j])
+        col.colour_edge(col.add_edge(int(u[j]), int(v[j])), prefer=range(own, delta, s))
+        edge_flow.append(j)
+    out = choice.copy()
+    out[idx[np.array(edge_flow)]] = np.array(col.colour, dtype=np.int64) % s
+    return out, len(moved)
 
 
 def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
@@ -236,6 +281,7 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
     dummy = prob.dummy
     moves = 0
     tried: set = set()
+    helpers_left = HELPER_TRIES
     while time.perf_counter() < deadline:
         slow = np.flatnonzero(movable & (rates < ideal * (1 - 1e-9)))
         if not len(slow):
@@ -279,8 +325,173 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                     break
             if improved:
                 break
+            if helpers_left > 0:
+                # no slow flow at this level can move: try moving a faster flow off a saturated fabric link of a
+                # slow one, onto a path where it fits without taking anything from anyone
+                link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
+                sat = link_sum >= caps * (1 - 1e-9)
+                sat[dummy] = False
+                for i in at.tolist():
+                    if improved or helpers_left <= 0 or time.perf_counter() >= deadline:
+                        break
+                    for l in mat[i][sat[mat[i]]].tolist():
+                        if improved or helpers_left <= 0:
+                            break
+                        users = np.flatnonzero((mat == l).any(1) & movable & (rates > lam * (1 + 1e-9)))
+                        for g in users.tolist():
+                            gopts = prob.option_links(g)
+                            fits = ((link_sum[gopts] + rates[g] <= caps[gopts] * (1 + 1e-9)) | (gopts == dummy)
+                                    | (gopts == mat[g][None, :].repeat(1, 0)[:, :gopts.shape[1]])).all(1)
+                            fits[choice[g]] = False
+                            for q in np.flatnonzero(fits).tolist():
+                                key = ("h", g, q, int(choice[g]))
+                                if key in tried:
+                                    continue
+                                tried.add(key)
+                                helpers_left -= 1
+                                trial = choice.copy()
+                                trial[g] = q
+                                tmat = mat.copy()
+                                tmat[g] = gopts[q]
+                                r2 = prob.rates(trial, matrix=tmat)
+                                if compare(r2, rates, jobs, objective) > 0:
+                                    choice, mat, rates = trial, tmat, r2
+                                    moves += 1
+                                    improved = True
+                                break  # one option per helper flow
+                            if improved or helpers_left <= 0:
+                                break
+                if improved:
+                    break
         if not improved:
             break
+    return choice, rates, moves
+
+
+def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
+    """Uniform 2-tier: fewer flows at the bottleneck with the max link load M unchanged.
+
+    A flow is *hot* if it crosses a link carrying M flows (with equal capacities and no slower NIC, exactly
+    the flows that get the lowest rate c/M).  Moving a hot flow to another spine (never above M) frees the
+    flows that were hot only through the link it leaves and heats the cold flows of a link it brings to M.
+    Candidates are screened for all hot flows at once with per-link counts (flows hot only through that link,
+    cold flows), then each is checked exactly on the four links involved and applied only if the number of
+    hot flows strictly drops.  Returns (choice, moves).
+    """
+    sidx = prob.fabric.spine_link_index()
+    idx = prob.inter
+    if sidx is None or not len(idx):
+        return choice, 0
+    choice = choice.copy()
+    up_i, dn_i = sidx
+    u, v = prob.src_pos[idx], prob.dst_pos[idx]
+    nlinks = prob.dummy + 1
+    moves = 0
+    members: dict | None = None
+    while time.perf_counter() < deadline:
+        c = choice[idx]
+        a, b = up_i[u, c], dn_i[v, c]  # each inter flow's uplink and downlink
+        loads = np.bincount(np.concatenate((a, b)), minlength=nlinks)
+        m = int(loads.max())
+        if m < 2:
+            break
+        hot_a, hot_b = loads[a] == m, loads[b] == m
+        hot = hot_a | hot_b
+        # flows hot only through one link: freed when that link drops to m-1
+        only = np.bincount(np.concatenate((a[hot_a & ~hot_b], b[hot_b & ~hot_a])), minlength=nlinks)
+        cold = np.bincount(np.concatenate((a[~hot], b[~hot])), minlength=nlinks)
+        hj = np.flatnonzero(hot)
+        if not len(hj):
+            break
+        # gain of moving j: flows freed from its hot links (other than j itself)
+        gain = np.where(hot_a[hj], only[a[hj]] - (hot_a[hj] & ~hot_b[hj]), 0) + \
+            np.where(hot_b[hj], only[b[hj]] - (hot_b[hj] & ~hot_a[hj]), 0)
+        lu, ld = loads[up_i[u[hj]]], loads[dn_i[v[hj]]]  # (h, S)
+        cost = np.where(lu == m - 1, cold[up_i[u[hj]]], 0) + np.where(ld == m - 1, cold[dn_i[v[hj]]], 0)
+        ok = (lu < m) & (ld < m)
+        ok[np.arange(len(hj)), c[hj]] = False
+        promising = ok & (cost < gain[:, None])
+        rows = np.flatnonzero(promising.any(1))
+        if not len(rows):
+            break
+        if members is None:
+            members = {}
+        members.clear()
+        for j, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+            members.setdefault(x, []).append(j)
+            members.setdefault(y, []).append(j)
+        ld_list = loads.tolist()
+        aa, bb = a.tolist(), b.tolist()
+        moved = 0
+        for row in rows.tolist():
+            j = int(hj[row])
+            for t in np.flatnonzero(promising[row]).tolist():
+                na, nb = int(up_i[u[j], t]), int(dn_i[v[j], t])
+                if ld_list[na] + 1 > m or ld_list[nb] + 1 > m or aa[j] == na:
+                    continue
+                oa, ob = aa[j], bb[j]
+                affected = set(members.get(oa, ())) | set(members.get(ob, ())) | \
+                    set(members.get(na, ())) | set(members.get(nb, ())) | {j}
+
+                def hot_count(ld_):
+                    return sum(1 for g in affected if ld_[aa[g]] == m or ld_[bb[g]] == m)
+
+                before = hot_count(ld_list)
+                ld_list[oa] -= 1
+                ld_list[ob] -= 1
+                ld_list[na] += 1
+                ld_list[nb] += 1
+                aa[j], bb[j] = na, nb
+                after = hot_count(ld_list)
+                if after < before:
+                    members[oa].remove(j)
+                    members[ob].remove(j)
+                    members.setdefault(na, []).append(j)
+                    members.setdefault(nb, []).append(j)
+                    choice[idx[j]] = t
+                    moved += 1
+                    break
+                ld_list[oa] += 1
+                ld_list[ob] += 1
+                ld_list[na] -= 1
+                ld_list[nb] -= 1
+                aa[j], bb[j] = oa, ob
+            if time.perf_counter() >= deadline:
+                break
+        moves += moved
+        if not moved:
+            break
+    return choice, moves
+
+
+def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
+                       objective: str = "flow") -> tuple[np.ndarray, np.ndarray, int]:
+    """Small instances: try every single-flow move (slowest flows first) with the exact metric, take the first
+    that is leximin-better, repeat until none is (a local optimum of the metric) or time runs out."""
+    movable = prob.inter[prob.n_opts[prob.inter] > 1]
+    mat = prob.link_matrix(choice)
+    choice = choice.copy()
+    moves = 0
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        for i in movable[np.argsort(rates[movable], kind="stable")].tolist():
+            opts = prob.option_links(i)
+            for q in range(len(opts)):
+                if q == choice[i]:
+                    continue
+                trial = choice.copy()
+                trial[i] = q
+                tmat = mat.copy()
+                tmat[i] = opts[q]
+                r2 = prob.rates(trial, matrix=tmat)
+                if compare(r2, rates, jobs, objective) > 0:
+                    choice, mat, rates = trial, tmat, r2
+                    moves += 1
+                    improved = True
+                    break
+            if improved or time.perf_counter() >= deadline:
+                break
     return choice, rates, moves
 
 
@@ -355,18 +566,21 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         prev = prob.choice_from_paths(previous)
     uniform = bound is not None
     if uniform:
-        choice, reinserted = equitable_repair(prob, choice)
+        choice, reinserted = (aligned_repair if REPAIR == "aligned" else equitable_repair)(prob, choice)
         info["lower_bound"] = bound
         info["repaired_flows"] = reinserted
         if prev is not None:
             choice = _relabel_to_previous(prob, choice, prev)
         lap("repair")
-    else:
-        # (on a uniform 2-tier fabric an equitable routing admits no improving single move: every uplink of
-        # a ToR is within one of the ToR's maximum, so the load-vector search is skipped there)
-        choice, moves = local_search(prob, choice, deadline)
-        info["search_moves"] = moves
-        lap("search")
+    choice, moves = local_search(prob, choice, deadline)
+    info["search_moves"] = moves
+    if uniform:
+        choice, bmoves = bottleneck_search(prob, choice, deadline)
+        info["bottleneck_moves"] = bmoves
+        if bmoves:  # leave no load-vector move behind (the polishing skip rule relies on it)
+            choice, more = local_search(prob, choice, deadline)
+            info["search_moves"] += more
+    lap("search")
     jobs = prob.jobs if objective == "job" else None
     r_new = None
     mat = prob.link_matrix(choice)
@@ -382,6 +596,9 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         # some fabric link is shared: the metric may still improve beyond the load vector
         r_new = prob.rates(choice, matrix=mat)
         choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat)
+        if int(prob.n_opts[prob.inter].sum()) <= EXHAUSTIVE_LIMIT:
+            choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective)
+            pm += em
         info["polish_moves"] = pm
         if pm:
             mat = prob.link_matrix(choice)
