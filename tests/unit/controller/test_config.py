@@ -38,3 +38,13 @@ def test_errors_name_the_line_and_the_key(text, expected):
 def test_unreadable_file_is_a_clear_error(tmp_path):
     with pytest.raises(config.ConfigError, match="cannot read"):
         config.load(str(tmp_path / "missing.yaml"))
+
+
+def test_the_example_file_documents_every_default():
+    from pathlib import Path
+    example = Path(__file__).resolve().parents[3] / "examples" / "mlroute.yaml"
+    text = example.read_text()
+    assert config.load(str(example)) == config.DEFAULTS
+    for section in ("rest", "te"):
+        for key in config.DEFAULTS[section]:
+            assert f"  {key}:" in text, f"{section}.{key} missing from examples/mlroute.yaml"
