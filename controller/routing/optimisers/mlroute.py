@@ -33,12 +33,15 @@ from controller.routing.optimisers.base import Problem
 from controller.routing.optimisers.colouring import BipartiteColouring
 from controller.routing.optimisers.greedy import greedy_choice
 
-#: wall-clock budget (seconds) of the improvement phases (after the construction) when no time_limit is given.
-DEFAULT_SEARCH_BUDGET = 2.0
+#: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
+#: construction's own time, but at least MIN_SEARCH_BUDGET seconds: an anytime search that scales with the
+#: instance instead of a fixed wall-clock allowance.
+SEARCH_BUDGET_FACTOR = 2.0
+MIN_SEARCH_BUDGET = 0.02
 #: the polishing looks at the slowest levels of rates first, at most this many per round.
 MAX_LEVELS_PER_ROUND = 32
 #: exact evaluations the polishing may spend on moving a faster flow out of a slow flow's way.
-HELPER_TRIES = 64
+HELPER_TRIES = 16
 #: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
 EXHAUSTIVE_LIMIT = 600
 #: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
@@ -553,13 +556,14 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         mark[0] = now
 
     prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
-    budget = DEFAULT_SEARCH_BUDGET if time_limit is None else float(time_limit)
     lap("problem")
     g_choice, g_loads = greedy_choice(prob)
     choice = g_choice
     info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
     lap("greedy")
-    deadline = time.perf_counter() + budget
+    now = time.perf_counter()
+    budget = max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)) if time_limit is None else float(time_limit)
+    deadline = now + budget
     bound = prob.degree_bound()
     prev = None
     if previous is not None:
