@@ -1,0 +1,78 @@
+# mlroute in Docker (docs/docker.md). Stages:
+#   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with Ryu 4.34 and every dependency of setup.cfg,
+#               and the Python 3.11 fix (python -m controller.platform_fixes): the layout scripts/setup_env.sh makes
+#   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
+#               + the project: the docker-compose `emulation` service (privileged, host network)
+#   controller  deps + the project, MLROUTE_CONFIG, `ryu-manager controller/app.py`; the default (last) target,
+#               so a plain `docker build -t mlroute .` gives the controller
+#
+# Dependency versions live in setup.cfg only (the single source); nothing here pins a Python package.
+# Dependencies and apt packages sit in layers below the project's files, so a code change rebuilds seconds of work.
+# No image registry is reachable from the project's machines: BASE_IMAGE is then a local image, e.g. one made with
+# `debootstrap bookworm` + `docker import` (docs/docker.md). RUN steps need the Debian mirror and PyPI: on a
+# daemon without a bridge network, build with `--network host` (docker-compose.yml does).
+ARG BASE_IMAGE=debian:bookworm
+
+FROM ${BASE_IMAGE} AS deps
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends python3 python3-venv ca-certificates >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/mlroute
+# Rebuilt only when setup.cfg / pyproject.toml change. As in setup_env.sh: ryu 4.34's sdist build needs
+# setuptools<68 in its isolated build environment, hence the constraint. EXTRA_CA_CERT (optional, PEM text) is a
+# CA trusted by pip for this step only, for networks that reach PyPI through a TLS-intercepting proxy (pip uses
+# its own CA bundle, not the system's); it is not added to the image's trust store.
+COPY setup.cfg pyproject.toml ./
+COPY controller/__init__.py controller/platform_fixes.py controller/
+ARG EXTRA_CA_CERT=""
+RUN /usr/bin/python3 -m venv .venv \
+ && if [ -n "$EXTRA_CA_CERT" ]; then \
+      cat /etc/ssl/certs/ca-certificates.crt > /tmp/build-ca.pem \
+      && printf '%s\n' "$EXTRA_CA_CERT" >> /tmp/build-ca.pem && export PIP_CERT=/tmp/build-ca.pem; fi \
+ && echo "setuptools<68" > /tmp/build-constraints.txt \
+ && .venv/bin/python -m pip install -q --upgrade "pip<25" "setuptools<68" wheel \
+ && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e . \
+ && rm -f /tmp/build-constraints.txt /tmp/build-ca.pem \
+ && .venv/bin/python -m controller.platform_fixes \
+ && .venv/bin/python -W ignore -c "import ryu.app.wsgi, ryu.cmd.manager"
+ENV PATH=/opt/mlroute/.venv/bin:$PATH
+
+FROM deps AS emulation
+# The apt packages of the bare-metal set-up, read from scripts/setup_env.sh so the two lists cannot drift; kmod for
+# the module probes of ovs-ctl and Mininet. At run time scripts/setup_env.sh (the entrypoint) finds everything
+# installed and only raises net.core.wmem_default, then starts Open vSwitch.
+COPY scripts/setup_env.sh scripts/setup_env.sh
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends kmod \
+      $(sed -n 's/^APT_PACKAGES="\(.*\)"$/\1/p' scripts/setup_env.sh) >/dev/null \
+ && rm -rf /var/lib/apt/lists/* \
+ && for c in ovs-vswitchd ovs-vsctl mnexec iperf3 ethtool ping; do command -v $c >/dev/null; done
+# The project (editable install again: no dependency changes, no network, the venv's setuptools<68 builds it).
+# The stamp tells setup_env.sh that the venv is up to date with setup.cfg.
+COPY . .
+RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
+ && .venv/bin/python -m controller.platform_fixes \
+ && .venv/bin/mlroute --help >/dev/null \
+ && touch .venv/.mlroute-installed
+# Needs --privileged and the host network (it writes a sysctl; Mininet makes namespaces, veths, qdiscs).
+ENTRYPOINT ["sh", "-c", "scripts/setup_env.sh >&2 && exec \"$@\"", "mlroute-emulation"]
+CMD ["mlroute", "experiment", "--help"]
+
+FROM deps AS controller
+COPY . .
+RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
+ && .venv/bin/python -m controller.platform_fixes \
+ && .venv/bin/mlroute --help >/dev/null \
+ && touch .venv/.mlroute-installed
+# The configuration is mounted here (docker-compose.yml mounts examples/mlroute.docker.yaml read-only); with
+# nothing mounted the controller refuses to start and names this path.
+ENV MLROUTE_CONFIG=/etc/mlroute/mlroute.yaml
+# OpenFlow (Ryu also listens on 6633) and REST. REST binds to rest.host of the mounted configuration: 127.0.0.1
+# by default, i.e. unreachable from outside the container; examples/mlroute.docker.yaml sets 0.0.0.0. Nothing
+# here passes --wsapi-host, so the configuration file is the only switch.
+EXPOSE 6653 8080
+CMD ["ryu-manager", "controller/app.py"]
