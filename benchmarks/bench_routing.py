@@ -99,12 +99,13 @@ def summarise(all_rows, algos, title):
         hit = sum(1 for r in rs if r["bound"] is not None and r["max_link_load"] == r["bound"])
         with_bound = sum(1 for r in rs if r["bound"] is not None)
         excess = np.mean([r["max_link_load"] - r["bound"] for r in rs if r["bound"] is not None]) if with_bound else float("nan")
-        ar_mean = np.nanmean([r["ar_mean"] for r in rs]) if rs else float("nan")
-        ar_max = np.nanmax([r["ar_max"] for r in rs]) if rs else float("nan")
+        ars = [r["ar_mean"] for r in rs if np.isfinite(r["ar_mean"])]
+        ar_txt = (f"{np.mean(ars):.3f} / {max(r['ar_max'] for r in rs if np.isfinite(r['ar_max'])):.3f}"
+                  if ars else "- (no jobs)")
         print(f"| {a} | {statistics.median(r['runtime_ms'] for r in rs):.2f} | "
               f"{np.median(ratio):.2f} / {np.percentile(ratio, 90):.2f} | {hit}/{with_bound} | {excess:.2f} | "
               f"{np.mean([r['flows_sharing'] for r in rs]):.1f} | "
-              f"{np.mean([r['fraction_of_ideal'] for r in rs]):.3f} | {ar_mean:.3f} / {ar_max:.3f} |")
+              f"{np.mean([r['fraction_of_ideal'] for r in rs]):.3f} | {ar_txt} |")
     if any("ilp" in r for r in all_rows):
         proved = sum(1 for r in all_rows if r.get("ilp", {}).get("proved_optimal"))
         print(f"\nILP proved optimality on {proved}/{sum(1 for r in all_rows if 'ilp' in r)} instances.")

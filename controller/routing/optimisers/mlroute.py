@@ -1,25 +1,30 @@
 """``mlroute``: the project's optimiser -- optimal max link load on 2-tier Clos, never worse than the greedy.
 
 1. **Construct** with the paper's greedy (:mod:`.greedy`), so the result starts where the paper ends.
-2. **Repair to the optimum on uniform 2-tier fabrics** (any number of failed spines).  With S live spines and
-   d(u) inter-ToR flows leaving ToR u (entering ToR v), split every ToR into ceil(d/S) copies of degree <= S;
-   the split multigraph has maximum degree <= S, so by Konig it has a proper S-edge-colouring, and colour =
-   spine gives every uplink of u at most ceil(d(u)/S) flows and every downlink of v at most ceil(d(v)/S):
-   each ToR is balanced as well as it can be on its own, and the max link load is ceil(Delta/S), which no
-   routing beats (a ToR with Delta flows has S live uplinks).  The repair keeps every greedy assignment that
-   already fits (flow ranks within each (ToR, spine) group pick the copies) and inserts only the others,
-   each by one alternating-path recolouring, so it costs almost nothing when the greedy is nearly right.
-3. **Local search** on the sorted vector of link loads: move a flow from path P to path Q when
+2. **Repair to the optimum on uniform 2-tier fabrics** (any number of failed spines), see
+   :func:`aligned_repair`: a proper Delta-edge-colouring of the ToR multigraph (Konig) with colour
+   c = layer * S + spine puts at most ceil(Delta/S) flows on every link -- the lower bound, since a ToR with
+   Delta flows has S live uplinks -- and the links at that load only on the same few spines for every ToR, so
+   overloaded uplinks and downlinks line up on the same flows.  The greedy's assignment seeds the colouring;
+   only flows that do not fit are inserted by alternating paths.  (:func:`equitable_repair`, which instead
+   balances every ToR on its own, is kept as an alternative: ``REPAIR = "equitable"``.)
+3. **Load-vector search** (:func:`local_search`, every fabric): move a flow from path P to path Q when
    ``max over Q\\P of (load+1) < max over P\\Q of load`` (strictly lowers the sorted load vector, so it
-   terminates), bottleneck level first, then the next levels.  This lowers the number of links -- and of
-   flows -- at the bottleneck, then at the next level (fat-trees, failed links).
-4. **Verify** with the metric itself: the max-min fair rates of the result are compared (leximin, flow- or
-   job-level per ``objective``) with the greedy's, and the better routing is returned -- so ``mlroute`` is
-   never worse than ``greedy`` in the metric, by construction.
-5. ``previous`` paths: on a uniform 2-tier fabric spines are interchangeable, so colours are relabelled to
+   terminates): fewer links at the maximum, then at the next levels.
+4. **Bottleneck search** (:func:`bottleneck_search`, uniform 2-tier): with the max load fixed, fewer flows
+   crossing a link at the max (the flows held at the lowest rate).
+5. **Polishing in the metric** (:func:`polish`, :func:`exhaustive_descent`): moves that the exact
+   water-filling says are leximin-better (flow- or job-level), slowest flows first; skipped where provably
+   useless (one flow per NIC, max load <= 2 on a uniform 2-tier fabric).
+6. **Verify** with the metric: the result is compared with the greedy's (leximin, per ``objective``) and the
+   better routing is returned -- so ``mlroute`` is never worse than ``greedy``, by construction.
+7. ``previous`` paths: on a uniform 2-tier fabric spines are interchangeable, so colours are relabelled to
    maximise the flows that keep their spine (a linear assignment); then flows whose previous path is still a
    candidate move back when that does not raise the sorted load vector, and the stabilised routing is kept
    when the metric says it is at least as good.
+
+Steps 3-5 are anytime: ``time_limit`` seconds if given, else twice the construction time (20 ms to 2 s).
+``info`` reports what each step did and ``timing_ms`` per step.
 """
 
 from __future__ import annotations
@@ -34,14 +39,17 @@ from controller.routing.optimisers.colouring import BipartiteColouring
 from controller.routing.optimisers.greedy import greedy_choice
 
 #: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
-#: construction's own time, but at least MIN_SEARCH_BUDGET seconds: an anytime search that scales with the
-#: instance instead of a fixed wall-clock allowance.
+#: construction's own time, but at least MIN_SEARCH_BUDGET and at most MAX_SEARCH_BUDGET seconds: an anytime
+#: search that scales with the instance instead of a fixed wall-clock allowance.
 SEARCH_BUDGET_FACTOR = 2.0
 MIN_SEARCH_BUDGET = 0.02
+MAX_SEARCH_BUDGET = 2.0
 #: the polishing looks at the slowest levels of rates first, at most this many per round.
 MAX_LEVELS_PER_ROUND = 32
-#: exact evaluations the polishing may spend on moving a faster flow out of a slow flow's way.
+#: exact evaluations the polishing may spend on moving a faster flow out of a slow flow's way (only on
+#: instances with at most HELPER_MAX_FLOWS inter-leaf flows: each evaluation is a full water-filling).
 HELPER_TRIES = 16
+HELPER_MAX_FLOWS = 400
 #: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
 EXHAUSTIVE_LIMIT = 600
 #: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
@@ -328,7 +336,7 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                     break
             if improved:
                 break
-            if helpers_left > 0:
+            if helpers_left > 0 and len(prob.inter) <= HELPER_MAX_FLOWS:
                 # no slow flow at this level can move: try moving a faster flow off a saturated fabric link of a
                 # slow one, onto a path where it fits without taking anything from anyone
                 link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
@@ -409,6 +417,10 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
         # gain of moving j: flows freed from its hot links (other than j itself)
         gain = np.where(hot_a[hj], only[a[hj]] - (hot_a[hj] & ~hot_b[hj]), 0) + \
             np.where(hot_b[hj], only[b[hj]] - (hot_b[hj] & ~hot_a[hj]), 0)
+        keep = gain > 0  # a move must free someone (its cost, the cold flows it heats, is >= 0)
+        hj, gain = hj[keep], gain[keep]
+        if not len(hj):
+            break
         lu, ld = loads[up_i[u[hj]]], loads[dn_i[v[hj]]]  # (h, S)
         cost = np.where(lu == m - 1, cold[up_i[u[hj]]], 0) + np.where(ld == m - 1, cold[dn_i[v[hj]]], 0)
         ok = (lu < m) & (ld < m)
@@ -562,7 +574,8 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
     lap("greedy")
     now = time.perf_counter()
-    budget = max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)) if time_limit is None else float(time_limit)
+    budget = float(time_limit) if time_limit is not None else \
+        min(MAX_SEARCH_BUDGET, max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)))
     deadline = now + budget
     bound = prob.degree_bound()
     prev = None
