@@ -46,9 +46,15 @@ except mlconfig.ConfigError as exc:
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.
 CONF.set_override("observe_links", True)
-if not CONF.wsapi_host:
+
+
+def _given_on_command_line(option):
+    return any(arg == option or arg.startswith(option + "=") for arg in sys.argv[1:])
+
+
+if not _given_on_command_line("--wsapi-host"):  # Ryu's own default is 0.0.0.0: every interface
     CONF.set_override("wsapi_host", CONFIG["rest"]["host"])
-if CONF.wsapi_port == 8080 and CONFIG["rest"]["port"] != 8080:
+if not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
 COOKIE_PREFIX = COOKIE_BASE & 0xFFFF0000

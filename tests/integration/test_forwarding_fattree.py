@@ -29,6 +29,10 @@ def test_fattree_rest_topology_has_tiers_links_and_hosts(fattree):
     assert {h["ip"] for h in topo["hosts"]} == {f"10.0.0.{i}" for i in range(1, 17)}
 
 
+def test_fattree_rest_binds_loopback_only_by_default(fattree):
+    assert f"wsgi starting up on http://127.0.0.1:{fattree.controller.rest_port}" in fattree.controller.log()
+
+
 def test_fattree_tcp_between_pods_completes(fattree):
     h1, h16 = fattree.net.get("h1", "h16")
     assert iperf3(fattree.net, h1, h16, seconds=2) > 1.0
