@@ -301,8 +301,11 @@ class MlrouteApp(app_manager.RyuApp):
             st.demand_bps = float(demand) * self.host_bps
         fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
         previous_count = self.te.last.elephants if self.te.last else 0
+        previous_pins = set(self.te.pinned)
         result = self.te.step(fabric, [(st.key, st.demand_bps / self.host_bps) for st in elephants],
                               self.jobs_by_host())
+        if set(self.te.pinned) != previous_pins:
+            self._mark_dirty()  # ended elephants: their pinned hops go
         self.metrics.elephants.set(len(elephants))
         if result.runtime_s:
             self.metrics.optimiser_seconds.set(result.runtime_s)

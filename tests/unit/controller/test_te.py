@@ -135,3 +135,12 @@ def test_every_pair_still_delivered_with_pins_installed():
         t = trace(desired, topo, src.dpid, src.port, {"eth_type": 0x0800, "ipv4_src": src.ip, "ipv4_dst": dst.ip,
                                                      "ip_proto": 6, "tcp_src": 1, "tcp_dst": 2})
         assert t.delivered == {(dst.dpid, dst.port)}
+
+
+def test_ended_elephants_are_unpinned_even_without_a_new_routing():
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute")
+    keys = stride4_keys()
+    engineer.step(fabric, [(k, None) for k in keys])
+    engineer.step(fabric, [(k, None) for k in keys[:6]])
+    assert set(engineer.pinned) == set(keys[:6])
