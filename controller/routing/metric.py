@@ -108,7 +108,7 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
 
 
 #: vectorised progressive-filling rounds before a big instance switches to the event-driven version.
-VECTOR_ROUNDS = 48
+VECTOR_ROUNDS = 8
 
 
 def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
@@ -141,12 +141,19 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
     heapq.heapify(heap)
     remaining = int(active.sum())
     pop, push = heapq.heappop, heapq.heappush
+    # Heap entries are lower bounds of link levels (a level only rises as flows freeze), so links are not
+    # re-pushed when their flows freeze elsewhere; a popped entry that turns out to be stale is re-pushed with
+    # its current level, and a link is final when its popped entry is current.
     while heap and remaining:
         lvl, key = pop(heap)
         if key >= 0:
             c = cnt[key]
-            if not c or (cap[key] - fload[key] if cap[key] > fload[key] else 0.0) / c != lvl:
-                continue  # stale entry
+            if not c:
+                continue
+            cur = (cap[key] - fload[key] if cap[key] > fload[key] else 0.0) / c
+            if cur > lvl:
+                push(heap, (cur, key))
+                continue
         elif not act[-1 - key]:
             continue
         top = lvl + REL_TOL * (lvl if lvl > 1e-300 else 1e-300)
@@ -155,8 +162,13 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
             l2, k2 = pop(heap)
             if k2 >= 0:
                 c = cnt[k2]
-                if c and (cap[k2] - fload[k2] if cap[k2] > fload[k2] else 0.0) / c == l2:
-                    batch.append(k2)
+                if not c:
+                    continue
+                cur = (cap[k2] - fload[k2] if cap[k2] > fload[k2] else 0.0) / c
+                if cur > top:
+                    push(heap, (cur, k2))
+                    continue
+                batch.append(k2)
             elif act[-1 - k2]:
                 batch.append(k2)
         frozen = []
@@ -176,17 +188,11 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
                     rt[i] = d if d < lvl else lvl
                     frozen.append(i)
         remaining -= len(frozen)
-        touched = set()
         for i in frozen:
             r = rt[i]
             for l in flow_links[fstart[i]:fstart[i + 1]]:
                 fload[l] += r
                 cnt[l] -= 1
-                touched.add(l)
-        for l in touched:
-            c = cnt[l]
-            if c > 0:
-                push(heap, ((cap[l] - fload[l] if cap[l] > fload[l] else 0.0) / c, l))
     for i in range(n):
         if act[i]:
             rt[i] = math.inf

@@ -102,3 +102,30 @@ def edge_colouring(left: np.ndarray, right: np.ndarray, k: int | None = None) ->
     for x, y in zip(left.tolist(), right.tolist()):
         col.colour_edge(col.add_edge(x, y))
     return np.array(col.colour, dtype=np.int64)
+
+
+def equitable_colouring(left: np.ndarray, right: np.ndarray, k: int) -> np.ndarray:
+    """Colour the edges of a bipartite multigraph with k colours so that every vertex of degree d has at most
+    ceil(d/k) edges of each colour (split each vertex into ceil(d/k) copies of degree <= k, then Konig)."""
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if len(left) == 0:
+        return np.zeros(0, dtype=np.int64)
+    dl = np.bincount(left)
+    dr = np.bincount(right)
+    cl, cr = -(-dl // k), -(-dr // k)
+    bl = np.concatenate(([0], np.cumsum(cl)[:-1]))
+    br = np.concatenate(([0], np.cumsum(cr)[:-1]))
+    # the i-th edge at a vertex goes to copy i // k: copies of degree k, the last one the rest
+    order_l = np.argsort(left, kind="stable")
+    rank_l = np.empty(len(left), dtype=np.int64)
+    rank_l[order_l] = np.arange(len(left)) - np.repeat(np.concatenate(([0], np.cumsum(dl)[:-1])), dl)
+    order_r = np.argsort(right, kind="stable")
+    rank_r = np.empty(len(right), dtype=np.int64)
+    rank_r[order_r] = np.arange(len(right)) - np.repeat(np.concatenate(([0], np.cumsum(dr)[:-1])), dr)
+    xs = (bl[left] + rank_l // k).tolist()
+    ys = (br[right] + rank_r // k).tolist()
+    col = BipartiteColouring(int(cl.sum()), int(cr.sum()), k)
+    for x, y in zip(xs, ys):
+        col.colour_edge(col.add_edge(x, y))
+    return np.array(col.colour, dtype=np.int64)

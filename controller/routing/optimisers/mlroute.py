@@ -35,7 +35,7 @@ import numpy as np
 
 from controller.routing.metric import compare
 from controller.routing.optimisers.base import Problem
-from controller.routing.optimisers.colouring import BipartiteColouring
+from controller.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
 from controller.routing.optimisers.greedy import greedy_choice
 
 #: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
@@ -191,6 +191,41 @@ def aligned_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
     return out, len(moved)
 
 
+def fattree_colouring(prob: Problem) -> np.ndarray | None:
+    """A k-ary fat-tree without failures is a Clos of Closes: colour it level by level.
+
+    Level 1: every inter-leaf flow picks its aggregation index a (k/2 choices) by an equitable colouring of the
+    edge-switch multigraph, so each edge switch's k/2 uplinks (and downlinks) carry at most ceil(d/(k/2)) of
+    its d flows -- optimal for those links.  Level 2: for each a, every inter-pod flow through aggregation
+    index a picks its core (a, j) by an equitable colouring of the pod multigraph of those flows, so each
+    aggregation-to-core link is as balanced as the level-1 split allows.  Returns a choice vector, or None when
+    the fabric is not an intact generated fat-tree.
+    """
+    fab = prob.fabric
+    if fab.kind != "fattree" or fab.failed_nodes or fab.failed_links or not len(prob.inter):
+        return None
+    half = fab.k // 2
+    idx = prob.inter
+    src, dst = prob.src_pos[idx], prob.dst_pos[idx]
+    pod_s, pod_d = src // half, dst // half
+    nopt = prob.n_opts[idx]
+    intra_pod = pod_s == pod_d
+    if not (np.all(nopt[intra_pod] == half) and np.all(nopt[~intra_pod] == half * half)):
+        return None
+    agg = equitable_colouring(src, dst, half)
+    choice = prob.initial_choice()
+    # options are in node order: aggregation switches of the pod (intra-pod), cores core0.. (inter-pod),
+    # core c = a * half + j sits above aggregation index a
+    choice[idx[intra_pod]] = agg[intra_pod]
+    inter = np.flatnonzero(~intra_pod)
+    for a in range(half):
+        sel = inter[agg[inter] == a]
+        if len(sel):
+            j = equitable_colouring(pod_s[sel], pod_d[sel], half)
+            choice[idx[sel]] = a * half + j
+    return choice
+
+
 def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
     """Load-vector descent (see module doc); returns (choice, moves)."""
     choice = choice.copy()
@@ -212,7 +247,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         ok = _screen(prob, cand, mat, loads, choice)
         todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
         moved_round = 0
-        for i in todo.tolist():
+        for n_seen, i in enumerate(todo.tolist()):
             cur = mat[i]
             opts = prob.option_links(i)
             gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy)
@@ -225,7 +260,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
                 mat[i] = opts[q]
                 choice[i] = q
                 moved_round += 1
-            if moved_round & 63 == 0 and time.perf_counter() >= deadline:
+            if n_seen & 31 == 31 and time.perf_counter() >= deadline:
                 break
         moves += moved_round
         if not moved_round:
@@ -582,6 +617,11 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     if previous is not None:
         prev = prob.choice_from_paths(previous)
     uniform = bound is not None
+    tree = fattree_colouring(prob) if not uniform else None
+    if tree is not None:
+        choice = tree
+        info["construction"] = "fat-tree colouring"
+        lap("colouring")
     if uniform:
         choice, reinserted = (aligned_repair if REPAIR == "aligned" else equitable_repair)(prob, choice)
         info["lower_bound"] = bound
