@@ -237,3 +237,39 @@ def test_polish_skip_rule_is_sound(inst):
     assert r.info.get("polish_skipped") or prob.max_load(choice) <= 1
     _, _, moves = polish(prob, choice, prob.rates(choice), time.perf_counter() + 5)
     assert moves == 0
+
+
+@given(fattree_instance(failures=False, max_size=40))
+def test_fattree_colouring_balances_every_edge_switch(inst):
+    """On an intact fat-tree, level 1 of mlroute's construction gives each edge switch's uplinks (downlinks)
+    at most ceil(d / (k/2)) of its d inter-edge flows: optimal for those links."""
+    from controller.routing.optimisers.mlroute import fattree_colouring
+
+    fab, flows = inst
+    prob = Problem(fab, flows)
+    choice = fattree_colouring(prob)
+    if not len(prob.inter):
+        assert choice is None
+        return
+    loads = prob.loads(choice)
+    half = fab.k // 2
+    d_up = np.bincount(prob.src_pos[prob.inter], minlength=len(fab.leaves))
+    d_dn = np.bincount(prob.dst_pos[prob.inter], minlength=len(fab.leaves))
+    for e, leaf in enumerate(fab.leaves):
+        pod = leaf[4:].split("_")[0]
+        for a in range(half):
+            agg = f"agg{pod}_{a}"
+            assert loads[fab.link_index[(leaf, agg)]] <= -(-d_up[e] // half)
+            assert loads[fab.link_index[(agg, leaf)]] <= -(-d_dn[e] // half)
+    check_valid(fab, flows, prob.paths(choice))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mlroute_matches_ilp_on_intact_k4_fattree(seed):
+    from controller.workloads.patterns import pattern_flows
+
+    fab = Fabric.fattree(4)
+    flows = pattern_flows("random", seed=seed, fabric=fab) + pattern_flows("randbij", seed=seed + 9, fabric=fab)
+    ilp = OPTIMISERS["ilp"](fab, flows, time_limit=20)
+    assert ilp.info["proved_optimal"]
+    assert max_load(fab, flows, OPTIMISERS["mlroute"](fab, flows).paths) == ilp.info["max_link_load"]
