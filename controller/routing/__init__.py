@@ -2,3 +2,5 @@
 
 from controller.routing.fabric import Fabric, FabricError, PathSet  # noqa: F401
 from controller.routing.flow import Flow  # noqa: F401
+
+__all__ = ["Fabric", "FabricError", "Flow", "PathSet"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from controller.routing.optimisers import annealing, coloring, ecmp, gff, greedy, ilp, mlroute
 from controller.routing.optimisers.base import Problem, Routing  # noqa: F401
 
+__all__ = ["OPTIMISERS", "Problem", "Routing", "optimise"]
+
 OPTIMISERS = {
     "mlroute": mlroute.optimise,
     "greedy": greedy.optimise,

@@ -50,7 +50,7 @@ def test_every_algo_runs_and_table_is_readable(capsys, tmp_path):
         rc, out, _ = run(capsys, "--tors", "4", "--spines", "2", "--hosts-per-tor", "4", "--traffic", str(p),
                          "--algo", algo, "--time-limit", "10")
         assert rc == 0, algo
-        assert f"algo" in out and algo in out and "max link load" in out and "runtime" in out
+        assert "algo" in out and algo in out and "max link load" in out and "runtime" in out
         assert "flows sharing a link" in out and "min rate" in out
 
 
