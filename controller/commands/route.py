@@ -210,11 +210,17 @@ def run(args) -> int:
         out["jobs"] = rep["jobs"]
     out["routes"] = [{"src": _fmt_host(f.src), "dst": _fmt_host(f.dst), "path": list(p) if p is not None else None}
                      for f, p in zip(flows, routing.paths)]
-    if args.json:
-        json.dump(out, sys.stdout, default=str)
-        sys.stdout.write("\n")
-        return 0
-    _print_table(out)
+    try:
+        if args.json:
+            json.dump(out, sys.stdout, default=str)
+            sys.stdout.write("\n")
+        else:
+            _print_table(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
