@@ -3,7 +3,9 @@
 Every entry of :data:`OPTIMISERS` is ``optimise(fabric, flows, *, seed=0, objective="flow", previous=None,
 time_limit=None) -> Routing``: one path per flow (switch names, source leaf first; ``None`` if the flow has no
 live path), in input order.  ``objective`` is "flow" (leximin over flow rates) or "job" (leximin over job
-rates, then flows); ``previous`` (a list of paths) lets an optimiser keep flows where they are;
+rates, then flows); ``previous`` (a list of paths) lets an optimiser keep flows where they are (``mlroute``
+does; the baselines recompute from scratch, as the paper's greedy does, and ``Routing.changed(previous)``
+says which paths to push);
 ``time_limit`` (seconds) bounds the search of the optimisers that search.
 """
 
