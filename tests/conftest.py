@@ -16,6 +16,8 @@ try:  # a modest, deterministic hypothesis budget: the machine is shared
         "mlroute", max_examples=30, deadline=None, derandomize=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
+    # HYPOTHESIS_PROFILE=thorough for a deeper (slower) search, e.g. before a release
+    settings.register_profile("thorough", parent=settings.get_profile("mlroute"), max_examples=300)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mlroute"))
 except ImportError:  # pragma: no cover
     pass

@@ -273,3 +273,38 @@ def test_mlroute_matches_ilp_on_intact_k4_fattree(seed):
     ilp = OPTIMISERS["ilp"](fab, flows, time_limit=20)
     assert ilp.info["proved_optimal"]
     assert max_load(fab, flows, OPTIMISERS["mlroute"](fab, flows).paths) == ilp.info["max_link_load"]
+
+
+@given(clos_instance(max_tors=8, max_spines=5, max_hosts=4, max_size=48))
+def test_repairs_meet_their_per_link_bounds(inst):
+    """aligned_repair: every link <= ceil(Delta/S), and links at that load only on spines below
+    r = Delta - S (ceil(Delta/S) - 1).  equitable_repair: every ToR's links <= ceil(d/S) of its own d flows.
+    Both starting from the greedy, whatever it did."""
+    from controller.routing.optimisers.greedy import greedy_choice
+    from controller.routing.optimisers.mlroute import aligned_repair, equitable_repair
+
+    fab, flows = inst
+    prob = Problem(fab, flows)
+    if not len(prob.inter):
+        return
+    g, _ = greedy_choice(prob)
+    s = len(fab.live_spines())
+    nl = len(fab.leaves)
+    d_up = np.bincount(prob.src_pos[prob.inter], minlength=nl)
+    d_dn = np.bincount(prob.dst_pos[prob.inter], minlength=nl)
+    delta = int(max(d_up.max(), d_dn.max()))
+    L = -(-delta // s)
+    r = delta - s * (L - 1)
+    up_i, dn_i = fab.spine_link_index()
+    aligned, _ = aligned_repair(prob, g)
+    loads = prob.loads(aligned)
+    assert loads.max() == L == prob.degree_bound()
+    for t in range(nl):
+        for c in range(s):
+            for link in (up_i[t, c], dn_i[t, c]):
+                assert loads[link] <= L and (loads[link] < L or c < r or L == 0)
+    equitable, _ = equitable_repair(prob, g)
+    loads = prob.loads(equitable)
+    for t in range(nl):
+        assert loads[up_i[t]].max() <= -(-d_up[t] // s)
+        assert loads[dn_i[t]].max() <= -(-d_dn[t] // s)
