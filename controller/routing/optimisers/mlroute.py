@@ -306,15 +306,28 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
     return out
 
 
+def _over_cap(prob: Problem, tmat: np.ndarray, cap: int | None) -> bool:
+    """True if a trial routing puts more than ``cap`` flows on some fabric link."""
+    if cap is None:
+        return False
+    ld = np.bincount(tmat.ravel(), minlength=prob.dummy + 1)
+    ld[prob.dummy] = 0
+    return int(ld.max()) > cap
+
+
 def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
-           objective: str = "flow", mat: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+           objective: str = "flow", mat: np.ndarray | None = None, cap: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray, int]:
     """Rate-aware descent in the metric itself (leximin over max-min fair rates).
 
     Flows below their non-blocking (NIC-limited) rate are taken slowest first.  For a flow at rate x, every
     candidate path is scored by the share it would offer: on each link it would newly cross,
     (capacity - rate of the link's flows slower than x) / (1 + its flows at x or faster); on links it keeps,
     the same without the +1.  Paths scoring above x are tried best first and a move is kept only if the exact
-    water-filling of the whole routing is leximin-better (flow- or job-level).  Returns (choice, rates, moves).
+    water-filling of the whole routing is leximin-better (flow- or job-level) and no fabric link then carries
+    more than ``cap`` flows (mlroute passes the max link load reached so far: the metric may prefer piling
+    NIC-limited flows onto one link, which would give up the optimal max link load).
+    Returns (choice, rates, moves).
     """
     choice = choice.copy()
     if not len(prob.inter):
@@ -361,6 +374,8 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                     trial[i] = q
                     tmat = mat.copy()
                     tmat[i] = opts[q]
+                    if _over_cap(prob, tmat, cap):
+                        continue
                     r2 = prob.rates(trial, matrix=tmat)
                     if compare(r2, rates, jobs, objective) > 0:
                         choice, mat, rates = trial, tmat, r2
@@ -399,6 +414,8 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                                 trial[g] = q
                                 tmat = mat.copy()
                                 tmat[g] = gopts[q]
+                                if _over_cap(prob, tmat, cap):
+                                    continue
                                 r2 = prob.rates(trial, matrix=tmat)
                                 if compare(r2, rates, jobs, objective) > 0:
                                     choice, mat, rates = trial, tmat, r2
@@ -515,7 +532,7 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
 
 
 def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
-                       objective: str = "flow") -> tuple[np.ndarray, np.ndarray, int]:
+                       objective: str = "flow", cap: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Small instances: try every single-flow move (slowest flows first) with the exact metric, take the first
     that is leximin-better, repeat until none is (a local optimum of the metric) or time runs out."""
     movable = prob.inter[prob.n_opts[prob.inter] > 1]
@@ -534,6 +551,8 @@ def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, dea
                 trial[i] = q
                 tmat = mat.copy()
                 tmat[i] = opts[q]
+                if _over_cap(prob, tmat, cap):
+                    continue
                 r2 = prob.rates(trial, matrix=tmat)
                 if compare(r2, rates, jobs, objective) > 0:
                     choice, mat, rates = trial, tmat, r2
@@ -652,9 +671,10 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     elif (prob.demands is not None or loads.max(initial=0) > 1) and time.perf_counter() < deadline:
         # some fabric link is shared: the metric may still improve beyond the load vector
         r_new = prob.rates(choice, matrix=mat)
-        choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat)
+        cap = int(loads.max(initial=0))
+        choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat, cap=cap)
         if int(prob.n_opts[prob.inter].sum()) <= EXHAUSTIVE_LIMIT:
-            choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective)
+            choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective, cap=cap)
             pm += em
         info["polish_moves"] = pm
         if pm:
