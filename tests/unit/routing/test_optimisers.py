@@ -308,3 +308,15 @@ def test_repairs_meet_their_per_link_bounds(inst):
     for t in range(nl):
         assert loads[up_i[t]].max() <= -(-d_up[t] // s)
         assert loads[dn_i[t]].max() <= -(-d_dn[t] // s)
+
+
+def test_metric_polishing_keeps_the_optimal_max_load():
+    """Regression (found by hypothesis): three NIC-limited flows from host 2 and one from host 3.  The metric
+    alone prefers all three on one spine (load 3: they are held at 1/3 by their NIC anyway, and host 3's flow
+    gets a spine to itself), but mlroute must keep the optimum ceil(Delta/S) = 2."""
+    fab = Fabric.clos(2, 3, 2, failed_spines=[0])
+    flows = [Flow(2, 0), Flow(2, 0), Flow(2, 0), Flow(3, 1)]
+    m = OPTIMISERS["mlroute"](fab, flows)
+    assert max_load(fab, flows, m.paths) == 2 == Problem(fab, flows).degree_bound()
+    g = OPTIMISERS["greedy"](fab, flows)
+    assert compare(rates(fab, flows, m.paths), rates(fab, flows, g.paths)) >= 0
