@@ -219,6 +219,13 @@ def main(argv=None):
               + (f"  ilp {rows['ilp']['max_link_load']}{'*' if rows['ilp']['proved_optimal'] else ''}" if "ilp" in rows else ""),
               flush=True)
     summarise(all_rows, algos, f"Paper grid ({len(grid)} instances)")
+    ratios = [(r["mlroute"]["runtime_ms"] / r["greedy"]["runtime_ms"], int(r["case"].split(", ")[3].split()[0]))
+              for r in all_rows]
+    big = [x for x, n in ratios if n >= 1024]
+    print(f"\nmlroute / greedy runtime per instance: median {np.median([x for x, _ in ratios]):.2f}, "
+          f"p90 {np.percentile([x for x, _ in ratios], 90):.2f}"
+          + (f"; on the {len(big)} instances with >= 1,024 elephants: median {np.median(big):.2f}, "
+             f"max {max(big):.2f}" if big else ""))
     rnd = random_grid(args.repeats, args.quick)
     small = fattree_gap(ilp_limit, 1 if args.quick else 3, 1 if args.quick else 2)
     if args.large:
