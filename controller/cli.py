@@ -47,4 +47,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under `python -m controller.cli` this file is `__main__`; the commands raise controller.cli.UsageError,
+    # so dispatch through the imported module for one UsageError class.
+    from controller import cli
+
+    sys.exit(cli.main())
