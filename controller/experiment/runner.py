@@ -214,8 +214,8 @@ def run(spec, out_dir, progress=None):
         workdir = out_dir / "runs" / f"{pattern.replace(':', '_').replace(',', '_')}-s{seed}-{mode}"
         try:
             result = run_one(spec, pattern, mode, seed, workdir)
-        except (RuntimeError, TimeoutError) as exc:
-            progress(f"{tag}: FAILED: {exc}")
+        except Exception as exc:  # one failed run is reported; the grid goes on (Ctrl-C still stops it)
+            progress(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
             results.append({"pattern": pattern, "mode": mode, "seed": seed, "error": str(exc)})
             continue
         if mode == NONBLOCKING:

@@ -58,9 +58,10 @@ def fabric_factory(tmp_path_factory):
         return fab
 
     yield make
-    for fab in made:
+    for fab in made:  # every controller is stopped even if a network's teardown fails
         try:
             harness.stop_network(fab.net)
-        finally:
-            fab.controller.stop()
-            print(f"\n--- controller log tail ({fab.controller.log_path}) ---\n{fab.controller.log()[-2000:]}")
+        except Exception as exc:
+            print(f"teardown of a network failed: {exc!r}")
+        fab.controller.stop()
+        print(f"\n--- controller log tail ({fab.controller.log_path}) ---\n{fab.controller.log()[-2000:]}")
