@@ -28,6 +28,12 @@ def add_arguments(p):
     p.add_argument("--link-gbps", type=float, default=100.0)
     p.add_argument("--no-random-placement", action="store_true",
                    help="skip the supplementary grid with random host placement (not in the paper)")
+    p.add_argument("--random-algos", default=None, metavar="LIST",
+                   help="algorithms of the random-placement grid (default: those of the paper grid but ecmp and "
+                        "annealing, which take over 10 min per run there: random placement merges the components "
+                        "the simulator exploits)")
+    p.add_argument("--random-only", action="store_true",
+                   help="keep the paper grid of DIR/results.json and (re)run only the random-placement grid")
     p.add_argument("--report-only", action="store_true",
                    help="do not simulate: rewrite report.md and plots from DIR/results.json")
 
@@ -44,14 +50,28 @@ def _ints(text, what):
     return vals
 
 
+def _command_line(args) -> str:
+    """The invocation, rebuilt from the parsed options (only those that differ from their defaults)."""
+    parts = ["mlroute reproduce", "--out", str(args.out)]
+    for flag in ("quick", "no_random_placement", "random_only", "report_only"):
+        if getattr(args, flag):
+            parts.append("--" + flag.replace("_", "-"))
+    defaults = {"seed": 1, "tors": 64, "spines": 32, "hosts_per_tor": 32, "link_gbps": 100.0}
+    for name in ("iterations", "jobs", "rings", "failed", "algos", "random_algos", "ilp_time_limit", "seed", "tors",
+                 "spines", "hosts_per_tor", "link_gbps"):
+        v = getattr(args, name)
+        if v is not None and v != defaults.get(name):
+            parts += ["--" + name.replace("_", "-"), str(v)]
+    return " ".join(parts)
+
+
 def run(args) -> int:
     from controller.cli import UsageError
     from controller.sim.report import load_results, write_report
     from controller.sim.reproduce import ALGOS, GridConfig, run_grid
     from controller.workloads.jobs import WorkloadError, min_gpus_per_host
 
-    cmd = "mlroute reproduce " + " ".join(a for a in sys.argv[2:]) if len(sys.argv) > 2 else \
-        "mlroute reproduce --out DIR"
+    cmd = _command_line(args)
     if args.report_only:
         path = os.path.join(args.out, "results.json")
         if not os.path.exists(path):
@@ -104,23 +124,42 @@ def run(args) -> int:
                 raise UsageError(str(exc)) from None
     extra_cfg = None if args.no_random_placement else cfg.random_placement()
     if extra_cfg:
+        if args.random_algos:
+            extra_cfg.algos = tuple(a.strip() for a in args.random_algos.split(",") if a.strip())
+        else:
+            extra_cfg.algos = tuple(a for a in cfg.algos if a not in ("ecmp", "annealing"))
+        bad = [a for a in extra_cfg.algos if a not in ALGOS]
+        if bad or not extra_cfg.algos:
+            raise UsageError(f"--random-algos: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGOS)})")
         for j in extra_cfg.jobs:
             for r in extra_cfg.rings:
                 try:
                     min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models, placement="random")
                 except WorkloadError as exc:
                     raise UsageError(str(exc)) from None
-    results = run_grid(cfg, args.out)
+    if args.random_only:
+        path = os.path.join(args.out, "results.json")
+        if not os.path.exists(path) or extra_cfg is None:
+            raise UsageError(f"--random-only needs {path} and the random-placement grid")
+        results = load_results(path)
+        stored = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
+        algos = extra_cfg.algos
+        extra_cfg = GridConfig(**stored).random_placement()
+        extra_cfg.algos = algos
+        results["wall_s"] -= (results.get("extra") or {}).get("wall_s", 0.0)
+        results["command"] = results.get("command", "mlroute reproduce --out DIR") + f"; then `{cmd}`"
+    else:
+        results = run_grid(cfg, args.out)
+        results["command"] = cmd
     if extra_cfg:
         results["extra"] = run_grid(extra_cfg, args.out, filename="results_random.json")
         os.remove(os.path.join(args.out, "results_random.json"))
         results["wall_s"] += results["extra"]["wall_s"]
-    results["command"] = cmd
     import json
 
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(results, fh, separators=(",", ":"))
-    write_report(results, args.out, command=cmd)
+    write_report(results, args.out, command=results["command"])
     print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
           f"{results['wall_s'] / 60:.1f} min)")
     return 0

@@ -14,7 +14,8 @@ TINY = ["--tors", "8", "--spines", "4", "--hosts-per-tor", "32", "--jobs", "1", 
 
 def test_reproduce_tiny_grid_writes_report(tmp_path, capsys):
     out = tmp_path / "rep"
-    rc = main(["reproduce", "--out", str(out), *TINY, "--algos", "mlroute,greedy,ecmp"])
+    rc = main(["reproduce", "--out", str(out), *TINY, "--algos", "mlroute,greedy,ecmp",
+               "--random-algos", "mlroute,greedy,ecmp"])
     _, err = capsys.readouterr()
     assert rc == 0, err
     for name in ("report.md", "results.json", "allreduce_mean.png", "allreduce_p99.png", "cdf_allreduce.png",
@@ -31,6 +32,12 @@ def test_reproduce_tiny_grid_writes_report(tmp_path, capsys):
     assert "custom" in text  # the grid is labelled as not the paper's
     assert "## Beyond the paper: random host placement" in text  # the supplementary grid ran too
     assert len(res["extra"]["runs"]) == 2 * 3 and res["extra"]["config"]["placement"] == "random"
+    # --random-only keeps the paper grid and reruns the random-placement one (default: without ecmp)
+    assert main(["reproduce", "--out", str(out), *TINY, "--algos", "mlroute,greedy,ecmp", "--random-only"]) == 0
+    res2 = json.loads((out / "results.json").read_text())
+    assert res2["runs"] == res["runs"]
+    assert {r["algo"] for r in res2["extra"]["runs"]} == {"mlroute", "greedy"}
+    assert "--random-only" in res2["command"]
     # --report-only re-renders from results.json
     (out / "report.md").unlink()
     assert main(["reproduce", "--out", str(out), "--report-only"]) == 0
