@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 
+import networkx as nx
 import numpy as np
 
 from controller.routing.metric import compare
@@ -202,7 +203,11 @@ def fattree_colouring(prob: Problem) -> np.ndarray | None:
     the fabric is not an intact generated fat-tree.
     """
     fab = prob.fabric
-    if fab.kind != "fattree" or fab.failed_nodes or fab.failed_links or not len(prob.inter):
+    if fab.failed_nodes or fab.failed_links or not len(prob.inter):
+        return None
+    if fab.kind == "graph":
+        return _learned_fattree_colouring(prob)
+    if fab.kind != "fattree":
         return None
     half = fab.k // 2
     idx = prob.inter
@@ -223,6 +228,86 @@ def fattree_colouring(prob: Problem) -> np.ndarray | None:
         if len(sel):
             j = equitable_colouring(pod_s[sel], pod_d[sel], half)
             choice[idx[sel]] = a * half + j
+    return choice
+
+
+def fattree_structure(fab):
+    """Recognise an intact k-ary fat-tree in a learned graph (arbitrary switch ids), or return None.
+
+    Pods are the components left when the cores are removed; an aggregation switch's *index* is the set of
+    cores it reaches (the same set for aggregation index a in every pod); a core's index within its set is its
+    rank in node order. Returns (pod of each leaf, {(pod, a): aggregation switch}, {(a, j): core}, k/2).
+    """
+    g = fab.graph
+    rank = fab.rank
+    if fab.n_tiers != 3:
+        return None
+    leaves = fab.leaves
+    aggs = [n for n in fab.node_list if rank[n] == 1]
+    cores = [n for n in fab.node_list if rank[n] == 2]
+    pods = [c for c in nx.connected_components(g.subgraph(leaves + aggs))]
+    k = len(pods)
+    half = k // 2
+    if k < 2 or k % 2 or len(cores) != half * half:
+        return None
+    pos = fab.node_pos
+    pod_of, agg_of, core_of = {}, {}, {}
+    groups = sorted({frozenset(g.neighbors(a)) & set(cores) for a in aggs}, key=lambda s: min(pos[c] for c in s))
+    if len(groups) != half or any(len(grp) != half for grp in groups) or len(set().union(*groups)) != len(cores):
+        return None
+    group_index = {grp: i for i, grp in enumerate(groups)}
+    for p, members in enumerate(sorted(pods, key=lambda m: min(pos[n] for n in m))):
+        p_leaves = [n for n in members if rank[n] == 0]
+        p_aggs = [n for n in members if rank[n] == 1]
+        if len(p_leaves) != half or len(p_aggs) != half:
+            return None
+        for leaf in p_leaves:
+            if set(g.neighbors(leaf)) != set(p_aggs):
+                return None
+            pod_of[leaf] = p
+        for a in p_aggs:
+            idx = group_index.get(frozenset(g.neighbors(a)) & set(cores))
+            if idx is None or (p, idx) in agg_of:
+                return None
+            agg_of[(p, idx)] = a
+    for a, grp in enumerate(groups):
+        for j, core in enumerate(sorted(grp, key=pos.get)):
+            core_of[(a, j)] = core
+    return pod_of, agg_of, core_of, half
+
+
+def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
+    """``fattree_colouring`` for a fat-tree learned by the controller (switch ids are DPIDs, in any order)."""
+    fab = prob.fabric
+    structure = fattree_structure(fab)
+    if structure is None:
+        return None
+    pod_of, agg_of, core_of, half = structure
+    idx = prob.inter
+    src_leaves = [prob._src_leaves[i] for i in idx.tolist()]
+    dst_leaves = [prob._dst_leaves[i] for i in idx.tolist()]
+    src = np.array([fab.leaf_pos[x] for x in src_leaves], dtype=np.int64)
+    dst = np.array([fab.leaf_pos[x] for x in dst_leaves], dtype=np.int64)
+    pod_s = np.array([pod_of[x] for x in src_leaves], dtype=np.int64)
+    pod_d = np.array([pod_of[x] for x in dst_leaves], dtype=np.int64)
+    agg = equitable_colouring(src, dst, half)
+    core_j = np.zeros(len(idx), dtype=np.int64)
+    inter_pod = np.flatnonzero(pod_s != pod_d)
+    for a in range(half):
+        sel = inter_pod[agg[inter_pod] == a]
+        if len(sel):
+            core_j[sel] = equitable_colouring(pod_s[sel], pod_d[sel], half)
+    choice = prob.initial_choice()
+    for n, i in enumerate(idx.tolist()):
+        s, d, a = src_leaves[n], dst_leaves[n], int(agg[n])
+        if pod_s[n] == pod_d[n]:
+            path = (s, agg_of[(pod_s[n], a)], d)
+        else:
+            path = (s, agg_of[(pod_s[n], a)], core_of[(a, int(core_j[n]))], agg_of[(pod_d[n], a)], d)
+        q = prob.sets[i].index_of(path)
+        if q < 0:
+            return None
+        choice[i] = q
     return choice
 
 
