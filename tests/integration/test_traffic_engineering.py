@@ -48,10 +48,8 @@ def te_fabric(fabric_factory):
 def test_stride4_elephants_are_found_and_routed_without_sharing_a_link(te_fabric):
     flows = Iperf3Flows(te_fabric.net, STRIDE4, seconds=25)
     try:
-        started = time.time()
         elephants = wait_for_elephants(te_fabric, 8, within_s=3 * POLL_S + 3)
         assert len(elephants) == 8, f"{len(elephants)} elephants after 3 polls: {elephants}"
-        assert time.time() - started <= 3 * POLL_S + 3
         # the routing is installed within the next period; then read it back from the switches
         assert wait_until(lambda: all(e["path"] for e in te_fabric.controller.get("/mlroute/elephants")),
                           timeout=2 * POLL_S)
@@ -90,14 +88,12 @@ def test_cutting_a_link_under_an_elephant_moves_it_within_one_period(te_fabric):
         names = {int(sw.dpid, 16): sw.name for sw in net.switches}
         a, b = names[path[1]], names[path[2]]  # aggregation -> core hop of the pinned path
         net.configLinkStatus(a, b, "down")
-        cut = time.time()
         moved = wait_until(lambda: [e for e in te_fabric.controller.get("/mlroute/elephants")
                                     if e["dst_ip"] == "10.0.0.13" and e["path"] and e["path"] != path],
                            timeout=POLL_S + 2, interval=0.2)
         assert moved, "elephant still on the cut path after one period"
         new_path = moved[0]["path"]
         assert (path[1], path[2]) not in zip(new_path, new_path[1:])
-        assert time.time() - cut <= POLL_S + 2
         crossed = dataplane_paths(te_fabric, moved)
         assert all((path[1], path[2]) not in c for c in crossed.values())
         time.sleep(POLL_S)  # let one poll measure the flow on its new path
