@@ -78,6 +78,7 @@ class SimResult:
     recompute_times_s: list  # simulated time of each recomputation
     max_link_load: list  # elephants on the most loaded fabric link, per recomputation
     recompute_flows: list  # flows routed, per recomputation
+    proved_optimal: list  # per recomputation: the optimiser's "proved_optimal" (ilp), else None
     makespan_s: float
     events: int
     rate_computations: int
@@ -117,6 +118,7 @@ class SimResult:
             "recompute_times_s": self.recompute_times_s,
             "max_link_load": self.max_link_load,
             "recompute_flows": self.recompute_flows,
+            "proved_optimal": self.proved_optimal,
             "makespan_s": self.makespan_s,
             "events": self.events,
             "rate_computations": self.rate_computations,
@@ -241,6 +243,7 @@ class _Router:
                                       f"(the failures partition the fabric)")
         links = [np.asarray(self.fabric.flow_links(f, p), dtype=np.int64) for f, p in zip(flows, routing.paths)]
         load = _max_fabric_load(routing.paths)
+        self.last_proved = (getattr(routing, "info", None) or {}).get("proved_optimal")
         return links, elapsed, load
 
 
@@ -368,6 +371,7 @@ class _Engine:
             self.recompute_times.append(t)
             self.max_load.append(load)
             self.recompute_flows.append(int(len(idx)))
+            self.proved_optimal.append(getattr(self.router, "last_proved", None))
         self.caps = self.router.capacities * self.bps
         self.dirty = True  # everything: one global water-filling
 
@@ -506,6 +510,7 @@ class _Engine:
         self.comm_start = np.zeros(len(s.jobs))
         self.iter_start = np.zeros(len(s.jobs))
         self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
+        self.proved_optimal = []
         self.dirty = False
         self.dirty_comps = set()
         # max-min rates of a set of active flows depend only on that set and its paths: memoised per set (the
@@ -653,6 +658,7 @@ class _Engine:
             recompute_times_s=self.recompute_times,
             max_link_load=self.max_load,
             recompute_flows=self.recompute_flows,
+            proved_optimal=self.proved_optimal,
             makespan_s=float(t),
             events=events,
             rate_computations=rate_computations,

@@ -167,6 +167,8 @@ def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.st
                 "controller_ms_max": float(np.max(res.controller_ms)),
                 "controller_ms": [round(x, 3) for x in res.controller_ms],
                 "recompute_flows": res.recompute_flows,
+                "unproved": sum(1 for x in res.proved_optimal if x is False),
+                "ilp_time_limit_s": time_limit,
                 "max_link_load": int(max(res.max_link_load)),
                 "makespan_s": res.makespan_s, "events": res.events, "wall_s": res.wall_s,
             }
