@@ -71,7 +71,7 @@ def plot_grid_metric(runs, cfg, key, ylabel, path):
     plt = _plt()
     algos = _algos(runs)
     rings, failed = cfg["rings"], cfg["failed"]
-    fig, axes = plt.subplots(len(failed), len(rings), figsize=(4.2 * len(rings), 2.9 * len(failed)),
+    fig, axes = plt.subplots(len(failed), len(rings), figsize=(max(4.2 * len(rings), 7.5), 2.9 * len(failed)),
                              sharex=True, squeeze=False)
     for i, f in enumerate(failed):
         for k, ring in enumerate(rings):
