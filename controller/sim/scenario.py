@@ -120,14 +120,15 @@ def build(*, fabric: str = "clos", tors: int | None = 64, spines: int | None = 3
         if n_jobs is not None or ring is not None:
             raise ScenarioError("give either --traffic FILE... or --jobs/--ring, not both")
         try:
-            jobs = read_traffic_files(traffic, hosts_per_tor=hpt, iterations=iterations)
+            where: dict = {}
+            jobs = read_traffic_files(traffic, hosts_per_tor=hpt, iterations=iterations, tor_where=where)
         except WorkloadError as exc:
             raise ScenarioError(str(exc)) from None
         for job in jobs:
             for h, t in job.host_tor.items():
                 if not 0 <= t < n_tors:
-                    raise ScenarioError(f"job {job.name}: host {h} is under ToR {t}, but the fabric has ToRs "
-                                        f"0..{n_tors - 1}")
+                    raise ScenarioError(f"{where.get(h, 'job ' + job.name)}: host {h} is under ToR {t}, but the "
+                                        f"fabric has ToRs 0..{n_tors - 1}")
         source = {"traffic": [str(p) for p in traffic]}
     else:
         if n_jobs is None or ring is None:

@@ -348,7 +348,8 @@ def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, ho
     )
 
 
-def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11) -> list:
+def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11,
+                       tor_where: dict | None = None) -> list:
     """Read one job per file (authors' format). Jobs are named after the file stems (made unique).
 
     A host must sit under the same ToR in every file. With ``hosts_per_tor``, a ToR with more distinct hosts
@@ -356,7 +357,7 @@ def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, ite
     if not paths:
         raise WorkloadError("no traffic files given")
     host_tor: dict = {}
-    tor_where: dict = {}
+    tor_where = {} if tor_where is None else tor_where  # filled: host -> "FILE:LINE" where it first appears
     jobs = []
     names: dict = {}
     for path in paths:

@@ -130,7 +130,8 @@ def test_malformed_traffic_file_names_file_and_line(tmp_path, capsys):
     q = tmp_path / "far.txt"
     q.write_text("20 30 0 9 0 100 0 0\n30 20 9 0 0 100 0 0\n")
     rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(q), "--algo", "greedy")
-    assert rc == 2 and "under ToR 9, but the fabric has ToRs 0..7" in err
+    assert rc == 2 and f"{q}:1: host 20 is under ToR 0" not in err
+    assert f"{q}:1: host 30 is under ToR 9, but the fabric has ToRs 0..7" in err
     rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(q), "--jobs", "1", "--ring", "2", "--algo", "greedy")
     assert rc == 2 and "not both" in err
 
