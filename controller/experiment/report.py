@@ -54,6 +54,7 @@ def markdown(data, summary):
 
 def plots(data, summary, out_dir):
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -108,6 +109,7 @@ def plots(data, summary, out_dir):
                 ax.plot(range(n), mean, marker="o", label=mode)
         ax.axhline(ar_runs[0]["ideal_allreduce_s"], color="grey", ls="--", lw=0.8, label="ideal")
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.set_ylabel("all-reduce time (s)")
         ax.legend(fontsize=8)
         fig.tight_layout()
