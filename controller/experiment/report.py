@@ -84,19 +84,20 @@ def plots(data, summary, out_dir):
     plt.close(fig)
     written.append("throughput.png")
 
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for mode in modes:
-        rates = sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
-                       and not r["pattern"].startswith("allreduce") for f in r["flows"])
-        if rates:
-            ax.step(rates, np.arange(1, len(rates) + 1) / len(rates), where="post", label=mode)
-    ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
-    ax.set_ylabel("CDF")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "flows_cdf.png", dpi=120)
-    plt.close(fig)
-    written.append("flows_cdf.png")
+    cdfs = {mode: sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
+                         and not r["pattern"].startswith("allreduce") for f in r["flows"]) for mode in modes}
+    if any(cdfs.values()):  # iperf3 patterns only: all-reduce edges are summarised by iteration times
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for mode, rates in cdfs.items():
+            if rates:
+                ax.step(rates, np.arange(1, len(rates) + 1) / len(rates), where="post", label=mode)
+        ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
+        ax.set_ylabel("CDF")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "flows_cdf.png", dpi=120)
+        plt.close(fig)
+        written.append("flows_cdf.png")
 
     ar_runs = [r for r in data["results"] if "allreduce_s" in r]
     if ar_runs:
