@@ -48,7 +48,7 @@ def markdown(data, summary):
         lines += ["", "Failed runs:", ""] + [f"- {r['pattern']} seed {r['seed']} {r['mode']}: {r['error']}"
                                             for r in failed]
     lines += ["", "Plots: `throughput.png` (aggregate as % of non-blocking), `flows_cdf.png` (per-flow "
-              "throughput), `allreduce.png` (iteration times, when an all-reduce pattern ran).", ""]
+              "throughput, iperf3 patterns), `allreduce.png` (iteration times, all-reduce patterns).", ""]
     return "\n".join(lines)
 
 
