@@ -311,6 +311,19 @@ def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
     return choice
 
 
+def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective):
+    """(choice, link matrix, rates) with flow ``i`` moved to option ``q``, if that keeps the max-load cap and is
+    strictly better in the metric; else None."""
+    trial = choice.copy()
+    trial[i] = q
+    tmat = mat.copy()
+    tmat[i] = opts[q]
+    if _over_cap(prob, tmat, cap):
+        return None
+    r2 = prob.rates(trial, matrix=tmat)
+    return (trial, tmat, r2) if compare(r2, rates, jobs, objective) > 0 else None
+
+
 def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
     """Load-vector descent (see module doc); returns (choice, moves)."""
     choice = choice.copy()
@@ -455,15 +468,9 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                     if key in tried:
                         continue
                     tried.add(key)
-                    trial = choice.copy()
-                    trial[i] = q
-                    tmat = mat.copy()
-                    tmat[i] = opts[q]
-                    if _over_cap(prob, tmat, cap):
-                        continue
-                    r2 = prob.rates(trial, matrix=tmat)
-                    if compare(r2, rates, jobs, objective) > 0:
-                        choice, mat, rates = trial, tmat, r2
+                    better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
+                    if better is not None:
+                        choice, mat, rates = better
                         moves += 1
                         improved = True
                         break
@@ -632,15 +639,9 @@ def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, dea
             for q in range(len(opts)):
                 if q == choice[i]:
                     continue
-                trial = choice.copy()
-                trial[i] = q
-                tmat = mat.copy()
-                tmat[i] = opts[q]
-                if _over_cap(prob, tmat, cap):
-                    continue
-                r2 = prob.rates(trial, matrix=tmat)
-                if compare(r2, rates, jobs, objective) > 0:
-                    choice, mat, rates = trial, tmat, r2
+                better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
+                if better is not None:
+                    choice, mat, rates = better
                     moves += 1
                     improved = True
                     break
