@@ -79,10 +79,7 @@ def plots(data, summary, out_dir):
     ax.axhline(100, color="grey", lw=0.8, ls="--")
     ax.legend(fontsize=8)
     ax.set_title(data["config"]["topology"])
-    fig.tight_layout()
-    fig.savefig(out_dir / "throughput.png", dpi=120)
-    plt.close(fig)
-    written.append("throughput.png")
+    written.append(_save(plt, fig, out_dir, "throughput.png"))
 
     cdfs = {mode: sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
                          and not r["pattern"].startswith("allreduce") for f in r["flows"]) for mode in modes}
@@ -94,10 +91,7 @@ def plots(data, summary, out_dir):
         ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
         ax.set_ylabel("CDF")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "flows_cdf.png", dpi=120)
-        plt.close(fig)
-        written.append("flows_cdf.png")
+        written.append(_save(plt, fig, out_dir, "flows_cdf.png"))
 
     ar_runs = [r for r in data["results"] if "allreduce_s" in r]
     if ar_runs:
@@ -113,11 +107,15 @@ def plots(data, summary, out_dir):
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.set_ylabel("all-reduce time (s)")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "allreduce.png", dpi=120)
-        plt.close(fig)
-        written.append("allreduce.png")
+        written.append(_save(plt, fig, out_dir, "allreduce.png"))
     return written
+
+
+def _save(plt, fig, out_dir, name):
+    fig.tight_layout()
+    fig.savefig(Path(out_dir) / name, dpi=120)
+    plt.close(fig)
+    return name
 
 
 def write(data, out_dir):
