@@ -134,23 +134,35 @@ def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray,
         curmax = loads[mat[cand]].max(1)
         best = np.maximum(lu[u], ld[v]).min(1) + 1  # the current option cannot win: its max is curmax
         return best < curmax
-    offsets, table = prob.option_table()
-    if table is None:
+    chunks = _option_chunks(prob, cand)
+    if chunks is None:
         return np.ones(len(cand), dtype=bool)
     out = np.zeros(len(cand), dtype=bool)
-    nopt = prob.n_opts[cand]
-    for p in np.unique(nopt).tolist():
-        sel = np.flatnonzero(nopt == p)
-        step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
-        for lo in range(0, len(sel), step):
-            part = sel[lo:lo + step]
-            fl = cand[part]
-            rows = offsets[prob.set_id[fl]][:, None] + np.arange(p)[None, :]
-            opts = table[rows]  # (m, P, K)
-            gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy)
-            gain[np.arange(len(fl)), choice[fl]] = -1
-            out[part] = (gain > 0).any(1)
+    for part, fl, opts in chunks:
+        gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy)
+        gain[np.arange(len(fl)), choice[fl]] = -1
+        out[part] = (gain > 0).any(1)
     return out
+
+
+def _option_chunks(prob: Problem, flows: np.ndarray):
+    """Iterate (positions in ``flows``, flow ids, their options as an (m, P, K) link array) in memory-bounded
+    chunks of flows with the same number of options P; None when the option table is too big to stack."""
+    offsets, table = prob.option_table()
+    if table is None:
+        return None
+
+    def chunks():
+        nopt = prob.n_opts[flows]
+        for p in np.unique(nopt).tolist():
+            sel = np.flatnonzero(nopt == p)
+            step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
+            for lo in range(0, len(sel), step):
+                part = sel[lo:lo + step]
+                fl = flows[part]
+                yield part, fl, table[offsets[prob.set_id[fl]][:, None] + np.arange(p)[None, :]]
+
+    return chunks()
 
 
 def aligned_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
@@ -386,21 +398,14 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
         score = np.minimum(su[prob.src_pos[at]], sd[prob.dst_pos[at]])
         score[np.arange(len(at)), choice[at]] = -np.inf
         return (score > lam * (1 + 1e-9)).any(1)
-    offsets, table = prob.option_table()
-    if table is None:
+    chunks = _option_chunks(prob, at)
+    if chunks is None:
         return np.ones(len(at), dtype=bool)
     out = np.zeros(len(at), dtype=bool)
-    nopt = prob.n_opts[at]
-    for p in np.unique(nopt).tolist():
-        sel = np.flatnonzero(nopt == p)
-        step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
-        for lo in range(0, len(sel), step):
-            part = sel[lo:lo + step]
-            fl = at[part]
-            opts = table[offsets[prob.set_id[fl]][:, None] + np.arange(p)[None, :]]
-            score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy)
-            score[np.arange(len(fl)), choice[fl]] = -np.inf
-            out[part] = (score > lam * (1 + 1e-9)).any(1)
+    for part, fl, opts in chunks:
+        score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy)
+        score[np.arange(len(fl)), choice[fl]] = -np.inf
+        out[part] = (score > lam * (1 + 1e-9)).any(1)
     return out
 
 
