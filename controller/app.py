@@ -323,19 +323,18 @@ class MlrouteApp(app_manager.RyuApp):
                      a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
         return result
 
-    def _pinned_paths_broken(self):
+    def _pinned_paths_broken(self, graph):
         if not self.te.pinned:
             return False
-        graph = self.topology.graph()
         return any(not all(graph.has_edge(a, b) for a, b in zip(p, p[1:])) or any(d not in graph for d in p)
                    for p in self.te.pinned.values())
 
-    def desired_rules(self):
+    def desired_rules(self, graph):
         levels = self.tiers.levels if self.tiers is not None else {}
-        desired = forwarding.plan(self.topology, levels, stagger=self.config["te"]["ecmp_stagger"])
+        desired = forwarding.plan(self.topology, levels, stagger=self.config["te"]["ecmp_stagger"], graph=graph)
         pinned = self.te.pinned if self.te.mode != "ecmp" else {}
         for rule in te.te_rules(self.topology, self.tiers, self.accounting, pinned,
-                                self.config["te"]["flow_idle_timeout_s"]):
+                                self.config["te"]["flow_idle_timeout_s"], graph=graph):
             if rule.dpid in desired:
                 desired[rule.dpid].add_flow(rule)
         return desired
@@ -345,11 +344,12 @@ class MlrouteApp(app_manager.RyuApp):
         groups, then elephants' upper hops (barrier), then other adds/changes (ingress rules last), then
         deletions (barrier first), then unused groups."""
         self._dirty = False
-        self._update_tiers()
-        if self.te.mode != "ecmp" and self._pinned_paths_broken():
+        graph = self.topology.graph()  # one snapshot of the live switch graph for this whole resync
+        self._update_tiers(graph)
+        if self.te.mode != "ecmp" and self._pinned_paths_broken(graph):
             self.te_step()  # a failure under an elephant: move it now, not at the next period
             self._dirty = False
-        desired = self.desired_rules()
+        desired = self.desired_rules(graph)
         phases = [[] for _ in range(5)]
         for dpid, dp in list(self.datapaths.items()):
             want = desired.get(dpid)
@@ -381,8 +381,8 @@ class MlrouteApp(app_manager.RyuApp):
         for event in events:
             event.wait(timeout=BARRIER_TIMEOUT_S)
 
-    def _update_tiers(self):
-        result = infer_tiers(self.topology.graph(), self.topology.access_switches(), self.config["tiers"])
+    def _update_tiers(self, graph):
+        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"])
         previous = self.tiers
         self.tiers = result
         if previous is None or (previous.kind, previous.reason) != (result.kind, result.reason):

@@ -67,13 +67,14 @@ def next_hop_ports(graph, dst_switch):
     return hops
 
 
-def plan(topology, levels=None, stagger=True):
+def plan(topology, levels=None, stagger=True, graph=None):
     """Desired rules for every connected switch: dict dpid -> SwitchRules.
 
-    ``levels`` (dpid -> tier level, 0 = host-facing) enables staggered ECMP buckets against hash polarisation.
+    ``levels`` (dpid -> tier level, 0 = host-facing) enables staggered ECMP buckets against hash polarisation;
+    ``graph`` is ``topology.graph()`` when the caller already has it.
     """
     levels = levels or {}
-    graph = topology.graph()
+    graph = graph if graph is not None else topology.graph()
     desired = {dpid: SwitchRules() for dpid in topology.ports}
     for dpid, rules in desired.items():
         for rule in base_rules(dpid):
