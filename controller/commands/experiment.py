@@ -56,6 +56,11 @@ def run(args):
     else:
         print((__import__("pathlib").Path(out) / "summary.md").read_text())
         print(f"results, summary and plots in {out}/")
+    failed = [r for r in data["results"] if "error" in r]
+    if failed:  # the outputs are written either way; a script must still see that runs failed
+        print(f"mlroute experiment: {len(failed)} of {len(data['results'])} runs failed (see summary.md)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -18,9 +18,10 @@ class Iperf3Flows:
             self.servers.append(net.get(dst).popen(["iperf3", "-s", "-1", "-p", str(base_port + i)]))
         time.sleep(0.5)
         for i, (src, dst) in enumerate(self.pairs):
-            cmd = (f"timeout -s KILL {seconds + 15} iperf3 -J -i 1 -c {net.get(dst).IP()} -p {base_port + i} "
-                   f"-t {seconds} --cport {base_port + 100 + i}")
-            self.clients.append(net.get(src).popen(cmd, shell=True))
+            # an argument list, not shell=True: Mininet's shell mode reads $SHELL, which services and CI lack
+            cmd = ["timeout", "-s", "KILL", str(seconds + 15), "iperf3", "-J", "-i", "1", "-c", net.get(dst).IP(),
+                   "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i)]
+            self.clients.append(net.get(src).popen(cmd))
 
     def reports(self):
         """Wait for the clients; iperf3's JSON per flow (None for a client that failed)."""

@@ -10,6 +10,9 @@ import pytest
 
 from tests.integration import harness
 
+# Run as CI and services do: without $SHELL (Mininet's popen(shell=True) needs it; our code must not).
+os.environ.pop("SHELL", None)
+
 
 def _platform_ready():
     if os.geteuid() != 0:
