@@ -35,6 +35,9 @@ class Topology:
         self.ports = {}  # dpid -> set of live port numbers
         self.links = {}  # (src, src_port) -> Link
         self.hosts = {}  # ip -> Host
+        # dpid -> {port: number of directed links ending there}: packet-ins and resyncs ask "is this a fabric
+        # port?" constantly, and scanning every link for it is quadratic on a large fabric
+        self._link_ends = {}
 
     # -- switches -------------------------------------------------------------------------------------------
     def add_switch(self, dpid, ports=()):
@@ -44,7 +47,7 @@ class Topology:
         self.ports.pop(dpid, None)
         for key, link in list(self.links.items()):
             if dpid in (link.src, link.dst):
-                del self.links[key]
+                self._drop(key)
         for ip, host in list(self.hosts.items()):
             if host.dpid == dpid:
                 del self.hosts[ip]
@@ -57,7 +60,7 @@ class Topology:
         self.ports.get(dpid, set()).discard(port)
         for key, link in list(self.links.items()):
             if (link.src, link.src_port) == (dpid, port) or (link.dst, link.dst_port) == (dpid, port):
-                del self.links[key]
+                self._drop(key)
 
     # -- links ----------------------------------------------------------------------------------------------
     def add_link(self, src, src_port, dst, dst_port):
@@ -65,24 +68,38 @@ class Topology:
         link = Link(src, src_port, dst, dst_port)
         if self.links.get((src, src_port)) == link:
             return False
+        self._drop((src, src_port))  # a re-cabled port: forget where it led before
         self.links[(src, src_port)] = link
+        for end in ((src, src_port), (dst, dst_port)):
+            ports = self._link_ends.setdefault(end[0], {})
+            ports[end[1]] = ports.get(end[1], 0) + 1
         for ip, host in list(self.hosts.items()):
             if (host.dpid, host.port) in ((src, src_port), (dst, dst_port)):
                 del self.hosts[ip]
         return True
 
     def remove_link(self, src, src_port, dst, dst_port):
-        return self.links.pop((src, src_port), None) is not None
+        return self._drop((src, src_port))
+
+    def _drop(self, key):
+        """Forget the directed link leaving ``key`` = (dpid, port), keeping the endpoint index in step."""
+        link = self.links.pop(key, None)
+        if link is None:
+            return False
+        for dpid, port in ((link.src, link.src_port), (link.dst, link.dst_port)):
+            ports = self._link_ends[dpid]
+            ports[port] -= 1
+            if not ports[port]:
+                del ports[port]
+                if not ports:
+                    del self._link_ends[dpid]
+        return True
 
     def is_fabric_port(self, dpid, port):
-        return (dpid, port) in self.links or any(
-            (link.dst, link.dst_port) == (dpid, port) for link in self.links.values()
-        )
+        return port in self._link_ends.get(dpid, ())
 
     def fabric_ports(self, dpid):
-        return {link.src_port for link in self.links.values() if link.src == dpid} | {
-            link.dst_port for link in self.links.values() if link.dst == dpid
-        }
+        return set(self._link_ends.get(dpid, ()))
 
     def access_ports(self, dpid):
         return self.ports.get(dpid, set()) - self.fabric_ports(dpid)

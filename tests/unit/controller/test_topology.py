@@ -1,3 +1,7 @@
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from controller.topology import Topology
 from tests import topologies
 
 
@@ -44,3 +48,32 @@ def test_json_view_has_the_documented_shape():
     assert {"dpid": 201, "tier": "spine"} in j["switches"]
     assert set(j["links"][0]) == {"src", "src_port", "dst", "dst_port"}
     assert set(j["hosts"][0]) == {"ip", "mac", "dpid", "port"}
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "port_down", "switch_down"]),
+                          st.integers(1, 4), st.integers(1, 3), st.integers(1, 4), st.integers(1, 3)), max_size=40)
+
+
+@settings(max_examples=200)  # cheap: plain dict updates
+@given(_OPS)
+@example([("add", 1, 1, 2, 1), ("add", 1, 1, 3, 2)])  # a re-cabled port
+def test_fabric_ports_always_match_the_links_after_any_sequence_of_events(ops):
+    """The endpoint index behind is_fabric_port / fabric_ports never drifts from the links it summarises."""
+    topo = Topology()
+    for dpid in range(1, 5):
+        topo.add_switch(dpid, [1, 2, 3])
+    for op, a, ap, b, bp in ops:
+        if op == "add":
+            topo.add_link(a, ap, b, bp)
+        elif op == "remove":
+            topo.remove_link(a, ap, b, bp)
+        elif op == "port_down":
+            topo.port_down(a, ap)
+        else:
+            topo.remove_switch(a)
+            topo.add_switch(a, [1, 2, 3])
+        for dpid in range(1, 5):
+            scanned = {l.src_port for l in topo.links.values() if l.src == dpid} | {
+                l.dst_port for l in topo.links.values() if l.dst == dpid}
+            assert topo.fabric_ports(dpid) == scanned
+            assert all(topo.is_fabric_port(dpid, p) == (p in scanned) for p in (1, 2, 3))
