@@ -94,26 +94,27 @@ def diff_switch(installed, desired):
     packet ever meets a missing group.
     """
     installed = installed or SwitchRules()
+    return (_upserts(installed.groups, desired.groups)
+            + _upserts(installed.flows, desired.flows, _flow_order)
+            + _deletes(installed.flows, desired.flows, _flow_order)
+            + _deletes(installed.groups, desired.groups))
+
+
+def _upserts(installed, desired, order=None):
+    """Adds and modifies turning one rule table (key -> rule) of ``installed`` into ``desired``, keys sorted by
+    ``order`` (group ids: by value)."""
     changes = []
-    for gid, group in sorted(desired.groups.items()):
-        old = installed.groups.get(gid)
-        if old is None:
-            changes.append(Change("add", group))
-        elif old != group:
-            changes.append(Change("modify", group))
-    for key, rule in sorted(desired.flows.items(), key=lambda kv: _flow_order(kv[0])):
-        old = installed.flows.get(key)
+    for key in sorted(desired, key=order):
+        old, rule = installed.get(key), desired[key]
         if old is None:
             changes.append(Change("add", rule))
         elif old != rule:
             changes.append(Change("modify", rule))
-    for key, rule in sorted(installed.flows.items(), key=lambda kv: _flow_order(kv[0])):
-        if key not in desired.flows:
-            changes.append(Change("delete", rule))
-    for gid, group in sorted(installed.groups.items()):
-        if gid not in desired.groups:
-            changes.append(Change("delete", group))
     return changes
+
+
+def _deletes(installed, desired, order=None):
+    return [Change("delete", installed[key]) for key in sorted(installed, key=order) if key not in desired]
 
 
 def _flow_order(key):
