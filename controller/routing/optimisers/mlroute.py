@@ -71,15 +71,22 @@ def _rank_within(keys: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _inter_tor_flows(prob: Problem, choice: np.ndarray):
+    """What both 2-tier repairs colour: (flow indices, live spines S, ToRs, source ToR, destination ToR, current
+    spine) of the inter-ToR flows; None when there is nothing to repair (no such flow or no live spine)."""
+    idx = prob.inter
+    s = len(prob.fabric.live_spines())
+    if not len(idx) or s == 0:
+        return None
+    return idx, s, len(prob.fabric.leaves), prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+
+
 def equitable_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
     """Make a uniform 2-tier choice per-ToR equitable (see module doc). Returns (choice, flows reinserted)."""
-    fab = prob.fabric
-    idx = prob.inter
-    s = len(fab.live_spines())
-    if not len(idx) or s == 0:
+    inter = _inter_tor_flows(prob, choice)
+    if inter is None:
         return choice, 0
-    nl = len(fab.leaves)
-    u, v, c = prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+    idx, s, nl, u, v, c = inter
     du = np.bincount(u, minlength=nl)
     dv = np.bincount(v, minlength=nl)
     lu, lv = -(-du // s), -(-dv // s)
@@ -176,13 +183,10 @@ def aligned_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
     uplink when that is also its rank on the downlink; only the others are inserted by alternating paths
     (their own spine's layers first).  Returns (choice, flows reinserted).
     """
-    fab = prob.fabric
-    idx = prob.inter
-    s = len(fab.live_spines())
-    if not len(idx) or s == 0:
+    inter = _inter_tor_flows(prob, choice)
+    if inter is None:
         return choice, 0
-    nl = len(fab.leaves)
-    u, v, c = prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+    idx, s, nl, u, v, c = inter
     delta = int(max(np.bincount(u, minlength=nl).max(), np.bincount(v, minlength=nl).max()))
     ru, rv = _rank_within(u * s + c), _rank_within(v * s + c)
     colour = ru * s + c
