@@ -70,9 +70,9 @@ class Topology:
             return False
         self._drop((src, src_port))  # a re-cabled port: forget where it led before
         self.links[(src, src_port)] = link
-        for end in ((src, src_port), (dst, dst_port)):
-            ports = self._link_ends.setdefault(end[0], {})
-            ports[end[1]] = ports.get(end[1], 0) + 1
+        for dpid, port in ((src, src_port), (dst, dst_port)):
+            ports = self._link_ends.setdefault(dpid, {})
+            ports[port] = ports.get(port, 0) + 1
         for ip, host in list(self.hosts.items()):
             if (host.dpid, host.port) in ((src, src_port), (dst, dst_port)):
                 del self.hosts[ip]
