@@ -4,6 +4,7 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 
 from controller.cli import UsageError
 
@@ -54,9 +55,9 @@ def run(args):
     if args.json:
         print(json.dumps(data, default=float))
     else:
-        print((__import__("pathlib").Path(out) / "summary.md").read_text())
+        print((Path(out) / "summary.md").read_text())
         print(f"results, summary and plots in {out}/")
-    failed = [r for r in data["results"] if "error" in r]
+    failed = report.failed_runs(data)
     if failed:  # the outputs are written either way; a script must still see that runs failed
         print(f"mlroute experiment: {len(failed)} of {len(data['results'])} runs failed (see summary.md)",
               file=sys.stderr)

@@ -6,6 +6,11 @@ from pathlib import Path
 import numpy as np
 
 
+def failed_runs(data):
+    """The runs that ended in an error (reported, left out of the summary and plots)."""
+    return [r for r in data["results"] if "error" in r]
+
+
 def summarise(data):
     """Per (pattern, mode): mean/min/max of the non-blocking fraction and aggregate over seeds."""
     rows = {}
@@ -43,7 +48,7 @@ def markdown(data, summary):
         ar = f"{row['allreduce_s']:.2f} (ideal {row['ideal_allreduce_s']:.2f})" if "allreduce_s" in row else "—"
         lines.append(f"| {row['pattern']} | {row['mode']} | {row['runs']} | {row['aggregate_mbps']:.1f} | {frac} "
                      f"| {ar} |")
-    failed = [r for r in data["results"] if "error" in r]
+    failed = failed_runs(data)
     if failed:
         lines += ["", "Failed runs:", ""] + [f"- {r['pattern']} seed {r['seed']} {r['mode']}: {r['error']}"
                                             for r in failed]
