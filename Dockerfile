@@ -1,12 +1,12 @@
 # mlroute in Docker (docs/docker.md). Stages:
-#   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with Ryu 4.34 and every dependency of setup.cfg,
+#   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with Ryu 4.34 and every dependency of pyproject.toml,
 #               and the Python 3.11 fix (python -m controller.platform_fixes): the layout scripts/setup_env.sh makes
 #   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
 #               + the project: the docker-compose `emulation` service (privileged, host network)
 #   controller  deps + the project, MLROUTE_CONFIG, `ryu-manager controller/app.py`; the default (last) target,
 #               so a plain `docker build -t mlroute .` gives the controller
 #
-# Dependency versions live in setup.cfg only (the single source); nothing here pins a Python package.
+# Dependency versions live in pyproject.toml only (the single source); nothing here pins a Python package.
 # Dependencies and apt packages sit in layers below the project's files, so a code change rebuilds seconds of work.
 # No image registry is reachable from the project's machines: BASE_IMAGE is then a local image, e.g. one made with
 # `debootstrap bookworm` + `docker import` (docs/docker.md). RUN steps need the Debian mirror and PyPI: on a
@@ -22,12 +22,14 @@ RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends python3 python3-venv ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/mlroute
-# Rebuilt only when setup.cfg / pyproject.toml change. As in setup_env.sh: ryu 4.34's sdist build needs
+# Rebuilt only when pyproject.toml changes. As in setup_env.sh: ryu 4.34's sdist build needs
 # setuptools<68 in its isolated build environment, hence the constraint. EXTRA_CA_CERT (optional, PEM text) is a
 # CA trusted by pip for this step only, for networks that reach PyPI through a TLS-intercepting proxy (pip uses
 # its own CA bundle, not the system's); it is not added to the image's trust store.
-COPY setup.cfg pyproject.toml ./
+COPY pyproject.toml README.md ./
 COPY controller/__init__.py controller/platform_fixes.py controller/
+COPY mlroute/__init__.py mlroute/errors.py mlroute/
+COPY mininet_topos/__init__.py mininet_topos/
 ARG EXTRA_CA_CERT=""
 RUN /usr/bin/python3 -m venv .venv \
  && if [ -n "$EXTRA_CA_CERT" ]; then \
@@ -35,7 +37,7 @@ RUN /usr/bin/python3 -m venv .venv \
       && printf '%s\n' "$EXTRA_CA_CERT" >> /tmp/build-ca.pem && export PIP_CERT=/tmp/build-ca.pem; fi \
  && echo "setuptools<68" > /tmp/build-constraints.txt \
  && .venv/bin/python -m pip install -q --upgrade "pip<25" "setuptools<68" wheel \
- && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e . \
+ && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e ".[all]" \
  && rm -f /tmp/build-constraints.txt /tmp/build-ca.pem \
  && .venv/bin/python -m controller.platform_fixes \
  && .venv/bin/python -W ignore -c "import ryu.app.wsgi, ryu.cmd.manager"
@@ -52,7 +54,7 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/* \
  && for c in ovs-vswitchd ovs-vsctl mnexec iperf3 ethtool ping; do command -v $c >/dev/null; done
 # The project (editable install again: no dependency changes, no network, the venv's setuptools<68 builds it).
-# The stamp tells setup_env.sh that the venv is up to date with setup.cfg.
+# The stamp tells setup_env.sh that the venv is up to date with pyproject.toml.
 COPY . .
 RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
  && .venv/bin/python -m controller.platform_fixes \

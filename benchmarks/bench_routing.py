@@ -13,7 +13,7 @@ its ratio to `greedy` measured on the same instance; how often the max link load
 ceil(Delta/S) and the mean excess; flows sharing a link; and the estimated All-Reduce time relative to a
 non-blocking fabric (ring step time is set by the slowest flow of the job: ideal slowest rate / actual).
 
-Workloads: ``controller.workloads.jobs.paper_jobs`` (GPT-3 / BLOOM / LLaMA-2 replicas on random ToRs, one
+Workloads: ``mlroute.workloads.jobs.paper_jobs`` (GPT-3 / BLOOM / LLaMA-2 replicas on random ToRs, one
 ring per GPU position).  When the jobs do not fit 2,048 hosts with one GPU per host, GPUs are packed
 (``min_gpus_per_host``), so several rings share a NIC and the elephant count can exceed 2,048.
 """
@@ -31,17 +31,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.routing.fabric import Fabric  # noqa: E402
-from controller.routing.flow import Flow  # noqa: E402
-from controller.routing.metric import report  # noqa: E402
-from controller.routing.optimisers import OPTIMISERS, Problem  # noqa: E402
-from controller.workloads.patterns import pattern_flows  # noqa: E402
+from mlroute.routing.fabric import Fabric  # noqa: E402
+from mlroute.routing.flow import Flow  # noqa: E402
+from mlroute.routing.metric import report  # noqa: E402
+from mlroute.routing.optimisers import OPTIMISERS, Problem  # noqa: E402
+from mlroute.workloads.patterns import pattern_flows  # noqa: E402
 
 ALGOS = ["greedy", "mlroute", "coloring", "ecmp", "gff", "annealing", "ilp"]
 
 
 def paper_flows(n_jobs, ring, seed):
-    from controller.workloads.jobs import jobs_to_flows, min_gpus_per_host, paper_jobs
+    from mlroute.workloads.jobs import jobs_to_flows, min_gpus_per_host, paper_jobs
 
     g = min_gpus_per_host(n_jobs, ring, 64, 32)
     return jobs_to_flows(paper_jobs(n_jobs, ring, 64, 32, seed=seed, gpus_per_host=g)), g
@@ -114,7 +114,7 @@ def summarise(all_rows, algos, title):
 def random_grid(repeats, quick):
     """Paper-scale Clos, unstructured traffic (where the greedy is not optimal): random permutations with k
     flows per host, with 0/4/8 failed spines."""
-    from controller.routing.metric import compare, rates
+    from mlroute.routing.metric import compare, rates
 
     rows = []
     cases = [(k, f, seed) for k in (1, 2, 3) for f in (0, 4, 8) for seed in range(1 if quick else 2)]

@@ -10,8 +10,8 @@ import statistics
 import sys
 import tempfile
 
-from controller.experiment import emulation
-from controller.experiment.traffic import Iperf3Flows, steady_mbps
+from mlroute.experiment import emulation
+from mlroute.experiment.traffic import Iperf3Flows, steady_mbps
 
 PAIRS = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
 

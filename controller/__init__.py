@@ -1,3 +1,10 @@
-"""mlroute: global, periodically re-optimised routing of ML training traffic on Clos fabrics."""
+"""The OpenFlow 1.3 controller: the Ryu application (``app.py``) and its Ryu-free decision core.
 
-__version__ = "0.1.0"
+Run it with ``ryu-manager controller/app.py``. Only ``app.py`` (and the modules it names as Ryu shells) import
+Ryu; everything else is plain data and functions, unit-tested without a network. The routing core it calls
+lives in the sibling package ``mlroute``.
+"""
+
+from mlroute import __version__
+
+__all__ = ["__version__"]

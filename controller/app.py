@@ -27,8 +27,8 @@ from controller.metrics import Metrics
 from controller.monitor import (PROTO_TCP, PROTO_UDP, FlowKey, FlowMonitor, MalformedStats, MonitorConfig,
                                 StatsAssembler, sample_from_stat)
 from controller.packet_in import ArpReply, Forward, PacketIn, PacketInHandler
-from controller.routing.demand import estimate_demands
-from controller.routing.flow import Flow
+from mlroute.routing.demand import estimate_demands
+from mlroute.routing.flow import Flow
 from controller.rules import (COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_ARP, ETH_IPV4,
                               ETH_LLDP, GroupRule, SwitchRules, diff_switch)
 from controller.tiers import infer_tiers

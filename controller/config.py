@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import yaml
 
-ALGORITHMS = ("ecmp", "mlroute", "greedy", "coloring", "annealing", "ilp", "gff")
-TIER_VALUES = ("core", "aggregation", "edge", "spine", "leaf")
+from controller.tiers import TIER_NAMES
+from mlroute.routing.optimisers import ALGORITHMS
+
+TIER_VALUES = tuple(name for names in TIER_NAMES.values() for name in names)
 
 DEFAULTS = {
     "rest": {"host": "127.0.0.1", "port": 8080, "token": None},

@@ -16,10 +16,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from controller.routing import metric
-from controller.routing.fabric import Fabric
-from controller.routing.flow import Flow
-from controller.routing.optimisers import optimise as run_optimiser
+from mlroute.routing import metric
+from mlroute.routing.fabric import Fabric
+from mlroute.routing.flow import Flow
+from mlroute.routing.optimisers import optimise as run_optimiser
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
                               PRIO_FLOW_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
 from controller.monitor import PROTO_TCP, PROTO_UDP

@@ -9,12 +9,13 @@ readable: the controller infers tiers from the graph, not from DPIDs.
 """
 
 import os
-import sys
 
 from mininet.topo import Topo
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import host_params, link_params, switch_params  # noqa: E402
+try:
+    from mininet_topos.common import host_params, link_params, switch_params
+except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
 
 
 class FatTreeTopo(Topo):

@@ -8,8 +8,8 @@ import sys
 import time
 from collections import Counter
 
-from controller.experiment import emulation, report, runner
-from controller.experiment.traffic import Iperf3Flows
+from mlroute.experiment import emulation, report, runner
+from mlroute.experiment.traffic import Iperf3Flows
 
 
 def say(msg):

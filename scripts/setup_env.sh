@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv .venv
 fi
 STAMP=.venv/.mlroute-installed
-if [ ! -f "$STAMP" ] || [ setup.cfg -nt "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   echo "[setup] pip install (ryu 4.34 + project, editable)"
   # ryu 4.34's sdist build needs setuptools<68 in its isolated build environment.
   CONSTRAINTS=$(mktemp)

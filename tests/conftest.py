@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from controller.routing.fabric import Fabric
-from controller.routing.flow import Flow
+from mlroute.routing.fabric import Fabric
+from mlroute.routing.flow import Flow
 
 try:  # a modest, deterministic hypothesis budget: the machine is shared
     from hypothesis import HealthCheck, settings
@@ -53,10 +53,10 @@ def stride_flows():
 
 @pytest.fixture
 def paper_workload():
-    """A factory: the paper's ring all-reduce jobs on 64 x 32 x 32, as flows (needs controller.workloads.jobs)."""
+    """A factory: the paper's ring all-reduce jobs on 64 x 32 x 32, as flows (needs mlroute.workloads.jobs)."""
 
     def make(n_jobs=2, ring=4, seed=0):
-        jobs_mod = pytest.importorskip("controller.workloads.jobs")
+        jobs_mod = pytest.importorskip("mlroute.workloads.jobs")
         g = jobs_mod.min_gpus_per_host(n_jobs, ring, 64, 32)
         return jobs_mod.jobs_to_flows(jobs_mod.paper_jobs(n_jobs, ring, 64, 32, seed=seed, gpus_per_host=g))
 

@@ -4,12 +4,12 @@ import json
 import subprocess
 import sys
 
-from controller.experiment.emulation import ROOT
+from tests.integration.harness import ROOT
 
 
 def test_short_experiment_writes_sane_results(tmp_path):
     out = tmp_path / "exp"
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "experiment", "--topo", "leafspine",
+    proc = subprocess.run([sys.executable, "-m", "mlroute.cli", "experiment", "--topo", "leafspine",
                            "--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2", "--pattern", "stride:2",
                            "--modes", "ecmp,mlroute,nonblocking", "--duration", "12", "--out", str(out), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from fattree import FatTreeTopo
+from mininet_topos.fattree import FatTreeTopo
 from tests.integration.checks import assert_pingall_converges, assert_quiet_first_minute
 from tests.integration.harness import iperf3, ping_all, wait_until
 

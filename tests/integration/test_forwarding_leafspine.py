@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from leafspine import LeafSpineTopo
+from mininet_topos.leafspine import LeafSpineTopo
 from tests.integration.checks import assert_pingall_converges, assert_quiet_first_minute
 from tests.integration.harness import iperf3
 

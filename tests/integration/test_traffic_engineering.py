@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from fattree import FatTreeTopo
+from mininet_topos.fattree import FatTreeTopo
 from tests.integration.flowtables import dump_flows, trace_elephant
 from tests.integration.harness import ping_all, wait_until
-from controller.experiment.traffic import Iperf3Flows
+from mlroute.experiment.traffic import Iperf3Flows
 
 POLL_S = 2
 CONFIG = f"""

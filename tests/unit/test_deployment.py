@@ -6,12 +6,12 @@ implementation is installed, `docker compose config` / `docker-compose config` v
 docs/docker.md records the real build and the smoke tests.
 """
 
-import configparser
 import json
 import os
 import re
 import shlex
 import shutil
+import tomllib
 import subprocess
 from importlib import metadata
 from pathlib import Path, PurePosixPath
@@ -96,11 +96,8 @@ def _env(stage):
 
 
 def _console_scripts():
-    """Commands the image's venv gets: this project's entry points (setup.cfg) and ryu's ryu-manager."""
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "setup.cfg")
-    scripts = {line.split("=")[0].strip() for line in cfg["options.entry_points"]["console_scripts"].splitlines()
-               if "=" in line}
+    """Commands the image's venv gets: this project's entry points (pyproject.toml) and ryu's ryu-manager."""
+    scripts = set(_pyproject()["project"]["scripts"])
     scripts |= {ep.name for ep in metadata.distribution("ryu").entry_points if ep.group == "console_scripts"}
     return scripts
 
@@ -235,8 +232,8 @@ def test_the_emulation_runs_a_registered_mlroute_experiment_with_valid_arguments
     assert command[0] in _console_scripts() and command[0] == "mlroute"
     assert command[1] == "experiment"
     if not EXPERIMENT_MODULE.exists():
-        pytest.skip("controller/commands/experiment.py (mlroute experiment) is not in the repository yet")
-    from controller import cli
+        pytest.skip("mlroute/commands/experiment.py (mlroute experiment) is not in the repository yet")
+    from mlroute import cli
 
     parser = cli.build_parser()
     args = parser.parse_args(command[1:])  # SystemExit (a test error) on an unknown flag or a bad value
@@ -271,16 +268,19 @@ def test_the_controller_image_exposes_openflow_and_rest():
     assert {"6653", "8080"} <= exposed
 
 
-def test_the_dockerfile_takes_python_dependencies_from_setup_cfg_only():
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "setup.cfg")
-    names = [re.match(r"[A-Za-z0-9_.-]+", line.strip()).group(0) for line in
-             cfg["options"]["install_requires"].splitlines() if line.strip() and not line.strip().startswith("#")]
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_dockerfile_takes_python_dependencies_from_pyproject_only():
+    project = _pyproject()["project"]
+    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    names = [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in requirements]
     text = DOCKERFILE.read_text()
     for name in names:
         assert not re.search(rf"(?<![\w-]){re.escape(name)}\s*(==|>=|<=|~=|<|>)", text, re.IGNORECASE), \
-            f"Dockerfile pins {name}: setup.cfg is the single source"
-    assert re.search(r"pip install[^\n]*-e \.", text)  # the project, with its setup.cfg dependencies
+            f"Dockerfile pins {name}: pyproject.toml is the single source"
+    assert re.search(r"pip install[^\n]*-e \.", text)  # the project, with its pyproject.toml dependencies
 
 
 def test_dockerignore_keeps_host_artifacts_out_of_the_build_context():
@@ -288,7 +288,7 @@ def test_dockerignore_keeps_host_artifacts_out_of_the_build_context():
                if line.strip() and not line.startswith("#")}
     assert {".venv", ".git", "results"} <= entries  # .venv has the host's absolute paths
     assert "**/__pycache__" in entries
-    for needed in ("setup.cfg", "pyproject.toml", "controller", "scripts", "examples"):
+    for needed in ("pyproject.toml", "controller", "mlroute", "mininet_topos", "scripts", "examples"):
         assert needed not in entries
 
 

@@ -1,0 +1,165 @@
+"""`mlroute reproduce`: run the paper's evaluation grid in the simulator and write a report (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+NAME = "reproduce"
+HELP = "run the paper's evaluation grid in the flow-level simulator and write report.md + PNG plots"
+
+
+def add_arguments(p):
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, results.json and plots")
+    p.add_argument("--quick", action="store_true",
+                   help="a small grid (1/3/5 jobs x ring 2/8 x 0/4 failed spines, 3 iterations): minutes")
+    p.add_argument("--iterations", type=int, default=None, help="iterations per job (default 11; quick: 3)")
+    p.add_argument("--jobs", default=None, metavar="LIST", help="concurrent-job counts, e.g. 1,2,3,4,5")
+    p.add_argument("--rings", default=None, metavar="LIST", help="ring sizes, e.g. 2,4,8")
+    p.add_argument("--failed", default=None, metavar="LIST", help="failed-spine counts, e.g. 0,1,4,8")
+    p.add_argument("--algos", default=None, metavar="LIST",
+                   help="algorithms (default all: mlroute,greedy,coloring,annealing,gff,ecmp,ilp)")
+    p.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
+    p.add_argument("--ilp-time-limit", type=float, default=None, metavar="SECONDS",
+                   help="per-solve ILP limit; ilp is skipped in cells it cannot solve within it (default 10; quick 5)")
+    p.add_argument("--tors", type=int, default=64)
+    p.add_argument("--spines", type=int, default=32)
+    p.add_argument("--hosts-per-tor", type=int, default=32)
+    p.add_argument("--link-gbps", type=float, default=100.0)
+    p.add_argument("--no-random-placement", action="store_true",
+                   help="skip the supplementary grid with random host placement (not in the paper)")
+    p.add_argument("--random-algos", default=None, metavar="LIST",
+                   help="algorithms of the random-placement grid (default: those of the paper grid but ecmp and "
+                        "annealing, which take over 10 min per run there: random placement merges the components "
+                        "the simulator exploits)")
+    p.add_argument("--random-only", action="store_true",
+                   help="keep the paper grid of DIR/results.json and (re)run only the random-placement grid")
+    p.add_argument("--report-only", action="store_true",
+                   help="do not simulate: rewrite report.md and plots from DIR/results.json")
+
+
+def _ints(text, what):
+    from mlroute.cli import UsageError
+
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not a comma-separated list of integers") from None
+    if not vals:
+        raise UsageError(f"{what}: empty list")
+    return vals
+
+
+def _command_line(args) -> str:
+    """The invocation, rebuilt from the parsed options (only those that differ from their defaults)."""
+    parts = ["mlroute reproduce", "--out", str(args.out)]
+    for flag in ("quick", "no_random_placement", "random_only", "report_only"):
+        if getattr(args, flag):
+            parts.append("--" + flag.replace("_", "-"))
+    defaults = {"seed": 1, "tors": 64, "spines": 32, "hosts_per_tor": 32, "link_gbps": 100.0}
+    for name in ("iterations", "jobs", "rings", "failed", "algos", "random_algos", "ilp_time_limit", "seed", "tors",
+                 "spines", "hosts_per_tor", "link_gbps"):
+        v = getattr(args, name)
+        if v is not None and v != defaults.get(name):
+            parts += ["--" + name.replace("_", "-"), str(v)]
+    return " ".join(parts)
+
+
+def run(args) -> int:
+    from mlroute.cli import UsageError
+    from mlroute.sim.report import load_results, write_report
+    from mlroute.sim.reproduce import ALGOS, GridConfig, run_grid
+    from mlroute.workloads.jobs import WorkloadError, min_gpus_per_host
+
+    cmd = _command_line(args)
+    if args.report_only:
+        path = os.path.join(args.out, "results.json")
+        if not os.path.exists(path):
+            raise UsageError(f"--report-only: {path} does not exist")
+        results = load_results(path)
+        write_report(results, args.out, command=results.get("command", cmd))
+        print(f"report: {os.path.join(args.out, 'report.md')}")
+        return 0
+    cfg = GridConfig.quick() if args.quick else GridConfig()
+    cfg.seed = args.seed
+    for name in ("tors", "spines", "hosts_per_tor"):
+        v = getattr(args, name)
+        if v < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer")
+        setattr(cfg, name, v)
+    if args.link_gbps <= 0:
+        raise UsageError("--link-gbps must be positive")
+    cfg.link_gbps = args.link_gbps
+    if args.iterations is not None:
+        if args.iterations < 1:
+            raise UsageError("--iterations must be a positive integer")
+        cfg.iterations = args.iterations
+    if args.jobs:
+        cfg.jobs = _ints(args.jobs, "--jobs")
+    if args.rings:
+        cfg.rings = _ints(args.rings, "--rings")
+    if args.failed:
+        cfg.failed = _ints(args.failed, "--failed")
+    if args.algos:
+        cfg.algos = tuple(a.strip() for a in args.algos.split(",") if a.strip())
+        bad = [a for a in cfg.algos if a not in ALGOS]
+        if bad:
+            raise UsageError(f"--algos: unknown algorithm {bad[0]!r} (known: {', '.join(ALGOS)})")
+    if args.ilp_time_limit is not None:
+        if args.ilp_time_limit <= 0:
+            raise UsageError("--ilp-time-limit must be positive")
+        cfg.ilp_time_limit = args.ilp_time_limit
+    if any(j < 1 for j in cfg.jobs) or any(r < 2 for r in cfg.rings):
+        raise UsageError("--jobs must be >= 1 and --rings >= 2")
+    if any(not 0 <= f < cfg.spines for f in cfg.failed):
+        raise UsageError(f"--failed: counts must be in 0..{cfg.spines - 1}")
+    if args.quick or any(v is not None for v in (args.jobs, args.rings, args.failed, args.algos, args.iterations)) \
+            or (cfg.tors, cfg.spines, cfg.hosts_per_tor) != (64, 32, 32):
+        cfg.label = "quick" if args.quick else "custom"
+    for j in cfg.jobs:
+        for r in cfg.rings:
+            try:
+                min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models)
+            except WorkloadError as exc:
+                raise UsageError(str(exc)) from None
+    extra_cfg = None if args.no_random_placement else cfg.random_placement()
+    if extra_cfg:
+        if args.random_algos:
+            extra_cfg.algos = tuple(a.strip() for a in args.random_algos.split(",") if a.strip())
+        else:
+            extra_cfg.algos = tuple(a for a in cfg.algos if a not in ("ecmp", "annealing"))
+        bad = [a for a in extra_cfg.algos if a not in ALGOS]
+        if bad or not extra_cfg.algos:
+            raise UsageError(f"--random-algos: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGOS)})")
+        for j in extra_cfg.jobs:
+            for r in extra_cfg.rings:
+                try:
+                    min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models, placement="random")
+                except WorkloadError as exc:
+                    raise UsageError(str(exc)) from None
+    if args.random_only:
+        path = os.path.join(args.out, "results.json")
+        if not os.path.exists(path) or extra_cfg is None:
+            raise UsageError(f"--random-only needs {path} and the random-placement grid")
+        results = load_results(path)
+        stored = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
+        algos = extra_cfg.algos
+        extra_cfg = GridConfig(**stored).random_placement()
+        extra_cfg.algos = algos
+        results["wall_s"] -= (results.get("extra") or {}).get("wall_s", 0.0)
+        results["command"] = results.get("command", "mlroute reproduce --out DIR") + f"; then `{cmd}`"
+    else:
+        results = run_grid(cfg, args.out)
+        results["command"] = cmd
+    if extra_cfg:
+        results["extra"] = run_grid(extra_cfg, args.out, filename="results_random.json")
+        os.remove(os.path.join(args.out, "results_random.json"))
+        results["wall_s"] += results["extra"]["wall_s"]
+    import json
+
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, separators=(",", ":"))
+    write_report(results, args.out, command=results["command"])
+    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
+          f"{results['wall_s'] / 60:.1f} min)")
+    return 0

@@ -1,0 +1,266 @@
+"""`mlroute route`: route a set of elephant flows on a fabric with one optimiser and report the result."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from mlroute.cli import UsageError
+
+NAME = "route"
+HELP = ("route elephant flows (traffic files or a standard pattern) on a Clos or fat-tree fabric with one "
+        "optimiser and print the paths and the metric")
+
+ALGOS = ("mlroute", "greedy", "ecmp", "coloring", "annealing", "ilp", "gff")
+
+
+def add_arguments(p):
+    p.add_argument("--fabric", choices=("clos", "fattree"), default="clos",
+                   help="2-tier leaf-spine Clos (default) or k-ary 3-tier fat-tree")
+    p.add_argument("--tors", type=int, default=64, help="Clos: number of ToRs (default 64)")
+    p.add_argument("--spines", type=int, default=32, help="Clos: number of spines (default 32)")
+    p.add_argument("--hosts-per-tor", type=int, default=32, help="Clos: hosts under each ToR (default 32)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity (even; default 4)")
+    p.add_argument("--failed-spines", default="", metavar="LIST",
+                   help="comma-separated failed spine (Clos) / core (fat-tree) indices, e.g. 28,29,30,31")
+    p.add_argument("--failed-links", default="", metavar="LIST",
+                   help="comma-separated failed cables as SWITCH-SWITCH, e.g. tor0-spine3,tor5-spine1")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--traffic", nargs="+", metavar="FILE",
+                     help="flow files: the paper authors' traffic-pair files (one job per file) or the "
+                          "project's .yaml/.yml/.csv format (docs/routing.md)")
+    src.add_argument("--pattern", metavar="NAME[:ARGS]",
+                     help="a standard pattern: stride:i, randbij, random, stag:pe,pp, hotspot[:n]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pattern and of seeded optimisers (default 0)")
+    p.add_argument("--algo", choices=ALGOS, default="mlroute", help="optimiser (default mlroute)")
+    p.add_argument("--objective", choices=("flow", "job"), default="flow",
+                   help="leximin over flow rates (default) or over job rates first")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="search time limit in seconds (ilp default 60, mlroute local search default 2)")
+    p.add_argument("--runs", type=int, default=None,
+                   help="runs of the optimiser for the median runtime (default 5; 1 for ilp and annealing)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise UsageError(f"{what}: {part!r} is not an integer") from None
+    return out
+
+
+def build_fabric(args):
+    from mlroute.routing.fabric import Fabric, FabricError
+
+    try:
+        if args.fabric == "clos":
+            for what, v in (("--tors", args.tors), ("--spines", args.spines), ("--hosts-per-tor", args.hosts_per_tor)):
+                if v < 1:
+                    raise UsageError(f"{what} must be at least 1 (got {v})")
+            fab = Fabric.clos(args.tors, args.spines, args.hosts_per_tor)
+            tops = [f"spine{j}" for j in range(args.spines)]
+            top_word = "spine"
+        else:
+            if args.k < 2 or args.k % 2:
+                raise UsageError(f"--k must be an even number >= 2 (got {args.k})")
+            fab = Fabric.fattree(args.k)
+            tops = [f"core{c}" for c in range((args.k // 2) ** 2)]
+            top_word = "core"
+        for j in _int_list(args.failed_spines, "--failed-spines"):
+            if not 0 <= j < len(tops):
+                raise UsageError(f"--failed-spines: {top_word} {j} does not exist (0..{len(tops) - 1})")
+            fab.fail_switch(tops[j])
+        for part in args.failed_links.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            u, sep, v = part.partition("-")
+            if not sep or not fab.graph.has_edge(u, v):
+                raise UsageError(f"--failed-links: {part!r} is not a link of the fabric (e.g. tor0-spine1)")
+            fab.fail_link(u, v)
+    except FabricError as exc:
+        raise UsageError(str(exc)) from None
+    return fab
+
+
+def _authors_flows(paths, fab):
+    from mlroute.workloads.jobs import WorkloadError, jobs_to_flows, read_traffic_file
+
+    host_tor: dict = {}
+    tor_where: dict = {}
+    jobs, names = [], {}
+    try:
+        for path in paths:
+            stem = Path(str(path)).stem
+            names[stem] = names.get(stem, 0) + 1
+            name = stem if names[stem] == 1 else f"{stem}#{names[stem]}"
+            jobs.append(read_traffic_file(path, name=name, host_tor=host_tor, tor_where=tor_where))
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    n_tors = len(fab.leaves)
+    per_tor: dict = {}
+    for h, t in host_tor.items():
+        if t >= n_tors:
+            raise UsageError(f"{tor_where[h]}: ToR {t} is beyond the fabric ({n_tors} ToRs, 0..{n_tors - 1})")
+        per_tor.setdefault(t, []).append(h)
+    cap = fab.hosts_per_tor
+    for t, hs in per_tor.items():
+        if cap is not None and len(hs) > cap:
+            raise UsageError(f"{tor_where[hs[cap]]}: host {hs[cap]} is host number {cap + 1} under ToR {t}, "
+                             f"which has only {cap} hosts")
+    flows = jobs_to_flows(jobs)
+    origins = [tor_where.get(f.src, "?") for f in flows]
+    job_specs = {j.name: {"ring": j.ring_size, "bytes": j.step_bytes * j.ring_size} for j in jobs
+                 if j.kind == "allreduce"}
+    return flows, origins, job_specs
+
+
+def load_traffic(args, fab):
+    """(flows, origins, job specs) from --traffic files or --pattern."""
+    from mlroute.routing.fabric import FabricError
+    from mlroute.workloads.flowfile import FlowFileError, is_flow_file, read_flow_file_with_origins
+    from mlroute.workloads.patterns import PatternError, pattern_flows
+
+    if args.pattern:
+        try:
+            flows = pattern_flows(args.pattern, seed=args.seed, fabric=fab)
+        except PatternError as exc:
+            raise UsageError(f"--pattern: {exc}") from None
+        return flows, [f"--pattern {args.pattern}"] * len(flows), {}
+    missing = [p for p in args.traffic if not Path(p).is_file()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file")
+    ours = [p for p in args.traffic if is_flow_file(p)]
+    theirs = [p for p in args.traffic if not is_flow_file(p)]
+    flows, origins, specs = [], [], {}
+    for p in ours:
+        try:
+            f, o = read_flow_file_with_origins(p)
+        except FlowFileError as exc:
+            raise UsageError(str(exc)) from None
+        flows += f
+        origins += o
+    if theirs:
+        f, o, s = _authors_flows(theirs, fab)
+        flows += f
+        origins += o
+        specs.update(s)
+    if not flows:
+        raise UsageError(f"{args.traffic[0]}: no flows")
+    for f, where in zip(flows, origins):
+        try:
+            fab.tor_of(f)
+        except FabricError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return flows, origins, specs
+
+
+def _fmt_host(h):
+    return h if isinstance(h, (int, str)) else str(h)
+
+
+def run(args) -> int:
+    from mlroute.routing.metric import report
+    from mlroute.routing.optimisers import OPTIMISERS, Problem
+
+    fab = build_fabric(args)
+    flows, _, specs = load_traffic(args, fab)
+    fn = OPTIMISERS[args.algo]
+    runs = args.runs if args.runs is not None else (1 if args.algo in ("ilp", "annealing") else 5)
+    if runs < 1:
+        raise UsageError(f"--runs must be at least 1 (got {runs})")
+    kw = {"seed": args.seed, "objective": args.objective, "time_limit": args.time_limit}
+    times = []
+    routing = None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        routing = fn(fab, flows, **kw)
+        times.append(time.perf_counter() - t0)
+    rep = report(fab, flows, routing.paths, objective=args.objective)
+    bound = Problem(fab, flows).degree_bound()
+    info = {k: v for k, v in routing.info.items() if k not in ("algo", "objective")}
+    out = {
+        "algo": args.algo,
+        "objective": args.objective,
+        "fabric": _fabric_desc(args, fab),
+        "runtime_ms": statistics.median(times) * 1e3,
+        "runs": runs,
+        "flows": len(flows),
+        "max_link_load": rep["max_link_load"],
+        "lower_bound": bound,
+        "links_at_max": rep["links_at_max"],
+        "flows_sharing": rep["flows_sharing"],
+        "unroutable": rep["unroutable"],
+        "min_rate": rep["min_rate"],
+        "median_rate": rep["median_rate"],
+        "sum_rate": rep["sum_rate"],
+        "fraction_of_ideal": rep["fraction_of_ideal"],
+        "info": info,
+    }
+    if "jobs" in rep:
+        out["jobs"] = rep["jobs"]
+    out["routes"] = [{"src": _fmt_host(f.src), "dst": _fmt_host(f.dst), "path": list(p) if p is not None else None}
+                     for f, p in zip(flows, routing.paths)]
+    try:
+        if args.json:
+            json.dump(out, sys.stdout, default=str)
+            sys.stdout.write("\n")
+        else:
+            _print_table(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _fabric_desc(args, fab) -> dict:
+    d = {"kind": args.fabric}
+    if args.fabric == "clos":
+        d.update(tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor)
+    else:
+        d.update(k=args.k)
+    d["failed_switches"] = sorted(fab.failed_nodes, key=str)
+    d["failed_links"] = sorted("-".join(sorted(map(str, l))) for l in fab.failed_links)
+    return d
+
+
+def _print_table(out: dict) -> None:
+    def rate(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    bound = out["lower_bound"]
+    rows = [
+        ("algo", out["algo"] + ("" if out["objective"] == "flow" else " (job objective)")),
+        ("flows", str(out["flows"])),
+        ("max link load", f"{out['max_link_load']}" + (f"   (lower bound ceil(Delta/S) = {bound})" if bound is not None else "")),
+        ("links at max load", str(out["links_at_max"])),
+        ("flows sharing a link", str(out["flows_sharing"])),
+        ("min rate", rate(out["min_rate"])),
+        ("median rate", rate(out["median_rate"])),
+        ("sum of rates / ideal", "-" if out["fraction_of_ideal"] is None else f"{out['fraction_of_ideal']:.3f}"),
+        ("runtime", f"{out['runtime_ms']:.2f} ms (median of {out['runs']})"),
+    ]
+    if out["unroutable"]:
+        rows.append(("unroutable flows", str(out["unroutable"])))
+    if out["info"].get("proved_optimal") is not None:
+        rows.append(("proved optimal", "yes" if out["info"]["proved_optimal"] else "no"))
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    if out.get("jobs"):
+        print()
+        print(f"{'job':<24} {'flows':>6} {'min rate':>9} {'ideal':>7} {'All-Reduce time / ideal':>24}")
+        for name, j in out["jobs"].items():
+            print(f"{name:<24} {j['flows']:>6} {j['min_rate']:>9.3f} {j['ideal_min_rate']:>7.3f} "
+                  f"{j['allreduce_relative']:>24.3f}")

@@ -1,0 +1,169 @@
+"""`mlroute simulate`: flow-level simulation of ML training jobs on a routed Clos fabric (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+NAME = "simulate"
+HELP = "simulate ML training jobs (ring all-reduce / pipeline) on a fabric routed by an algorithm"
+
+ALGOS = ("mlroute", "greedy", "ecmp", "coloring", "annealing", "ilp", "gff")
+
+
+def add_arguments(p):
+    g = p.add_argument_group("fabric")
+    g.add_argument("--fabric", choices=("clos", "fattree"), default="clos", help="fabric kind (default clos)")
+    g.add_argument("--tors", type=int, default=64, help="ToRs of the Clos (default 64)")
+    g.add_argument("--spines", type=int, default=32, help="spines of the Clos (default 32)")
+    g.add_argument("--hosts-per-tor", type=int, default=32, help="hosts under each ToR (default 32)")
+    g.add_argument("--k", type=int, default=None, help="arity of a --fabric fattree")
+    g.add_argument("--link-gbps", type=float, default=100.0, help="rate of every link, Gb/s (default 100)")
+    g.add_argument("--failed-spines", default=None, metavar="LIST",
+                   help="spines that fail, e.g. 28,29,30,31 or 28-31 (spine/core indices from 0)")
+    g.add_argument("--failed-links", default=None, metavar="LIST",
+                   help="cables that fail, e.g. tor0:spine3,tor5:spine1")
+    g.add_argument("--fail-at", type=float, default=0.0, metavar="SECONDS",
+                   help="time of the failures (default 0: failed from the start); the controller re-routes then")
+    w = p.add_argument_group("workload (either --traffic or --jobs/--ring)")
+    w.add_argument("--traffic", nargs="+", metavar="FILE",
+                   help="the paper authors' traffic files, one per job (PAPER.md format)")
+    w.add_argument("--jobs", type=int, default=None, help="number of concurrent generated jobs (paper: 1-5)")
+    w.add_argument("--ring", type=int, default=None, help="data-parallel degree = ring size (paper: 2, 4, 8)")
+    w.add_argument("--seed", type=int, default=1, help="seed of the generated workload and of ECMP/annealing")
+    w.add_argument("--models", default="gpt3,bloom,llama2",
+                   help="models of generated jobs, job j gets the (j mod len)-th (default gpt3,bloom,llama2)")
+    w.add_argument("--gpus-per-host", type=int, default=1,
+                   help="GPUs sharing one host NIC in generated jobs (default 1; see docs/simulation.md)")
+    w.add_argument("--kind", choices=("allreduce", "pipeline"), default="allreduce",
+                   help="kind of generated jobs (default allreduce)")
+    w.add_argument("--placement", choices=("tor", "random"), default="tor",
+                   help="generated jobs: every replica on ToRs of its own (default, as the paper) or every host "
+                        "drawn at random from the whole fabric (a stress test)")
+    w.add_argument("--iterations", type=int, default=11, help="training iterations per job (default 11)")
+    w.add_argument("--save-traffic", metavar="DIR", default=None,
+                   help="also write the generated jobs as traffic files (authors' format, node ids) into DIR")
+    r = p.add_argument_group("routing")
+    r.add_argument("--algo", choices=ALGOS, default="mlroute", help="routing algorithm (default mlroute)")
+    r.add_argument("--objective", choices=("flow", "job"), default="flow",
+                   help="metric variant the optimisers use (default flow)")
+    r.add_argument("--mode", choices=("iteration", "period"), default="iteration",
+                   help="controller recomputes at every job iteration start (default) or every --period")
+    r.add_argument("--period", type=float, default=None, metavar="SECONDS", help="period for --mode period")
+    r.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="optimiser time limit (ilp; default: the optimiser's own)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    o.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    o.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _positive(name, v):
+    from mlroute.cli import UsageError
+
+    if v is not None and v < 1:
+        raise UsageError(f"{name} must be a positive integer (got {v})")
+
+
+def run(args) -> int:
+    from mlroute.cli import UsageError
+    from mlroute.sim.engine import SimulationError, simulate
+    from mlroute.sim.scenario import ScenarioError, build, parse_int_list, parse_links
+    from mlroute.workloads.jobs import authors_node_id, write_traffic_files
+
+    _positive("--jobs", args.jobs)
+    _positive("--gpus-per-host", args.gpus_per_host)
+    if args.ring is not None and args.ring < 2:
+        raise UsageError(f"--ring must be at least 2 (got {args.ring})")
+    if args.mode == "period" and not (args.period and args.period > 0):
+        raise UsageError("--mode period needs --period SECONDS > 0")
+    if args.mode != "period" and args.period is not None:
+        raise UsageError("--period only applies to --mode period")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    try:
+        scen = build(
+            fabric=args.fabric, tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor, k=args.k,
+            link_gbps=args.link_gbps, failed_spines=parse_int_list(args.failed_spines, "--failed-spines"),
+            failed_links=parse_links(args.failed_links), fail_at_s=args.fail_at, traffic=args.traffic,
+            n_jobs=args.jobs, ring=args.ring, seed=args.seed, iterations=args.iterations,
+            models=[m.strip() for m in args.models.split(",") if m.strip()], gpus_per_host=args.gpus_per_host,
+            kind=args.kind, placement=args.placement,
+        )
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+    if args.save_traffic and not args.traffic:
+        d = scen.description
+        write_traffic_files(scen.jobs, args.save_traffic,
+                            host_id=lambda h: authors_node_id(h, d["tors"], d["spines"]))
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    try:
+        res = simulate(scen.fabric, scen.jobs, args.algo, link_bps=scen.link_bps, mode=args.mode,
+                       period_s=args.period, failures=scen.failures, seed=args.seed, objective=args.objective,
+                       time_limit=args.time_limit, progress=progress, progress_label=f"simulate {args.algo}")
+    except SimulationError as exc:
+        print(f"mlroute simulate: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        out = {"scenario": scen.description, **res.to_dict(), **summary(res)}
+        json.dump(out, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        print(format_table(res, scen.description))
+    return 0
+
+
+def summary(res) -> dict:
+    ar = res.allreduce_times()
+    norm = res.normalised_allreduce()
+    ms = np.asarray(res.controller_ms)
+    return {
+        "summary": {
+            "allreduce_mean_s": float(ar.mean()),
+            "allreduce_p99_s": float(np.percentile(ar, 99)),
+            "allreduce_max_s": float(ar.max()),
+            "allreduce_norm_mean": float(norm.mean()),
+            "allreduce_norm_p99": float(np.percentile(norm, 99)),
+            "allreduce_norm_max": float(norm.max()),
+            "fct_mean_s": float(res.fct_s.mean()) if len(res.fct_s) else None,
+            "fct_p99_s": float(np.percentile(res.fct_s, 99)) if len(res.fct_s) else None,
+            "throughput_mean_gbps": float(res.throughput_gbps.mean()) if len(res.throughput_gbps) else None,
+            "controller_ms_median": float(np.median(ms)) if len(ms) else None,
+            "controller_ms_max": float(ms.max()) if len(ms) else None,
+            "max_link_load_max": max(res.max_link_load, default=None),
+        }
+    }
+
+
+def format_table(res, desc) -> str:
+    lines = []
+    d = desc
+    lines.append(f"{d['fabric']} {d['tors']} ToRs x {d['spines']} spines x {d['hosts_per_tor']} hosts, "
+                 f"{d['link_gbps']:g} Gb/s, failed spines: {','.join(d['failed_spines']) or 'none'}"
+                 + (f" at {d['fail_at_s']:g} s" if d["fail_at_s"] else "")
+                 + f"; algo {res.algo}, controller {res.mode}")
+    hdr = f"{'job':<16} {'kind':<9} {'ring':>4} {'rings':>5} {'ideal s':>8} {'mean s':>8} {'p99 s':>8} " \
+          f"{'max s':>8} {'mean/ideal':>10}"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for j in res.jobs:
+        a = np.array([it["allreduce_s"] for it in j.iterations])
+        lines.append(f"{j.name:<16} {j.kind:<9} {j.ring:>4} {j.rings:>5} {j.ideal_s:8.3f} {a.mean():8.3f} "
+                     f"{np.percentile(a, 99):8.3f} {a.max():8.3f} {a.mean() / j.ideal_s:10.3f}")
+    s = summary(res)["summary"]
+    lines.append("")
+    lines.append(f"All-Reduce / ideal: mean {s['allreduce_norm_mean']:.3f}, p99 {s['allreduce_norm_p99']:.3f}, "
+                 f"max {s['allreduce_norm_max']:.3f}")
+    if s["fct_mean_s"] is not None:
+        lines.append(f"transfers: {len(res.fct_s)}, FCT mean {s['fct_mean_s']:.4f} s, p99 {s['fct_p99_s']:.4f} s, "
+                     f"throughput mean {s['throughput_mean_gbps']:.2f} Gb/s")
+    if s["controller_ms_median"] is not None:
+        lines.append(f"controller: {len(res.controller_ms)} recomputations, runtime median "
+                     f"{s['controller_ms_median']:.2f} ms, max {s['controller_ms_max']:.2f} ms; "
+                     f"max link load {s['max_link_load_max']}")
+    lines.append(f"simulated {res.makespan_s:.2f} s in {res.wall_s:.1f} s wall ({res.events} events, "
+                 f"{res.rate_computations} rate computations)")
+    return "\n".join(lines)

@@ -1,0 +1,223 @@
+"""Real ryu-manager + Open vSwitch + Mininet: start a controller, build a faithful emulated network, tear both
+down cleanly. Shared by ``mlroute experiment`` and the integration tests.
+
+Faithful means the emulation does not cap throughput below the shaped link rate (PLATFORM.md): the userspace
+datapath forwards every packet on one ovs-vswitchd thread, and sends through one socket whose buffer is
+``net.core.wmem_default`` when OVS starts, so jumbo frames (MTU 9000) and an 8 MB default buffer are needed.
+Teardown never runs ``mn -c`` (it kills every ryu-manager and deletes /tmp/*.log): it stops the network and
+deletes the bridges and veths it created.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import controller
+
+APP = Path(controller.__file__).with_name("app.py")  # the installed controller app, wherever we are run from
+
+WMEM_NEEDED = 8 * 1024 * 1024
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ryu_manager():
+    """The ryu-manager next to this interpreter (the project venv), else the one on PATH."""
+    candidate = Path(sys.executable).with_name("ryu-manager")
+    return str(candidate) if candidate.exists() else "ryu-manager"
+
+
+class Controller:
+    """``ryu-manager controller/app.py`` as a subprocess with its own OpenFlow and REST ports and log."""
+
+    def __init__(self, workdir, config_text=None, extra_env=None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.of_port = free_port()
+        self.rest_port = free_port()
+        self.log_path = self.workdir / "ryu.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
+        env.pop("MLROUTE_CONFIG", None)
+        if config_text is not None:
+            cfg = self.workdir / "mlroute.yaml"
+            cfg.write_text(config_text)
+            env["MLROUTE_CONFIG"] = str(cfg)
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
+             str(APP)],
+            cwd=self.workdir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ryu-manager exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            try:
+                self.get("/mlroute/topology")
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise TimeoutError(f"controller REST not up after {timeout}s:\n{self.log()[-3000:]}")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.rest_port}{path}"
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url(path), timeout=10) as r:
+            body = r.read().decode()
+        return json.loads(body) if path.startswith("/mlroute") else body
+
+    def post(self, path, payload=None, token=None):
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        req = urllib.request.Request(self.url(path), data=json.dumps(payload or {}).encode(), method="POST",
+                                     headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read().decode())
+
+    def metric(self, name, labels=None):
+        """Sum of a Prometheus sample's values (optionally only those with the given labels)."""
+        total = 0.0
+        for line in self.get("/metrics").splitlines():
+            m = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)$", line)
+            if not m or line.startswith("#") or m.group(1) != name:
+                continue
+            if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+                continue
+            total += float(m.group(3))
+        return total
+
+    def log(self):
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def check_platform():
+    """Problems that make an emulation unfaithful or impossible, as readable strings (empty: all good)."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("Mininet needs root")
+    if subprocess.run(["ovs-vsctl", "show"], capture_output=True).returncode != 0:
+        problems.append("Open vSwitch is not running (scripts/setup_env.sh starts it)")
+    try:
+        wmem = int(Path("/proc/sys/net/core/wmem_default").read_text())
+        if wmem < WMEM_NEEDED:
+            problems.append(f"net.core.wmem_default is {wmem} (< 8 MB): OVS drops packets silently; "
+                            "scripts/setup_env.sh raises it and restarts OVS")
+    except OSError:
+        pass
+    return problems
+
+
+def start_network(topo, controller, jumbo=False):
+    """Build and start a Mininet network on userspace OVS, connected to ``controller``."""
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch, RemoteController
+
+    class Remote(RemoteController):
+        def checkListening(self):
+            """Mininet probes the port with telnet and decodes Ryu's binary HELLO as UTF-8, which fails at
+            random; the controller's REST answered already (Controller.wait_ready), so it is listening."""
+
+    net = Mininet(topo=topo, switch=OVSSwitch, controller=None, autoSetMacs=False, build=False,
+                  waitConnected=False)
+    net.addController(Remote("c0", ip="127.0.0.1", port=controller.of_port))
+    try:
+        net.build()
+        net.start()
+        if jumbo:
+            set_jumbo(net)
+    except BaseException:
+        stop_network(net)
+        raise
+    return net
+
+
+def set_jumbo(net, mtu=9000):
+    for host in net.hosts:
+        for intf in host.intfList():
+            host.cmd(f"ip link set {intf} mtu {mtu}")
+    for sw in net.switches:
+        for intf in sw.intfList():
+            if intf.name != "lo":
+                subprocess.run(["ovs-vsctl", "set", "Interface", intf.name, f"mtu_request={mtu}"],
+                               check=False, capture_output=True)
+
+
+def stop_network(net):
+    """Stop a network and remove what it left: bridges, veths. Never `mn -c`. Safe to call twice."""
+    if getattr(net, "mlroute_stopped", False):
+        return
+    net.mlroute_stopped = True
+    names = [s.name for s in net.switches]
+    try:
+        net.stop()
+    except Exception:
+        pass  # a half-built network: the explicit cleanup below still runs
+    finally:
+        for name in names:
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", name], check=False)
+        out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            dev = line.split(":")[1].strip().split("@")[0]
+            if any(dev.startswith(f"{n}-eth") for n in names):
+                subprocess.run(["ip", "link", "del", dev], check=False)
+
+
+def wait_until(predicate, timeout, interval=0.5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def ping_all(net, timeout_s=1):
+    """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs."""
+    sent = lost = 0
+    for src in net.hosts:
+        for dst in net.hosts:
+            if src is dst:
+                continue
+            sent += 1
+            if " 0% packet loss" not in src.cmd(f"ping -c1 -W{timeout_s} {dst.IP()}"):
+                lost += 1
+    return lost / sent
+
+
+def iperf3(net, src, dst, seconds=3, port=5201):
+    """One TCP iperf3 run (server on dst, client on src under a hard timeout); received Mb/s, 0 on failure."""
+    server = dst.popen(["iperf3", "-s", "-1", "-p", str(port)])
+    time.sleep(0.5)
+    out = src.cmd(f"timeout -s KILL {seconds + 10} iperf3 -J -c {dst.IP()} -p {port} -t {seconds}")
+    server.kill()
+    server.wait()
+    try:
+        return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+    except (ValueError, KeyError):
+        return 0.0

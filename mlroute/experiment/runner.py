@@ -1,0 +1,239 @@
+"""Run an experiment grid: (pattern x seed x mode) on an emulated fabric, one fresh controller and network per
+run, and measure steady-state throughput (iperf3) or all-reduce iteration times (ring workers)."""
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlroute.experiment import emulation
+from mlroute.experiment.traffic import Iperf3Flows, RingAllReduce, steady_mbps
+from mlroute.routing.demand import estimate_demands
+from mlroute.routing.flow import Flow
+from mlroute.workloads.patterns import pattern_pairs
+
+NONBLOCKING = "nonblocking"
+POLL_S = 2.0
+
+
+class ExperimentError(ValueError):
+    """A bad experiment specification (reported as a usage error)."""
+
+
+@dataclass
+class AllReduceSpec:
+    rings: int
+    size: int
+    mb: float = 2.0  # MB per ring edge per step
+    iterations: int = 5
+    compute_s: float = 1.0
+
+
+@dataclass
+class ExperimentSpec:
+    topo: str  # "fattree" | "leafspine"
+    k: int = 4
+    spines: int = 4
+    leaves: int = 4
+    hosts_per_leaf: int = 2
+    patterns: list = field(default_factory=lambda: ["stride:4"])
+    modes: list = field(default_factory=lambda: ["ecmp", "mlroute", NONBLOCKING])
+    bw: float = 10.0
+    duration: float = 30.0
+    seeds: list = field(default_factory=lambda: [1])
+
+    @property
+    def n_hosts(self):
+        return self.k ** 3 // 4 if self.topo == "fattree" else self.leaves * self.hosts_per_leaf
+
+    @property
+    def hosts_per_edge(self):
+        return self.k // 2 if self.topo == "fattree" else self.hosts_per_leaf
+
+    @property
+    def hosts_per_pod(self):
+        return self.k * self.k // 4 if self.topo == "fattree" else self.n_hosts
+
+    @property
+    def warmup_s(self):
+        """Discarded start of each run: elephant detection (2 polls) + re-routing + TCP settling."""
+        return min(10.0, self.duration / 3)
+
+    def describe(self):
+        if self.topo == "fattree":
+            return f"fat-tree k={self.k}"
+        return f"leaf-spine {self.spines}x{self.leaves}x{self.hosts_per_leaf}"
+
+
+def parse_allreduce(spec):
+    """``allreduce:RINGSxSIZE[,mb=M][,iters=I][,compute=S]``, e.g. ``allreduce:4x4,mb=2``."""
+    m = re.fullmatch(r"allreduce:(\d+)x(\d+)((?:,\w+=[\d.]+)*)", spec)
+    if not m:
+        raise ExperimentError(f"bad all-reduce pattern {spec!r}: expected allreduce:RINGSxSIZE[,mb=M][,iters=I]"
+                              "[,compute=S]")
+    out = AllReduceSpec(int(m.group(1)), int(m.group(2)))
+    for opt in filter(None, m.group(3).split(",")):
+        key, value = opt.split("=")
+        if key not in ("mb", "iters", "compute"):
+            raise ExperimentError(f"bad all-reduce option {key!r} (mb, iters, compute)")
+        setattr(out, {"mb": "mb", "iters": "iterations", "compute": "compute_s"}[key],
+                int(value) if key == "iters" else float(value))
+    if out.size < 2 or out.rings < 1 or out.iterations < 1 or out.mb <= 0:
+        raise ExperimentError(f"bad all-reduce pattern {spec!r}: rings >= 1, size >= 2, iters >= 1, mb > 0")
+    return out
+
+
+def ring_placement(ar, n_hosts, seed):
+    """Rings of distinct hosts (1-based Mininet numbers), seeded: ring j takes the next ``size`` hosts of a
+    random permutation, so members land on random edges/pods as in the paper's random placement."""
+    if ar.rings * ar.size > n_hosts:
+        raise ExperimentError(f"{ar.rings} rings of {ar.size} need {ar.rings * ar.size} hosts; the fabric has "
+                              f"{n_hosts}")
+    perm = np.random.default_rng(seed).permutation(n_hosts)
+    return [[f"h{perm[j * ar.size + r] + 1}" for r in range(ar.size)] for j in range(ar.rings)]
+
+
+def validate(spec):
+    if spec.topo not in ("fattree", "leafspine"):
+        raise ExperimentError(f"unknown topology {spec.topo!r} (fattree or leafspine)")
+    if spec.topo == "fattree" and (spec.k < 2 or spec.k % 2):
+        raise ExperimentError("--k must be even and >= 2")
+    if spec.duration < 6:
+        raise ExperimentError("--duration must be at least 6 s (elephant detection takes two 2 s polls)")
+    from mlroute.routing.optimisers import ALGORITHMS
+    for mode in spec.modes:
+        if mode != NONBLOCKING and mode not in ALGORITHMS:
+            raise ExperimentError(f"unknown mode {mode!r} (ecmp, nonblocking, or an optimiser: "
+                                  f"{', '.join(a for a in ALGORITHMS if a != 'ecmp')})")
+    for p in spec.patterns:
+        if p.startswith("allreduce"):
+            ring_placement(parse_allreduce(p), spec.n_hosts, 0)
+        else:
+            try:
+                pattern_pairs(p, spec.n_hosts, 0, hosts_per_edge=spec.hosts_per_edge,
+                              hosts_per_pod=spec.hosts_per_pod)
+            except ValueError as exc:
+                raise ExperimentError(str(exc)) from None
+
+
+def build_topo(spec, mode):
+    from mininet_topos.bigswitch import BigSwitchTopo
+    from mininet_topos.fattree import FatTreeTopo
+    from mininet_topos.leafspine import LeafSpineTopo
+    if mode == NONBLOCKING:
+        return BigSwitchTopo(spec.n_hosts, bw=spec.bw)
+    if spec.topo == "fattree":
+        return FatTreeTopo(k=spec.k, bw=spec.bw)
+    return LeafSpineTopo(spec.spines, spec.leaves, spec.hosts_per_leaf, bw=spec.bw)
+
+
+def controller_config(spec, mode):
+    return (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
+            f"  host_link_mbps: {spec.bw}\n")
+
+
+def run_one(spec, pattern, mode, seed, workdir):
+    """One run: fresh controller + network, traffic, measurement. Always cleans up."""
+    controller = emulation.Controller(workdir, controller_config(spec, mode))
+    net = None
+    try:
+        controller.wait_ready()
+        net = emulation.start_network(build_topo(spec, mode), controller, jumbo=True)
+        if not emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=40, interval=0):
+            raise RuntimeError(f"{mode}: the network did not converge (pingall loss) within 40 s")
+        result = {"pattern": pattern, "mode": mode, "seed": seed}
+        if pattern.startswith("allreduce"):
+            result.update(_run_allreduce(spec, pattern, seed, net))
+        else:
+            result.update(_run_iperf(spec, pattern, seed, net))
+        if mode != NONBLOCKING:
+            result["elephants"] = len(controller.get("/mlroute/elephants"))
+            result["flows_moved"] = controller.metric("mlroute_flows_moved_total")
+            result["reoptimisations"] = controller.metric("mlroute_reoptimisations_total")
+        return result
+    finally:
+        if net is not None:
+            emulation.stop_network(net)
+        controller.stop()
+
+
+def _run_iperf(spec, pattern, seed, net):
+    pairs = pattern_pairs(pattern, spec.n_hosts, seed, hosts_per_edge=spec.hosts_per_edge,
+                          hosts_per_pod=spec.hosts_per_pod)
+    names = [(f"h{s + 1}", f"h{d + 1}") for s, d in pairs]
+    flows = Iperf3Flows(net, names, spec.duration)
+    try:
+        reports = flows.reports()
+    finally:
+        flows.stop()
+    per_flow = [{"src": s, "dst": d, "mbps": steady_mbps(r, spec.warmup_s)} for (s, d), r in zip(names, reports)]
+    ideal = float(np.sum(estimate_demands([Flow(s, d) for s, d in pairs]))) * spec.bw
+    return {"aggregate_mbps": sum(f["mbps"] for f in per_flow), "ideal_mbps": ideal, "flows": per_flow,
+            "failed_flows": sum(1 for r in reports if r is None)}
+
+
+def _run_allreduce(spec, pattern, seed, net):
+    ar = parse_allreduce(pattern)
+    rings = ring_placement(ar, spec.n_hosts, seed)
+    job = RingAllReduce(net, rings, ar.mb * 1e6, ar.iterations, ar.compute_s)
+    try:
+        per_ring = job.results()
+    finally:
+        job.stop()
+    n_iter = min((len(r) for r in per_ring), default=0)
+    iterations = [max(r[i] for r in per_ring) for i in range(n_iter)]
+    steady = iterations[1:] if len(iterations) > 1 else iterations  # iteration 0 teaches the controller
+    ideal_s = 2 * (ar.size - 1) * ar.mb * 8 / spec.bw
+    moved = 2 * (ar.size - 1) * ar.mb * 8 * ar.size * ar.rings  # Mb per iteration, all ring edges
+    mean_steady = float(np.mean(steady)) if steady else float("nan")
+    return {"rings": rings, "allreduce_s": iterations, "per_ring_s": per_ring, "steady_allreduce_s": mean_steady,
+            "ideal_allreduce_s": ideal_s, "aggregate_mbps": moved / mean_steady if steady else 0.0,
+            "flows": [{"src": ring[r], "dst": ring[(r + 1) % len(ring)],
+                       "mbps": ar.mb * 8 / (mean_steady / (2 * (ar.size - 1))) if steady else 0.0}
+                      for ring in rings for r in range(len(ring))]}
+
+
+def run(spec, out_dir, progress=None):
+    """Run the grid; nonblocking first for each (pattern, seed) so fractions can be computed as runs end."""
+    progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    validate(spec)
+    problems = emulation.check_platform()
+    if problems:
+        raise ExperimentError("; ".join(problems))
+    out_dir = Path(out_dir)
+    modes = sorted(spec.modes, key=lambda m: m != NONBLOCKING)
+    grid = [(p, s, m) for p in spec.patterns for s in spec.seeds for m in modes]
+    results, reference = [], {}
+    started = time.time()
+    for i, (pattern, seed, mode) in enumerate(grid, 1):
+        tag = f"[{i}/{len(grid)}] {spec.describe()} {pattern} seed {seed} {mode}"
+        progress(f"{tag}: running ({spec.duration:.0f} s of traffic)...")
+        workdir = out_dir / "runs" / f"{pattern.replace(':', '_').replace(',', '_')}-s{seed}-{mode}"
+        try:
+            result = run_one(spec, pattern, mode, seed, workdir)
+        except Exception as exc:  # one failed run is reported; the grid goes on (Ctrl-C still stops it)
+            progress(f"{tag}: FAILED: {type(exc).__name__}: {exc}")
+            results.append({"pattern": pattern, "mode": mode, "seed": seed, "error": str(exc)})
+            continue
+        if mode == NONBLOCKING:
+            reference[(pattern, seed)] = result["aggregate_mbps"]
+        ref = reference.get((pattern, seed))
+        if ref:
+            result["nonblocking_fraction"] = result["aggregate_mbps"] / ref
+            result["reference"] = "measured non-blocking"
+        else:
+            result["nonblocking_fraction"] = result["aggregate_mbps"] / result["ideal_mbps"] if result.get(
+                "ideal_mbps") else None
+            result["reference"] = "NIC-limited ideal (no non-blocking run)"
+        results.append(result)
+        frac = result.get("nonblocking_fraction")
+        progress(f"{tag}: {result['aggregate_mbps']:.1f} Mb/s" + (f" = {frac:.3f} of non-blocking" if frac else "")
+                 + f"  (elapsed {time.time() - started:.0f} s)")
+    return {"config": {"topology": spec.describe(), "topo": spec.topo, "k": spec.k, "spines": spec.spines,
+                       "leaves": spec.leaves, "hosts_per_leaf": spec.hosts_per_leaf, "bw_mbps": spec.bw,
+                       "duration_s": spec.duration, "warmup_s": spec.warmup_s, "seeds": spec.seeds,
+                       "modes": modes, "patterns": spec.patterns, "poll_interval_s": POLL_S},
+            "results": results}

@@ -1,0 +1,106 @@
+"""Traffic for emulated experiments: long iperf3 TCP flows, and real ring all-reduce jobs between hosts."""
+
+import json
+import sys
+import time
+
+
+class Iperf3Flows:
+    """One iperf3 server per flow on its destination, then the clients (each under a hard timeout), each on
+    its own server and client port so every flow is a distinct transport 5-tuple."""
+
+    def __init__(self, net, pairs, seconds, base_port=5300):
+        self.net = net
+        self.pairs = list(pairs)
+        self.seconds = seconds
+        self.servers, self.clients = [], []
+        for i, (src, dst) in enumerate(self.pairs):
+            self.servers.append(net.get(dst).popen(["iperf3", "-s", "-1", "-p", str(base_port + i)]))
+        time.sleep(0.5)
+        for i, (src, dst) in enumerate(self.pairs):
+            # an argument list, not shell=True: Mininet's shell mode reads $SHELL, which services and CI lack
+            cmd = ["timeout", "-s", "KILL", str(seconds + 15), "iperf3", "-J", "-i", "1", "-c", net.get(dst).IP(),
+                   "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i)]
+            self.clients.append(net.get(src).popen(cmd))
+
+    def reports(self):
+        """Wait for the clients; iperf3's JSON per flow (None for a client that failed)."""
+        out = []
+        for client in self.clients:
+            text = client.communicate()[0]
+            try:
+                out.append(json.loads(text))
+            except (ValueError, TypeError):
+                out.append(None)
+        self.stop()
+        return out
+
+    def results_mbps(self):
+        """Received Mb/s per flow over the whole run (0 for a failed client)."""
+        return [total_mbps(r) for r in self.reports()]
+
+    def stop(self):
+        for p in self.servers + self.clients:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def total_mbps(report):
+    try:
+        return report["end"]["sum_received"]["bits_per_second"] / 1e6
+    except (KeyError, TypeError):
+        return 0.0
+
+
+def steady_mbps(report, warmup_s):
+    """Mean rate over the 1-second intervals that start after ``warmup_s`` (the steady part of the run)."""
+    try:
+        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"] if iv["sum"]["start"] >= warmup_s - 1e-6]
+    except (KeyError, TypeError):
+        return 0.0
+    return sum(rates) / len(rates) / 1e6 if rates else 0.0
+
+
+class RingAllReduce:
+    """Ring all-reduce jobs between emulated hosts: one worker process per rank
+    (``python -m mlroute.experiment.ring_worker``), each sending ``step_bytes`` to its successor and
+    receiving as much from its predecessor per step, 2(n-1) steps per iteration after a compute gap. The
+    connections persist across steps and iterations, as NCCL's do, so each ring edge is one transport flow."""
+
+    def __init__(self, net, rings, step_bytes, iterations, compute_s, base_port=6000):
+        self.rings = rings
+        self.procs = []
+        for j, ring in enumerate(rings):
+            ips = ",".join(net.get(h).IP() for h in ring)
+            for rank, host in enumerate(ring):
+                cmd = [sys.executable, "-m", "mlroute.experiment.ring_worker", "--rank", str(rank),
+                       "--peers", ips, "--port", str(base_port + j), "--bytes", str(int(step_bytes)),
+                       "--iterations", str(iterations), "--compute-s", str(compute_s)]
+                self.procs.append((j, rank, net.get(host).popen(cmd)))
+        self.timeout = 60 + iterations * (compute_s + 60)
+
+    def results(self):
+        """Per ring, per iteration: the iteration's all-reduce time (slowest rank), in seconds."""
+        per_ring = {j: {} for j in range(len(self.rings))}
+        deadline = time.time() + self.timeout
+        for j, rank, proc in self.procs:
+            try:
+                out, _ = proc.communicate(timeout=max(1, deadline - time.time()))
+            except Exception:
+                proc.kill()
+                out, _ = proc.communicate()
+            for line in (out or b"").decode(errors="replace").splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                it = rec["iteration"]
+                per_ring[j][it] = max(per_ring[j].get(it, 0.0), rec["seconds"])
+        return [[per_ring[j][i] for i in sorted(per_ring[j])] for j in sorted(per_ring)]
+
+    def stop(self):
+        for _, _, proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,83 @@
+"""Hedera's natural-demand estimator (Al-Fares et al., NSDI'10), as described in ANCHORS.md.
+
+Demands are fractions of host NIC capacity.  Repeat until nothing changes: every sender splits what its
+converged flows leave of its NIC equally among its unconverged flows; every oversubscribed receiver (sum of
+incoming demand > 1) finds its fair share by repeatedly setting aside the flows below the share (they are
+sender-limited), then pins the others at the share and marks them converged.  The fixed point is the max-min
+fair allocation on an ideal non-blocking switch ("the non-blocking ideal" of a traffic matrix).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+_EPS = 1e-12
+
+
+def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
+    """Natural demand of every flow (fraction of NIC capacity), in input order.
+
+    ``flows`` are :class:`~mlroute.routing.flow.Flow` objects (only ``src`` and ``dst`` are used: host
+    identities).  Worked example: A->X, A->Y, B->Y, C->Y give [2/3, 1/3, 1/3, 1/3].
+    """
+    n = len(flows)
+    demand = [0.0] * n
+    converged = [False] * n
+    out_of: dict = {}
+    into: dict = {}
+    for i, f in enumerate(flows):
+        out_of.setdefault(f.src, []).append(i)
+        into.setdefault(f.dst, []).append(i)
+    senders = list(out_of.values())
+    receivers = list(into.values())
+    for _ in range(max_rounds):
+        changed = False
+        # senders
+        for fl in senders:
+            d_f = 0.0
+            n_u = 0
+            for i in fl:
+                if converged[i]:
+                    d_f += demand[i]
+                else:
+                    n_u += 1
+            if n_u:
+                e_s = max(1.0 - d_f, 0.0) / n_u
+                for i in fl:
+                    if not converged[i] and abs(demand[i] - e_s) > _EPS:
+                        demand[i] = e_s
+                        changed = True
+        # receivers
+        for fl in receivers:
+            d_t = sum(demand[i] for i in fl)
+            if d_t <= 1.0 + _EPS:
+                continue
+            limited = {i: True for i in fl}  # "receiver-limited"
+            n_r = len(fl)
+            e_s = 1.0 / n_r
+            d_s = 0.0
+            while True:
+                n_r = 0
+                moved = False
+                for i in fl:
+                    if limited[i]:
+                        if demand[i] < e_s - _EPS:
+                            d_s += demand[i]
+                            limited[i] = False
+                            moved = True
+                        else:
+                            n_r += 1
+                if not moved or n_r == 0:
+                    break
+                e_s = (1.0 - d_s) / n_r
+            for i in fl:
+                if limited[i]:
+                    if abs(demand[i] - e_s) > _EPS or not converged[i]:
+                        changed = changed or abs(demand[i] - e_s) > _EPS or not converged[i]
+                    demand[i] = e_s
+                    converged[i] = True
+        if not changed:
+            break
+    return np.array(demand, dtype=float)

@@ -1,0 +1,622 @@
+"""The fabric model: a tiered switch graph with hosts, directed per-link capacities, failures and paths.
+
+Switches carry a ``tier``: ``"leaf"`` / ``"spine"`` for a 2-tier Clos, ``"edge"`` / ``"aggregation"`` /
+``"core"`` for a 3-tier fat-tree (``"tor"`` and ``"agg"`` are accepted as synonyms).  Leaves (ToRs, edge
+switches) are tier rank 0; a path is *valley-free* if it first only moves up in rank and then only down.
+Every undirected cable is two directed links (``u -> v`` and ``v -> u``) with their own index, and every host
+NIC is two directed links too (host -> leaf "up", leaf -> host "down"), so that a flow's rate is limited by its
+NICs exactly like by a fabric link.
+
+Link indices: switch links come first (``0 .. n_switch_links-1``, two per cable, in graph edge order), then the
+NIC links of the hosts known when the fabric was built (for the generators: host ``h`` has its up link at
+``n_switch_links + 2h`` and its down link right after).  A flow whose ``src_tor`` / ``dst_tor`` put a host
+somewhere the fabric did not know about (e.g. node ids from the paper authors' traffic files) gets a NIC pair
+registered on first use, so read ``fabric.capacities`` *after* computing the flows' links (``rates`` and
+``report`` in :mod:`mlroute.routing.metric` do).
+
+Naming: ``Fabric.clos`` names ToR i ``"tor<i>"`` and spine j ``"spine<j>"``.  ``Fabric.fattree(k)`` names core
+switch c ``"core<c>"`` (c = i*(k/2)+j is attached to aggregation switch i of every pod), aggregation switch i
+of pod p ``"agg<p>_<i>"`` and edge switch i of pod p ``"edge<p>_<i>"``; hosts are numbered pod -> edge -> host,
+host h sits under edge switch h // (k/2) (``fabric.leaves`` is in that order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable
+
+import networkx as nx
+import numpy as np
+
+from mlroute.routing.flow import Flow
+
+_TIER_RANK = {"leaf": 0, "tor": 0, "edge": 0, "aggregation": 1, "agg": 1}
+_TOP_TIERS = ("spine", "core")
+
+
+class FabricError(ValueError):
+    """The fabric or a host/flow does not make sense for it (unknown host, host beyond the fabric...)."""
+
+
+@dataclass
+class _UpSet:
+    """All live up-paths of ``h`` hops from one leaf: turning node, links up, links down, nodes."""
+
+    turn: np.ndarray  # (n,) node positions of the turning (top) node, sorted
+    up: np.ndarray  # (n, h) link indices leaf -> ... -> turn
+    down: np.ndarray  # (n, h) link indices turn -> ... -> leaf
+    nodes: np.ndarray  # (n, h+1) node positions leaf ... turn
+    unique: bool
+    key: int = 0  # identical turn arrays share a key, so joins can be cached
+    _sel: dict = field(default_factory=dict, repr=False)
+
+    def select(self, name: str, idx, jkey):
+        """Rows ``idx`` of one of the arrays (``idx`` None = all rows, no copy), cached per join key."""
+        if idx is None:
+            if name == "upT" or name == "downT":
+                hit = self._sel.get(name)
+                if hit is None:
+                    hit = self._sel[name] = np.ascontiguousarray(getattr(self, name[:-1]).T)
+                return hit
+            return getattr(self, name)
+        ck = (name, jkey)
+        hit = self._sel.get(ck)
+        if hit is None:
+            if name in ("upT", "downT"):
+                hit = np.ascontiguousarray(getattr(self, name[:-1])[idx].T)
+            else:
+                hit = getattr(self, name)[idx]
+            self._sel[ck] = hit
+        return hit
+
+
+class PathSet:
+    """The candidate paths of one (source leaf, destination leaf) pair, in a fixed order.
+
+    ``up`` / ``down`` are (P, h) arrays of the switch-link indices of each path's up half (leaf to turning
+    switch) and down half; ``links()`` is their concatenation (K = 2h columns, 0 for an intra-leaf pair);
+    ``turn`` the node position of each path's turning switch (spine/core/aggregation).  Arrays are shared
+    with the per-leaf up-path tables whenever the pair can use all of them (no copy per pair), so that
+    100,000 flows on a large fat-tree stay cheap.
+    """
+
+    def __init__(self, fabric, src_leaf, dst_leaf, a=None, b=None, ia=None, ib=None, jkey=None, kind="inter"):
+        self.fabric = fabric
+        self.src_leaf = src_leaf
+        self.dst_leaf = dst_leaf
+        self._a, self._b, self._ia, self._ib, self._jkey = a, b, ia, ib, jkey
+        self.kind = kind  # "inter", "intra" (same leaf) or "none" (no live path)
+        self._paths = None
+        if kind == "intra":
+            p = fabric.node_pos[src_leaf]
+            z = np.zeros((1, 0), dtype=np.int64)
+            self.up = self.down = z
+            self.upT = self.downT = np.zeros((0, 1), dtype=np.int64)
+            self.up_nodes = self.down_nodes = np.array([[p]])
+            self.turn = np.array([p])
+        elif kind == "none":
+            z = np.zeros((0, 0), dtype=np.int64)
+            self.up = self.down = self.up_nodes = self.down_nodes = z
+            self.upT = self.downT = z
+            self.turn = np.zeros(0, dtype=np.int64)
+        else:
+            self.turn = a.select("turn", ia, jkey)
+            self.up = a.select("up", ia, jkey)
+            self.down = b.select("down", ib, jkey)
+            self.upT = a.select("upT", ia, jkey)
+            self.downT = b.select("downT", ib, jkey)
+
+    def __len__(self) -> int:
+        return len(self.turn)
+
+    @property
+    def hops(self) -> int:
+        return self.up.shape[1]
+
+    def links(self) -> np.ndarray:
+        return np.hstack((self.up, self.down))
+
+    @property
+    def _up_nodes(self):
+        return self._a.select("nodes", self._ia, self._jkey)
+
+    @property
+    def _down_nodes(self):
+        return self._b.select("nodes", self._ib, self._jkey)[:, ::-1]
+
+    @property
+    def paths(self) -> list[tuple]:
+        if self._paths is None:
+            self._paths = [self.path(i) for i in range(len(self))] if self.kind != "intra" else [(self.src_leaf,)]
+        return self._paths
+
+    def path(self, i: int) -> tuple:
+        """Option i as a tuple of switch names (without building the whole list when it is long)."""
+        if self._paths is not None:
+            return self._paths[i]
+        if self.kind == "intra":
+            return (self.src_leaf,)
+        if len(self.turn) <= 64 and self._paths is None:
+            names = self.fabric.node_list
+            up, dn = self._up_nodes.tolist(), self._down_nodes.tolist()
+            self._paths = [tuple(names[x] for x in u) + tuple(names[x] for x in d[1:]) for u, d in zip(up, dn)]
+            return self._paths[i]
+        names = self.fabric.node_list
+        return tuple(names[x] for x in self._up_nodes[i].tolist()) + \
+            tuple(names[x] for x in self._down_nodes[i, 1:].tolist())
+
+    def index_of(self, path) -> int:
+        """Position of ``path`` among the options, or -1."""
+        if path is None:
+            return -1
+        path = tuple(path)
+        if self.kind == "intra":
+            return 0 if path == (self.src_leaf,) else -1
+        h = self.hops
+        if len(path) != 2 * h + 1 or not len(self.turn):
+            return -1
+        try:
+            mid = self.fabric.node_pos[path[h]]
+        except (KeyError, TypeError):
+            return -1
+        lo = int(np.searchsorted(self.turn, mid, "left"))
+        hi = int(np.searchsorted(self.turn, mid, "right"))
+        for i in range(lo, hi):
+            if self.path(i) == path:
+                return i
+        return -1
+
+
+class Fabric:
+    """A tiered (2- or 3-tier) switch fabric with hosts; see the module docstring for conventions."""
+
+    def __init__(
+        self,
+        graph: nx.Graph,
+        hosts: dict | None = None,
+        capacity: float = 1.0,
+        host_capacity: float | None = None,
+        *,
+        kind: str = "graph",
+        hosts_per_tor: int | None = None,
+    ):
+        self.kind = kind
+        self.graph = nx.Graph(graph)
+        self.default_capacity = float(capacity)
+        self.host_capacity = float(capacity if host_capacity is None else host_capacity)
+        ranks = {}
+        tiers = nx.get_node_attributes(self.graph, "tier")
+        has_agg = any(t in ("aggregation", "agg") for t in tiers.values())
+        for node in self.graph.nodes:
+            tier = tiers.get(node)
+            if tier in _TIER_RANK:
+                ranks[node] = _TIER_RANK[tier]
+            elif tier in _TOP_TIERS:
+                ranks[node] = 2 if has_agg else 1
+            else:
+                raise FabricError(f"switch {node!r} has no valid tier attribute (got {tier!r})")
+        self.rank = ranks
+        self.n_tiers = 3 if has_agg else 2
+        order = _stable_order(self.graph.nodes)
+        first = {n: i for i, n in enumerate(order)}
+        self.node_list = sorted(order, key=lambda n: (ranks[n], first[n]))
+        self.node_pos = {n: i for i, n in enumerate(self.node_list)}
+        self.leaves = [n for n in self.node_list if ranks[n] == 0]
+        self.leaf_pos = {n: i for i, n in enumerate(self.leaves)}
+        top = max(ranks.values()) if ranks else 0
+        self.tops = [n for n in self.node_list if ranks[n] == top and top > 0]
+        # directed switch links
+        self.links: list[tuple] = []
+        caps: list[float] = []
+        edges = []
+        for u, v, data in self.graph.edges(data=True):
+            if ranks[u] > ranks[v]:
+                u, v = v, u
+            edges.append((self.node_pos[u], self.node_pos[v], u, v, data))
+        for _, _, u, v, data in sorted(edges, key=lambda e: (e[0], e[1])):
+            if ranks[u] == ranks[v]:
+                raise FabricError(f"link {u!r}-{v!r} joins two switches of the same tier")
+            c = float(data.get("capacity", capacity))
+            self.links.append((u, v))
+            caps.append(c)
+            self.links.append((v, u))
+            caps.append(c)
+        self.link_index = {l: i for i, l in enumerate(self.links)}
+        self.n_switch_links = len(self.links)
+        self._caps = caps
+        self._cap_array: np.ndarray | None = None
+        self.hosts_per_tor = hosts_per_tor
+        self.hosts: dict = {}
+        self._nic: dict = {}
+        for h, leaf in (hosts or {}).items():
+            if leaf not in self.leaf_pos:
+                raise FabricError(f"host {h!r} attaches to {leaf!r}, which is not a leaf/edge switch")
+            self.hosts[h] = leaf
+            self._register_nic(h, leaf)
+        self._tor_cache: dict = {}
+        self.failed_nodes: set = set()
+        self.failed_links: set = set()
+        self._version = 0
+        self._invalidate()
+
+    # ------------------------------------------------------------------ generators
+    @classmethod
+    def clos(cls, tors: int, spines: int, hosts_per_tor: int, capacity: float = 1.0, failed_spines: Iterable = ()):
+        """A 2-tier leaf-spine Clos: every ToR ``tor<i>`` linked to every spine ``spine<j>``."""
+        if tors < 1 or spines < 1 or hosts_per_tor < 1:
+            raise FabricError("a Clos fabric needs at least one ToR, one spine and one host per ToR")
+        g = nx.Graph()
+        for i in range(tors):
+            g.add_node(f"tor{i}", tier="leaf")
+        for j in range(spines):
+            g.add_node(f"spine{j}", tier="spine")
+        for i in range(tors):
+            for j in range(spines):
+                g.add_edge(f"tor{i}", f"spine{j}")
+        hosts = {h: f"tor{h // hosts_per_tor}" for h in range(tors * hosts_per_tor)}
+        fab = cls(g, hosts, capacity, kind="clos", hosts_per_tor=hosts_per_tor)
+        fab.n_hosts = tors * hosts_per_tor
+        for s in failed_spines:
+            fab.fail_switch(s if isinstance(s, str) else f"spine{int(s)}")
+        return fab
+
+    @classmethod
+    def fattree(cls, k: int, capacity: float = 1.0):
+        """A k-ary 3-tier fat-tree (k even): k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores."""
+        if k < 2 or k % 2:
+            raise FabricError(f"fat-tree arity k must be even and >= 2 (got {k})")
+        half = k // 2
+        g = nx.Graph()
+        for c in range(half * half):
+            g.add_node(f"core{c}", tier="core")
+        for p in range(k):
+            for i in range(half):
+                g.add_node(f"agg{p}_{i}", tier="aggregation")
+                g.add_node(f"edge{p}_{i}", tier="edge")
+        for p in range(k):
+            for i in range(half):
+                for j in range(half):
+                    g.add_edge(f"edge{p}_{i}", f"agg{p}_{j}")
+                    g.add_edge(f"agg{p}_{i}", f"core{i * half + j}")
+        hosts = {h: f"edge{h // (half * half)}_{(h % (half * half)) // half}" for h in range(k * half * half)}
+        fab = cls(g, hosts, capacity, kind="fattree", hosts_per_tor=half)
+        fab.n_hosts = k * half * half
+        fab.k = k
+        return fab
+
+    @classmethod
+    def from_graph(cls, graph: nx.Graph, hosts: dict, capacity: float = 1.0, host_capacity: float | None = None):
+        """A fabric from a learned switch graph (node attribute ``tier``, optional edge ``capacity``)."""
+        return cls(graph, hosts, capacity, host_capacity)
+
+    # ------------------------------------------------------------------ capacities and NIC links
+    def _register_nic(self, host, leaf) -> int:
+        key = (host, leaf)
+        idx = self._nic.get(key)
+        if idx is None:
+            idx = len(self.links)
+            self._nic[key] = idx
+            self.links.append((("host", host), leaf))
+            self.links.append((leaf, ("host", host)))
+            self._caps += [self.host_capacity, self.host_capacity]
+            self._cap_array = None
+        return idx
+
+    @property
+    def capacities(self) -> np.ndarray:
+        """One capacity per directed link (switch links first, then NIC up/down pairs)."""
+        if self._cap_array is None or len(self._cap_array) != len(self._caps):
+            self._cap_array = np.asarray(self._caps, dtype=float)
+        return self._cap_array
+
+    @property
+    def n_links(self) -> int:
+        return len(self.links)
+
+    def link_name(self, idx: int) -> tuple:
+        return self.links[idx]
+
+    # ------------------------------------------------------------------ placement
+    def _leaf_of_tor(self, tor) -> Hashable:
+        hit = self._tor_cache.get(tor)
+        if hit is not None:
+            return hit
+        leaf = self._resolve_tor(tor)
+        self._tor_cache[tor] = leaf
+        return leaf
+
+    def _resolve_tor(self, tor) -> Hashable:
+        if tor in self.leaf_pos:
+            return tor
+        if isinstance(tor, (int, np.integer)) and not isinstance(tor, bool) and 0 <= tor < len(self.leaves):
+            return self.leaves[int(tor)]
+        raise FabricError(f"ToR {tor!r} is not in the fabric ({len(self.leaves)} ToRs)")
+
+    def host_leaf(self, host) -> Hashable:
+        """The leaf (ToR / edge switch) a host sits under by default placement."""
+        leaf = self.hosts.get(host)
+        if leaf is None:
+            n = len(self.hosts)
+            raise FabricError(f"unknown host {host!r} (the fabric has {n} hosts" +
+                              (f", numbered 0..{n - 1})" if self.kind != "graph" else ")"))
+        return leaf
+
+    def src_leaf(self, flow: Flow) -> Hashable:
+        return self.host_leaf(flow.src) if flow.src_tor is None else self._leaf_of_tor(flow.src_tor)
+
+    def dst_leaf(self, flow: Flow) -> Hashable:
+        return self.host_leaf(flow.dst) if flow.dst_tor is None else self._leaf_of_tor(flow.dst_tor)
+
+    def tor_of(self, flow_or_host):
+        """The leaf switch of a host, or ``(source leaf, destination leaf)`` of a Flow."""
+        if isinstance(flow_or_host, Flow):
+            return self.src_leaf(flow_or_host), self.dst_leaf(flow_or_host)
+        return self.host_leaf(flow_or_host)
+
+    def nic_links(self, flow: Flow, src_leaf=None, dst_leaf=None) -> tuple[int, int]:
+        """(source host up link, destination host down link) of a flow."""
+        nic = self._nic
+        s = self.src_leaf(flow) if src_leaf is None else src_leaf
+        d = self.dst_leaf(flow) if dst_leaf is None else dst_leaf
+        up = nic.get((flow.src, s))
+        if up is None:
+            up = self._register_nic(flow.src, s)
+        down = nic.get((flow.dst, d))
+        if down is None:
+            down = self._register_nic(flow.dst, d)
+        return up, down + 1
+
+    # ------------------------------------------------------------------ failures
+    def _invalidate(self):
+        self._version += 1
+        self._upsets: dict = {}
+        self._uptrees: dict = {}
+        self._pathsets: dict = {}
+        self._join_cache: dict = {}
+        self._turn_keys: dict = {}
+        self._memo: dict = {}
+
+    def _check_node(self, node):
+        if node not in self.graph:
+            raise FabricError(f"unknown switch {node!r}")
+
+    def fail_switch(self, node):
+        self._check_node(node)
+        self.failed_nodes.add(node)
+        self._invalidate()
+
+    def restore_switch(self, node):
+        self.failed_nodes.discard(node)
+        self._invalidate()
+
+    def fail_link(self, u, v):
+        """Fail the cable u-v (both directions)."""
+        if not self.graph.has_edge(u, v):
+            raise FabricError(f"no link {u!r}-{v!r}")
+        self.failed_links.add(frozenset((u, v)))
+        self._invalidate()
+
+    def restore_link(self, u, v):
+        self.failed_links.discard(frozenset((u, v)))
+        self._invalidate()
+
+    def is_live(self, node) -> bool:
+        return node in self.graph and node not in self.failed_nodes
+
+    def is_live_link(self, u, v) -> bool:
+        return (self.graph.has_edge(u, v) and frozenset((u, v)) not in self.failed_links
+                and u not in self.failed_nodes and v not in self.failed_nodes)
+
+    def live_switches(self) -> list:
+        return [n for n in self.node_list if n not in self.failed_nodes]
+
+    def live_spines(self) -> list:
+        """Live top-tier switches (spines of a Clos, cores of a fat-tree), in order."""
+        return [n for n in self.tops if n not in self.failed_nodes]
+
+    def live_links(self) -> list[tuple]:
+        return [(u, v) for (u, v) in self.links[: self.n_switch_links] if self.is_live_link(u, v)]
+
+    def is_uniform_two_tier(self) -> bool:
+        """2-tier, every live leaf linked to every live spine by a live link of one common capacity."""
+        hit = self._memo.get("uniform")
+        if hit is None:
+            hit = self._memo["uniform"] = self._uniform_two_tier()
+        return hit
+
+    def spine_link_index(self):
+        """On a uniform 2-tier fabric: (up, down) arrays of shape (leaves, live spines) with the link indices
+        leaf -> spine and spine -> leaf (live spines in order); None elsewhere."""
+        if "spine_index" not in self._memo:
+            out = None
+            if self.is_uniform_two_tier():
+                sp = self.live_spines()
+                li = self.link_index
+                up = np.full((len(self.leaves), len(sp)), -1, dtype=np.int64)
+                dn = np.full((len(self.leaves), len(sp)), -1, dtype=np.int64)
+                for i, leaf in enumerate(self.leaves):
+                    if leaf in self.failed_nodes:
+                        continue
+                    up[i] = [li[(leaf, s)] for s in sp]
+                    dn[i] = [li[(s, leaf)] for s in sp]
+                out = (up, dn)
+            self._memo["spine_index"] = out
+        return self._memo["spine_index"]
+
+    def _uniform_two_tier(self) -> bool:
+        if self.n_tiers != 2 or self.failed_links and any(
+            not (set(l) & self.failed_nodes) for l in self.failed_links
+        ):
+            return False
+        caps = self._caps[: self.n_switch_links]
+        if caps and (min(caps) != max(caps)):
+            return False
+        spines = self.live_spines()
+        for leaf in self.leaves:
+            if leaf in self.failed_nodes:
+                continue
+            nbrs = self.graph[leaf]
+            if any(s not in nbrs for s in spines):
+                return False
+        return True
+
+    # ------------------------------------------------------------------ paths
+    def _up_adj(self, node) -> list:
+        """Live upward neighbours of a switch: [(neighbour, up link index, down link index)], in node order."""
+        if node in self.failed_nodes:
+            return []
+        rank, lidx, pos = self.rank, self.link_index, self.node_pos
+        fl = self.failed_links
+        out = [(v, lidx[(node, v)], lidx[(v, node)]) for v in self.graph[node]
+               if rank[v] > rank[node] and v not in self.failed_nodes
+               and not (fl and frozenset((node, v)) in fl)]
+        out.sort(key=lambda t: pos[t[0]])
+        return out
+
+    def _uptree(self, node) -> dict:
+        """All live up-paths from ``node``: {hops: (turn, up, down, nodes)} arrays, unsorted."""
+        cached = self._uptrees.get(node)
+        if cached is not None:
+            return cached
+        pos = self.node_pos
+        parts: dict[int, list] = {}
+        me = pos[node]
+        for v, lu, ld in self._up_adj(node):
+            parts.setdefault(1, []).append((np.array([pos[v]]), np.array([[lu]]), np.array([[ld]]),
+                                            np.array([[me, pos[v]]])))
+            for h, (turn, up, down, nodes) in self._uptree(v).items():
+                n = len(turn)
+                parts.setdefault(h + 1, []).append((
+                    turn,
+                    np.hstack((np.full((n, 1), lu), up)),
+                    np.hstack((down, np.full((n, 1), ld))),
+                    np.hstack((np.full((n, 1), me), nodes)),
+                ))
+        out = {h: tuple(np.concatenate([p[i] for p in lst]) for i in range(4)) for h, lst in parts.items()}
+        self._uptrees[node] = out
+        return out
+
+    def _upset(self, leaf) -> dict[int, _UpSet]:
+        cached = self._upsets.get(leaf)
+        if cached is not None:
+            return cached
+        out: dict[int, _UpSet] = {}
+        for h, (turn, up, down, nodes) in self._uptree(leaf).items():
+            keys = [nodes[:, j] for j in range(h - 1, -1, -1)] + [turn]
+            order = np.lexsort(keys)
+            turn, up, down, nodes = turn[order], up[order], down[order], nodes[order]
+            s = _UpSet(turn=turn, up=up, down=down, nodes=nodes,
+                       unique=bool(len(turn) < 2 or np.all(turn[1:] != turn[:-1])))
+            s.key = self._turn_keys.setdefault(turn.tobytes(), len(self._turn_keys))
+            out[h] = s
+        self._upsets[leaf] = out
+        return out
+
+    def _join(self, a: _UpSet, b: _UpSet):
+        ck = (a.key, b.key)
+        hit = self._join_cache.get(ck)
+        if hit is not None:
+            return hit
+        if a.unique and b.unique:
+            if a.key == b.key:
+                ia = ib = None
+            else:
+                _, ia, ib = np.intersect1d(a.turn, b.turn, assume_unique=True, return_indices=True)
+                if len(ia) == len(a.turn):
+                    ia = None
+                if len(ib) == len(b.turn):
+                    ib = None
+        else:
+            ia_l, ib_l = [], []
+            bt = b.turn.tolist()
+            for i, t in enumerate(a.turn.tolist()):
+                lo = int(np.searchsorted(b.turn, t, "left"))
+                hi = int(np.searchsorted(b.turn, t, "right"))
+                for j in range(lo, hi):
+                    if bt[j] == t:
+                        ia_l.append(i)
+                        ib_l.append(j)
+            ia, ib = np.array(ia_l, dtype=np.int64), np.array(ib_l, dtype=np.int64)
+        self._join_cache[ck] = (ia, ib)
+        return ia, ib
+
+    def pathset(self, src_leaf, dst_leaf) -> PathSet:
+        """Candidate paths between two leaves (all shortest live valley-free paths), cached."""
+        key = (src_leaf, dst_leaf)
+        ps = self._pathsets.get(key)
+        if ps is not None:
+            return ps
+        if src_leaf in self.failed_nodes or dst_leaf in self.failed_nodes:
+            ps = PathSet(self, src_leaf, dst_leaf, kind="none")
+        elif src_leaf == dst_leaf:
+            ps = PathSet(self, src_leaf, dst_leaf, kind="intra")
+        else:
+            ua, ub = self._upset(src_leaf), self._upset(dst_leaf)
+            best = None
+            for total in range(2, 2 * (max(list(ua) + list(ub) + [0])) + 1):
+                for ha in sorted(ua):
+                    hb = total - ha
+                    if hb in ub:
+                        ia, ib = self._join(ua[ha], ub[hb])
+                        n = len(ua[ha].turn) if ia is None else len(ia)
+                        if n:
+                            # (an irregular graph could offer shortest paths of two shapes; the first is kept)
+                            best = (ua[ha], ub[hb], ia, ib)
+                            break
+                if best is not None:
+                    break
+            if best is None:
+                ps = PathSet(self, src_leaf, dst_leaf, kind="none")
+            else:
+                a, b, ia, ib = best
+                ps = PathSet(self, src_leaf, dst_leaf, a, b, ia, ib, jkey=(a.key, b.key))
+        self._pathsets[key] = ps
+        return ps
+
+    def candidate_paths(self, flow: Flow) -> list[tuple]:
+        """All shortest valley-free paths through live elements, source leaf first (switch names only)."""
+        return self.pathset(self.src_leaf(flow), self.dst_leaf(flow)).paths
+
+    def path_links(self, path) -> np.ndarray:
+        """Switch-link indices along a path of switch names."""
+        li = self.link_index
+        try:
+            return np.fromiter((li[(path[i], path[i + 1])] for i in range(len(path) - 1)), dtype=np.int64,
+                               count=max(len(path) - 1, 0))
+        except KeyError as exc:
+            raise FabricError(f"path {path!r} uses a link that does not exist: {exc}") from None
+
+    def flow_links(self, flow: Flow, path) -> np.ndarray:
+        """Directed link indices a flow crosses on ``path``: source NIC up, switch links, destination NIC down."""
+        up, down = self.nic_links(flow)
+        mid = self.path_links(path)
+        out = np.empty(len(mid) + 2, dtype=np.int64)
+        out[0] = up
+        out[1:-1] = mid
+        out[-1] = down
+        return out
+
+    def is_valid_path(self, flow: Flow, path) -> bool:
+        """True if ``path`` is one of the flow's candidate paths (live, shortest, valley-free)."""
+        return tuple(path) in set(self.candidate_paths(flow))
+
+    def __repr__(self):
+        return (f"Fabric({self.kind}, {len(self.leaves)} leaves, {len(self.tops)} top switches, "
+                f"{len(self.failed_nodes)} failed switches, {len(self.failed_links)} failed links)")
+
+
+def _stable_order(nodes) -> list:
+    nodes = list(nodes)
+    try:
+        return sorted(nodes, key=_natural_key)
+    except TypeError:
+        return sorted(nodes, key=lambda n: _natural_key(str(n)))
+
+
+def _natural_key(n):
+    if isinstance(n, str):
+        import re
+
+        parts = re.split(r"(\d+)", n)
+        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p != "")
+    return ((0, n, ""),) if isinstance(n, (int, float)) else ((1, 0, str(n)),)

@@ -1,0 +1,362 @@
+"""The network-wide efficiency metric ("2-layered max-min fairness", PAPER.md) and routing reports.
+
+Layer 1: for a fixed routing, every flow gets its max-min fair rate over the directed links it crosses
+(:func:`water_fill`).  Layer 2: routings are ordered *leximin* by their sorted rate vectors
+(:func:`leximin_compare`), or job-first (:func:`job_leximin_compare`: a job's rate is its slowest flow's rate,
+jobs compared leximin first, then flows).
+
+Rates are in the same unit as the capacities (with the generators' unit capacities: fractions of a link).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from mlroute.routing.demand import estimate_demands
+
+#: relative tolerance used to decide that two rates/levels are equal (ties are exact up to rounding).
+REL_TOL = 1e-9
+
+
+def _csr(flow_links: Sequence[np.ndarray]):
+    lens = np.fromiter((len(x) for x in flow_links), dtype=np.int64, count=len(flow_links))
+    if len(flow_links):
+        flat = np.concatenate([np.asarray(x, dtype=np.int64) for x in flow_links]) if lens.sum() else \
+            np.zeros(0, np.int64)
+    else:
+        flat = np.zeros(0, np.int64)
+    owner = np.repeat(np.arange(len(flow_links)), lens)
+    return flat, owner, lens
+
+
+def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands: np.ndarray | None = None) -> np.ndarray:
+    """Max-min fair rates of flows that each cross a fixed set of links (progressive filling).
+
+    ``flow_links[i]`` are the link indices flow i crosses (a link listed twice counts twice); a 2-D array
+    (one row per flow, padded with the index of an infinite-capacity link) is the fast form;
+    ``capacities[l]`` the capacity of link l; ``demands[i]`` (optional; ``inf`` or ``nan`` = unlimited) caps
+    flow i.  All unfrozen flows rise together; at each step the fill level is computed directly from the
+    capacities (``(cap - frozen rate on the link) / unfrozen flows on the link``), not by accumulating
+    increments, so flows bottlenecked together get bit-identical rates and ties are exact.  Every link whose
+    level is within a relative 1e-9 of the minimum saturates in the same step.  A flow that crosses no link
+    gets its demand, or ``inf`` if it has none.  Runs level by level with numpy (O(levels x incidences));
+    a big instance that needs many levels finishes event-driven with a heap (O(incidences x log links)).
+    """
+    n = len(flow_links)
+    caps = np.asarray(capacities, dtype=float)
+    dem = np.full(n, np.inf) if demands is None else np.asarray(demands, dtype=float).copy()
+    if len(dem) != n:
+        raise ValueError("demands must have one entry per flow")
+    dem[np.isnan(dem)] = np.inf
+    if isinstance(flow_links, np.ndarray) and flow_links.ndim == 2:
+        flat = flow_links.ravel()
+        owner = np.repeat(np.arange(n), flow_links.shape[1])
+        lens = np.full(n, flow_links.shape[1], dtype=np.int64)
+    else:
+        flat, owner, lens = _csr(flow_links)
+    if len(flat) and (flat.min() < 0 or flat.max() >= len(caps)):
+        raise ValueError("a flow crosses a link index outside capacities")
+    rate = np.zeros(n)
+    active = np.ones(n, dtype=bool)
+    no_links = lens == 0
+    rate[no_links] = dem[no_links]
+    active[no_links] = False
+    zero_dem = active & (dem <= 0)
+    rate[zero_dem] = 0.0
+    active[zero_dem] = False
+    frozen_load = np.zeros(len(caps))  # rate of frozen flows on each link
+    if len(flat):
+        inc = ~active[owner]
+        frozen_load += np.bincount(flat[inc], weights=rate[owner[inc]], minlength=len(caps))
+    rounds = 0
+    while active.any():
+        if rounds >= VECTOR_ROUNDS and len(flat) > 20_000:
+            # many distinct levels on a big instance: finish with the event-driven version
+            _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load)
+            break
+        rounds += 1
+        act_inc = active[owner]
+        cnt = np.bincount(flat[act_inc], minlength=len(caps))
+        used = cnt > 0
+        lvl_links = np.full(len(caps), np.inf)
+        lvl_links[used] = np.maximum(caps[used] - frozen_load[used], 0.0) / cnt[used]
+        link_level = lvl_links.min() if used.any() else np.inf
+        dem_level = dem[active].min()
+        level = min(link_level, dem_level)
+        if not math.isfinite(level):
+            rate[active] = np.inf
+            break
+        tol = REL_TOL * max(abs(level), 1e-300)
+        sat = lvl_links <= level + tol
+        freeze = np.zeros(n, dtype=bool)
+        if link_level <= level + tol:
+            hit = flat[act_inc]
+            freeze[owner[act_inc][sat[hit]]] = True
+        by_demand = active & (dem <= level + tol)
+        freeze |= by_demand
+        freeze &= active
+        new_rate = np.full(n, level)
+        new_rate[by_demand] = np.minimum(dem[by_demand], level)
+        rate[freeze] = new_rate[freeze]
+        active &= ~freeze
+        inc = freeze[owner]
+        frozen_load += np.bincount(flat[inc], weights=rate[owner[inc]], minlength=len(caps))
+    return rate
+
+
+#: vectorised progressive-filling rounds before a big instance switches to the event-driven version.
+VECTOR_ROUNDS = 8
+
+
+def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
+    """Event-driven progressive filling (heap of link saturation levels); same result, O(I log L)."""
+    import heapq
+
+    n = len(rate)
+    starts = np.concatenate(([0], np.cumsum(lens)))
+    flow_links = flat.tolist()
+    fstart = starts.tolist()
+    act_inc = active[owner]
+    # link -> active incidences (flows)
+    order = np.argsort(flat[act_inc], kind="stable")
+    lk = flat[act_inc][order]
+    fl = owner[act_inc][order]
+    cnt = np.bincount(lk, minlength=len(caps))
+    lstart = np.concatenate(([0], np.cumsum(cnt))).tolist()
+    link_flows = fl.tolist()
+    cnt = cnt.astype(np.int64).tolist()
+    cap = caps.tolist()
+    fload = frozen_load.tolist()
+    act = active.tolist()
+    rt = rate.tolist()
+    dm = dem.tolist()
+    heap = []
+    for l in np.flatnonzero(np.asarray(cnt) > 0).tolist():
+        heap.append((max(cap[l] - fload[l], 0.0) / cnt[l], l))
+    for i in np.flatnonzero(active & np.isfinite(dem)).tolist():
+        heap.append((dm[i], -1 - i))
+    heapq.heapify(heap)
+    remaining = int(active.sum())
+    pop, push = heapq.heappop, heapq.heappush
+    # Heap entries are lower bounds of link levels (a level only rises as flows freeze), so links are not
+    # re-pushed when their flows freeze elsewhere; a popped entry that turns out to be stale is re-pushed with
+    # its current level, and a link is final when its popped entry is current.
+    while heap and remaining:
+        lvl, key = pop(heap)
+        if key >= 0:
+            c = cnt[key]
+            if not c:
+                continue
+            cur = (cap[key] - fload[key] if cap[key] > fload[key] else 0.0) / c
+            if cur > lvl:
+                push(heap, (cur, key))
+                continue
+        elif not act[-1 - key]:
+            continue
+        top = lvl + REL_TOL * (lvl if lvl > 1e-300 else 1e-300)
+        batch = [key]
+        while heap and heap[0][0] <= top:
+            l2, k2 = pop(heap)
+            if k2 >= 0:
+                c = cnt[k2]
+                if not c:
+                    continue
+                cur = (cap[k2] - fload[k2] if cap[k2] > fload[k2] else 0.0) / c
+                if cur > top:
+                    push(heap, (cur, k2))
+                    continue
+                batch.append(k2)
+            elif act[-1 - k2]:
+                batch.append(k2)
+        frozen = []
+        for key in batch:
+            if key >= 0:
+                for i in link_flows[lstart[key]:lstart[key + 1]]:
+                    if act[i]:
+                        act[i] = False
+                        d = dm[i]
+                        rt[i] = d if d < lvl else lvl
+                        frozen.append(i)
+            else:
+                i = -1 - key
+                if act[i]:
+                    act[i] = False
+                    d = dm[i]
+                    rt[i] = d if d < lvl else lvl
+                    frozen.append(i)
+        remaining -= len(frozen)
+        for i in frozen:
+            r = rt[i]
+            for l in flow_links[fstart[i]:fstart[i + 1]]:
+                fload[l] += r
+                cnt[l] -= 1
+    for i in range(n):
+        if act[i]:
+            rt[i] = math.inf
+    rate[:] = rt
+    active[:] = False
+    frozen_load[:] = fload
+
+
+def routing_links(fabric, flows, paths) -> list[np.ndarray]:
+    """Link sets of flows on paths (a ``None`` path = unroutable: an empty link set, rate 0)."""
+    return [fabric.flow_links(f, p) if p is not None else np.zeros(0, np.int64) for f, p in zip(flows, paths)]
+
+
+def _demands(flows):
+    d = np.array([np.inf if f.demand is None else float(f.demand) for f in flows], dtype=float)
+    return d
+
+
+def rates(fabric, flows, paths, *, use_demands: bool = True) -> np.ndarray:
+    """Max-min fair rates of ``flows`` routed on ``paths`` (host NIC links included).
+
+    Flow demands (fractions of host-link capacity) cap the rates when ``use_demands``; unroutable flows
+    (path ``None``) get 0.
+    """
+    links = routing_links(fabric, flows, paths)
+    dem = _demands(flows) * fabric.host_capacity if use_demands else None
+    r = water_fill(links, fabric.capacities, dem)
+    for i, p in enumerate(paths):
+        if p is None:
+            r[i] = 0.0
+    return r
+
+
+def _cmp_sorted(a: np.ndarray, b: np.ndarray) -> int:
+    a = np.sort(np.asarray(a, dtype=float))
+    b = np.sort(np.asarray(b, dtype=float))
+    if len(a) != len(b):
+        raise ValueError("leximin comparison needs rate vectors of equal length")
+    both_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
+    with np.errstate(invalid="ignore"):
+        diff = np.where(both_inf, 0.0, a - b)
+    scale = np.maximum(np.maximum(np.abs(np.where(np.isinf(a), 0, a)), np.abs(np.where(np.isinf(b), 0, b))), 1e-12)
+    differ = np.abs(diff) > REL_TOL * scale
+    if not differ.any():
+        return 0
+    i = int(np.argmax(differ))
+    return 1 if a[i] > b[i] else -1
+
+
+def leximin_compare(a, b) -> int:
+    """Flow-level leximin order of two rate vectors: 1 if ``a`` is better, -1 if ``b`` is, 0 if equal.
+
+    Both are sorted ascending and compared position by position (the worst flow first), with a relative
+    tolerance of 1e-9 for equality.
+    """
+    return _cmp_sorted(a, b)
+
+
+def job_rates(rates_vec, jobs) -> np.ndarray:
+    """Per-job rate (the job's slowest flow), jobs in order of first appearance; ``None`` = a job per flow."""
+    groups: dict = {}
+    out_keys = []
+    for i, j in enumerate(jobs):
+        k = ("_flow", i) if j is None else j
+        if k not in groups:
+            groups[k] = []
+            out_keys.append(k)
+        groups[k].append(i)
+    r = np.asarray(rates_vec, dtype=float)
+    return np.array([r[groups[k]].min() for k in out_keys])
+
+
+def job_leximin_compare(a, b, jobs) -> int:
+    """Job-first leximin: compare per-job rates (min over each job's flows) leximin, ties -> flow level."""
+    c = _cmp_sorted(job_rates(a, jobs), job_rates(b, jobs))
+    return c if c else _cmp_sorted(a, b)
+
+
+def compare(a, b, jobs=None, objective: str = "flow") -> int:
+    """Compare two rate vectors by ``objective`` ("flow" or "job")."""
+    if objective == "job":
+        if jobs is None:
+            raise ValueError("the job objective needs the jobs of the flows")
+        return job_leximin_compare(a, b, jobs)
+    if objective != "flow":
+        raise ValueError(f"unknown objective {objective!r} (flow or job)")
+    return leximin_compare(a, b)
+
+
+def link_loads(fabric, flows, paths) -> np.ndarray:
+    """Number of flows on every directed link (switch and NIC links)."""
+    links = routing_links(fabric, flows, paths)
+    flat = np.concatenate(links) if links else np.zeros(0, np.int64)
+    return np.bincount(flat, minlength=fabric.n_links)
+
+
+def report(fabric, flows, paths, jobs: dict | None = None, objective: str = "flow") -> dict:
+    """Everything one wants to know about a routing.
+
+    * ``max_link_load``: most flows on one directed fabric (switch-to-switch) link; ``max_nic_load`` the same
+      for host links (routing cannot change those).
+    * ``flows_sharing``: flows that share at least one fabric link with another flow.
+    * ``links_at_max``: fabric links carrying ``max_link_load`` flows.
+    * ``min_rate``, ``median_rate``, ``sum_rate``: max-min fair rates (capacity units);
+      ``ideal_sum_rate`` the sum on a non-blocking network (Hedera's NIC-limited estimator, times host
+      capacity) and ``fraction_of_ideal`` their ratio.
+    * ``jobs``: per job (``Flow.job``) its flows, slowest rate, the slowest rate it would get on a
+      non-blocking network, ``allreduce_relative`` = ideal / actual time of a ring All-Reduce (each of the
+      2(n-1) lock-stepped steps moves the same bytes over every ring edge, so the step time is set by the
+      slowest flow), and, when ``jobs[job]`` gives ``ring`` (n) and ``bytes`` (the all-reduced size) and
+      the fabric's capacity unit in bytes/s as ``capacity_Bps``, ``allreduce_time_s`` = 2(n-1) * bytes/n /
+      (slowest rate * capacity_Bps).
+    """
+    links = routing_links(fabric, flows, paths)
+    caps = fabric.capacities
+    dem = _demands(flows) * fabric.host_capacity
+    r = water_fill(links, caps, dem)
+    unroutable = [i for i, p in enumerate(paths) if p is None]
+    r[unroutable] = 0.0
+    n_sw = fabric.n_switch_links
+    flat = np.concatenate(links) if links else np.zeros(0, np.int64)
+    loads = np.bincount(flat, minlength=len(caps))
+    sw = loads[:n_sw]
+    max_load = int(sw.max()) if len(sw) else 0
+    shared_links = np.zeros(len(caps), dtype=bool)
+    shared_links[:n_sw] = sw >= 2
+    sharing = sum(1 for l in links if len(l) and shared_links[l].any())
+    ideal = estimate_demands(flows) * fabric.host_capacity
+    ideal = np.minimum(ideal, dem)
+    finite = np.isfinite(r)
+    out = {
+        "flows": len(flows),
+        "unroutable": len(unroutable),
+        "max_link_load": max_load,
+        "links_at_max": int((sw == max_load).sum()) if max_load else 0,
+        "max_nic_load": int(loads[n_sw:].max()) if len(loads) > n_sw else 0,
+        "flows_sharing": int(sharing),
+        "min_rate": float(r.min()) if len(r) else None,
+        "median_rate": float(np.median(r)) if len(r) else None,
+        "sum_rate": float(r[finite].sum()),
+        "ideal_sum_rate": float(ideal.sum()),
+        "fraction_of_ideal": float(r[finite].sum() / ideal.sum()) if ideal.sum() > 0 else None,
+        "objective": objective,
+    }
+    if any(f.job is not None for f in flows):
+        per_job: dict = {}
+        for i, f in enumerate(flows):
+            if f.job is not None:
+                per_job.setdefault(f.job, []).append(i)
+        jobs = jobs or {}
+        jout = {}
+        for job, idx in per_job.items():
+            slow = float(r[idx].min())
+            slow_ideal = float(ideal[idx].min())
+            entry = {
+                "flows": len(idx),
+                "min_rate": slow,
+                "ideal_min_rate": slow_ideal,
+                "allreduce_relative": (slow_ideal / slow) if slow > 0 else math.inf,
+            }
+            spec = jobs.get(job) or {}
+            if {"ring", "bytes", "capacity_Bps"} <= set(spec) and slow > 0:
+                n = int(spec["ring"])
+                entry["allreduce_time_s"] = 2 * (n - 1) * (float(spec["bytes"]) / n) / (slow * float(spec["capacity_Bps"]))
+            jout[job] = entry
+        out["jobs"] = jout
+    return out

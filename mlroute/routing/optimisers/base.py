@@ -1,0 +1,242 @@
+"""Shared machinery of the optimisers: the per-flow option table and the result type."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from mlroute.routing.fabric import Fabric
+from mlroute.routing.flow import Flow
+
+
+@dataclass
+class Routing:
+    """One path per flow, in input order (``None`` = no live path exists), plus optimiser info.
+
+    ``info`` always holds ``algo`` and ``objective``; optimisers add their own keys (``proved_optimal`` and
+    ``lower_bound`` for ``ilp``, ``lower_bound`` = ceil(Delta/S) for 2-tier fabrics, ...).
+    """
+
+    paths: list
+    info: dict = field(default_factory=dict)
+    choice: np.ndarray | None = field(default=None, repr=False)
+
+    def changed(self, previous: Sequence | None) -> list[int]:
+        """Indices of flows whose path differs from ``previous`` (what a controller must push)."""
+        if previous is None:
+            return list(range(len(self.paths)))
+        return [i for i, (p, q) in enumerate(zip(self.paths, previous)) if p is None or q is None or tuple(p) != tuple(q)]
+
+
+class Problem:
+    """Flows resolved against a fabric: leaves, candidate path sets, option choices and link loads.
+
+    A *choice* vector holds, per flow, the index of its path in its path set (-1: unroutable).
+    Link loads count flows per directed *switch* link; index ``dummy`` (= n_switch_links) pads link rows of
+    unequal length and is never loaded.
+    """
+
+    def __init__(self, fabric: Fabric, flows: Sequence[Flow]):
+        self.fabric = fabric
+        self.flows = list(flows)
+        n = len(self.flows)
+        lp = fabric.leaf_pos
+        hl, lt = fabric.hosts, fabric._leaf_of_tor
+        try:
+            src = [hl[f.src] if f.src_tor is None else lt(f.src_tor) for f in self.flows]
+            dst = [hl[f.dst] if f.dst_tor is None else lt(f.dst_tor) for f in self.flows]
+        except KeyError:  # unknown host: let the fabric raise its error for the first offender
+            src = [fabric.src_leaf(f) for f in self.flows]
+            dst = [fabric.dst_leaf(f) for f in self.flows]
+        self._src_leaves, self._dst_leaves = src, dst
+        self.src_pos = np.fromiter((lp[s] for s in src), dtype=np.int64, count=n)
+        self.dst_pos = np.fromiter((lp[d] for d in dst), dtype=np.int64, count=n)
+        cache: dict = {}
+        sets = []
+        for s, d in zip(src, dst):
+            ps = cache.get((s, d))
+            if ps is None:
+                ps = cache[(s, d)] = fabric.pathset(s, d)
+            sets.append(ps)
+        self.sets = sets
+        uniq: dict = {}
+        self.set_id = np.fromiter((uniq.setdefault(id(ps), len(uniq)) for ps in sets), dtype=np.int64, count=n)
+        self.unique_sets = list({id(ps): ps for ps in sets}.values())
+        self._table = None
+        self.n_opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=n)
+        self.hops = np.fromiter((ps.up.shape[1] for ps in sets), dtype=np.int64, count=n)
+        self.inter = np.flatnonzero((self.hops > 0) & (self.n_opts > 0))
+        self.unroutable = np.flatnonzero(self.n_opts == 0)
+        self.dummy = fabric.n_switch_links
+        self.K = int(2 * self.hops.max()) if n else 0
+
+    # ------------------------------------------------------------------ conversions
+    def initial_choice(self) -> np.ndarray:
+        c = np.zeros(len(self.flows), dtype=np.int64)
+        c[self.unroutable] = -1
+        return c
+
+    def paths(self, choice) -> list:
+        return [ps.path(int(c)) if c >= 0 else None for ps, c in zip(self.sets, choice)]
+
+    def choice_from_paths(self, paths) -> np.ndarray:
+        """Option index of each given path (-1 where the path is missing or no longer a candidate)."""
+        return np.array([ps.index_of(p) if p is not None else -1 for ps, p in zip(self.sets, paths)], dtype=np.int64)
+
+    def option_links(self, i: int) -> np.ndarray:
+        """(options, K) switch links of flow i's options, padded with ``dummy``."""
+        ps = self.sets[i]
+        cached = getattr(ps, "_padded", None)
+        if cached is not None and cached[0] == (self.dummy, self.K):
+            return cached[1]
+        lk = ps.links()
+        if lk.shape[1] < self.K:
+            lk = np.hstack((lk, np.full((len(lk), self.K - lk.shape[1]), self.dummy, dtype=np.int64)))
+        if lk.size <= 4096:
+            ps._padded = ((self.dummy, self.K), lk)
+        return lk
+
+    def option_table(self):
+        """(offsets, table): all options of all distinct path sets stacked, padded to K, or None if too big."""
+        if self._table is None:
+            total = sum(len(ps) for ps in self.unique_sets) * max(self.K, 1)
+            if total > 4_000_000:
+                self._table = (None, None)
+            else:
+                sizes = np.array([len(ps) for ps in self.unique_sets], dtype=np.int64)
+                offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+                rows = [_padded(ps, self.K, self.dummy) for ps in self.unique_sets]
+                table = np.vstack(rows) if rows else np.zeros((0, self.K), dtype=np.int64)
+                self._table = (offsets, table)
+        return self._table
+
+    def link_matrix(self, choice) -> np.ndarray:
+        """(flows, K) switch links of every flow's chosen path (dummy-padded; unroutable rows all dummy)."""
+        n = len(self.flows)
+        out = np.full((n, self.K), self.dummy, dtype=np.int64)
+        offsets, table = self.option_table()
+        if table is not None:
+            idx = self.inter
+            ch = np.asarray(choice)[idx]
+            ok = ch >= 0
+            out[idx[ok]] = table[offsets[self.set_id[idx[ok]]] + ch[ok]]
+            return out
+        for i in self.inter.tolist():
+            c = int(choice[i])
+            if c >= 0:
+                ps = self.sets[i]
+                h = ps.up.shape[1]
+                out[i, :h] = ps.up[c]
+                out[i, h:2 * h] = ps.down[c]
+        return out
+
+    def loads(self, choice=None, matrix=None) -> np.ndarray:
+        m = self.link_matrix(choice) if matrix is None else matrix
+        ld = np.bincount(m.ravel(), minlength=self.dummy + 1).astype(np.int64)
+        ld[self.dummy] = 0
+        return ld
+
+    @property
+    def nic(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source NIC up link, destination NIC down link) of every flow."""
+        if getattr(self, "_nic", None) is None:
+            fab = self.fabric
+            get = fab._nic.get
+            up = [get((f.src, s)) for f, s in zip(self.flows, self._src_leaves)]
+            dn = [get((f.dst, d)) for f, d in zip(self.flows, self._dst_leaves)]
+            if None in up or None in dn:  # hosts placed where the fabric did not know them: register
+                nl = fab.nic_links
+                pairs = [nl(f, s, d) for f, s, d in zip(self.flows, self._src_leaves, self._dst_leaves)]
+                up = [p[0] for p in pairs]
+                dn = [p[1] - 1 for p in pairs]
+            self._nic = (np.array(up, dtype=np.int64), np.array(dn, dtype=np.int64) + 1)
+        return self._nic
+
+    def rates(self, choice, matrix=None) -> np.ndarray:
+        """Max-min fair rates (NIC links included, demands respected) of a choice vector."""
+        from mlroute.routing.metric import water_fill
+
+        up, down = self.nic
+        m = self.link_matrix(choice) if matrix is None else matrix
+        caps = self.fabric.capacities
+        sentinel = len(caps)
+        full = np.empty((len(self.flows), m.shape[1] + 2), dtype=np.int64)
+        full[:, 0] = up
+        full[:, -1] = down
+        full[:, 1:-1] = np.where(m == self.dummy, sentinel, m)
+        caps = np.append(caps, np.inf)
+        dead = np.zeros(len(self.flows), dtype=bool)
+        dead[self.unroutable] = True
+        dead[self.inter[np.asarray(choice)[self.inter] < 0]] = True
+        dem = self.demands
+        if dead.any():  # unroutable flows take no capacity anywhere (NICs included) and get 0
+            dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
+            dem[dead] = 0.0
+            full[dead] = sentinel
+        r = water_fill(full, caps, dem)
+        return r
+
+    def ideal_rates(self) -> np.ndarray:
+        """Max-min fair rates with only the NIC links (a non-blocking fabric): no routing gives a flow more."""
+        from mlroute.routing.metric import water_fill
+
+        if getattr(self, "_ideal", None) is None:
+            up, down = self.nic
+            dem = self.demands
+            if len(self.unroutable):
+                dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
+                dem[self.unroutable] = 0.0
+            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, dem)
+        return self._ideal
+
+    @property
+    def demands(self) -> np.ndarray | None:
+        """Demands in capacity units (inf = unlimited), or None when no flow has one."""
+        if not hasattr(self, "_demands"):
+            d = [f.demand for f in self.flows]
+            self._demands = None if d.count(None) == len(d) else \
+                np.array([np.inf if x is None else float(x) for x in d]) * self.fabric.host_capacity
+        return self._demands
+
+    @property
+    def jobs(self) -> list:
+        return [f.job for f in self.flows]
+
+    def max_load(self, choice) -> int:
+        ld = self.loads(choice)
+        return int(ld.max()) if len(ld) else 0
+
+    def routing(self, choice, algo: str, objective: str = "flow", **info) -> Routing:
+        info = {"algo": algo, "objective": objective, **info}
+        return Routing(self.paths(choice), info, np.asarray(choice))
+
+    # ------------------------------------------------------------------ bounds
+    def degree_bound(self) -> int | None:
+        """ceil(Delta/S) on a uniform 2-tier fabric (None elsewhere): no routing has a lower max load."""
+        fab = self.fabric
+        if not fab.is_uniform_two_tier() or not len(self.inter):
+            return None if not fab.is_uniform_two_tier() else 0
+        s = len(fab.live_spines())
+        if s == 0:
+            return None
+        up = np.bincount(self.src_pos[self.inter], minlength=len(fab.leaves))
+        dn = np.bincount(self.dst_pos[self.inter], minlength=len(fab.leaves))
+        delta = int(max(up.max(), dn.max()))
+        return -(-delta // s)
+
+
+def _padded(ps, k: int, dummy: int) -> np.ndarray:
+    lk = ps.links()
+    if lk.shape[1] < k:
+        lk = np.hstack((lk, np.full((len(lk), k - lk.shape[1]), dummy, dtype=np.int64)))
+    return lk
+
+
+def stable_hash(flow: Flow, seed: int) -> int:
+    """A process-independent 64-bit hash of a flow (its ``key`` if set, else src, dst, job) and a seed."""
+    ident = flow.key if flow.key is not None else (flow.src, flow.dst, flow.src_tor, flow.dst_tor, flow.job)
+    h = hashlib.blake2b(repr((ident, seed)).encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "little")

@@ -1,0 +1,798 @@
+"""``mlroute``: the project's optimiser -- optimal max link load on 2-tier Clos, never worse than the greedy.
+
+1. **Construct** with the paper's greedy (:mod:`.greedy`), so the result starts where the paper ends.
+2. **Repair to the optimum on uniform 2-tier fabrics** (any number of failed spines), see
+   :func:`aligned_repair`: a proper Delta-edge-colouring of the ToR multigraph (Konig) with colour
+   c = layer * S + spine puts at most ceil(Delta/S) flows on every link -- the lower bound, since a ToR with
+   Delta flows has S live uplinks -- and the links at that load only on the same few spines for every ToR, so
+   overloaded uplinks and downlinks line up on the same flows.  The greedy's assignment seeds the colouring;
+   only flows that do not fit are inserted by alternating paths.  (:func:`equitable_repair`, which instead
+   balances every ToR on its own, is kept as an alternative: ``REPAIR = "equitable"``.)
+3. **Load-vector search** (:func:`local_search`, every fabric): move a flow from path P to path Q when
+   ``max over Q\\P of (load+1) < max over P\\Q of load`` (strictly lowers the sorted load vector, so it
+   terminates): fewer links at the maximum, then at the next levels.
+4. **Bottleneck search** (:func:`bottleneck_search`, uniform 2-tier): with the max load fixed, fewer flows
+   crossing a link at the max (the flows held at the lowest rate).
+5. **Polishing in the metric** (:func:`polish`, :func:`exhaustive_descent`): moves that the exact
+   water-filling says are leximin-better (flow- or job-level), slowest flows first; skipped where provably
+   useless (one flow per NIC, max load <= 2 on a uniform 2-tier fabric).
+6. **Verify** with the metric: the result is compared with the greedy's (leximin, per ``objective``) and the
+   better routing is returned -- so ``mlroute`` is never worse than ``greedy``, by construction.
+7. ``previous`` paths: on a uniform 2-tier fabric spines are interchangeable, so colours are relabelled to
+   maximise the flows that keep their spine (a linear assignment); then flows whose previous path is still a
+   candidate move back when that does not raise the sorted load vector, and the stabilised routing is kept
+   when the metric says it is at least as good.
+
+Steps 3-5 are anytime: ``time_limit`` seconds if given, else twice the construction time (20 ms to 2 s).
+``info`` reports what each step did and ``timing_ms`` per step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import networkx as nx
+import numpy as np
+
+from mlroute.routing.metric import compare
+from mlroute.routing.optimisers.base import Problem
+from mlroute.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
+from mlroute.routing.optimisers.greedy import greedy_choice
+
+#: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
+#: construction's own time, but at least MIN_SEARCH_BUDGET and at most MAX_SEARCH_BUDGET seconds: an anytime
+#: search that scales with the instance instead of a fixed wall-clock allowance.
+SEARCH_BUDGET_FACTOR = 2.0
+MIN_SEARCH_BUDGET = 0.02
+MAX_SEARCH_BUDGET = 2.0
+#: the polishing looks at the slowest levels of rates first, at most this many per round.
+MAX_LEVELS_PER_ROUND = 32
+#: exact evaluations the polishing may spend on moving a faster flow out of a slow flow's way (only on
+#: instances with at most HELPER_MAX_FLOWS inter-leaf flows: each evaluation is a full water-filling).
+HELPER_TRIES = 16
+HELPER_MAX_FLOWS = 400
+#: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
+EXHAUSTIVE_LIMIT = 600
+#: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
+REPAIR = "aligned"
+
+
+def _rank_within(keys: np.ndarray) -> np.ndarray:
+    """Rank of every element among the elements with the same key (input order)."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.empty(len(sk), dtype=bool)
+    if len(sk):
+        start[0] = True
+        start[1:] = sk[1:] != sk[:-1]
+    grp_start = np.maximum.accumulate(np.where(start, np.arange(len(sk)), 0))
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[order] = np.arange(len(sk)) - grp_start
+    return ranks
+
+
+def _inter_tor_flows(prob: Problem, choice: np.ndarray):
+    """What both 2-tier repairs colour: (flow indices, live spines S, ToRs, source ToR, destination ToR, current
+    spine) of the inter-ToR flows; None when there is nothing to repair (no such flow or no live spine)."""
+    idx = prob.inter
+    s = len(prob.fabric.live_spines())
+    if not len(idx) or s == 0:
+        return None
+    return idx, s, len(prob.fabric.leaves), prob.src_pos[idx], prob.dst_pos[idx], choice[idx]
+
+
+def equitable_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
+    """Make a uniform 2-tier choice per-ToR equitable (see module doc). Returns (choice, flows reinserted)."""
+    inter = _inter_tor_flows(prob, choice)
+    if inter is None:
+        return choice, 0
+    idx, s, nl, u, v, c = inter
+    du = np.bincount(u, minlength=nl)
+    dv = np.bincount(v, minlength=nl)
+    lu, lv = -(-du // s), -(-dv // s)
+    ru, rv = _rank_within(u * s + c), _rank_within(v * s + c)
+    keep = (ru < lu[u]) & (rv < lv[v])
+    if keep.all():
+        return choice, 0
+    ubase = np.concatenate(([0], np.cumsum(lu)[:-1]))
+    vbase = np.concatenate(([0], np.cumsum(lv)[:-1]))
+    col = BipartiteColouring(int(lu.sum()), int(lv.sum()), s)
+    edge_flow = []
+    for j in np.flatnonzero(keep).tolist():
+        col.add_edge(int(ubase[u[j]] + ru[j]), int(vbase[v[j]] + rv[j]), int(c[j]))
+        edge_flow.append(j)
+    moved = np.flatnonzero(~keep).tolist()
+    for j in moved:
+        x0, y0 = int(ubase[u[j]]), int(vbase[v[j]])
+        x = max(range(x0, x0 + int(lu[u[j]])), key=col.free_count_left)
+        y = max(range(y0, y0 + int(lv[v[j]])), key=col.free_count_right)
+        col.colour_edge(col.add_edge(x, y))
+        edge_flow.append(j)
+    out = choice.copy()
+    out[idx[np.array(edge_flow)]] = np.array(col.colour, dtype=np.int64)
+    return out, len(moved)
+
+
+def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray, dummy: int):
+    """Move evaluation for one or many flows.
+
+    opts: (..., P, K) option links, cur: (..., K) current links.  Returns (gain, newmax) of shape (..., P):
+    gain = max over P\\Q of load - max over Q\\P of (load + 1); a move is improving iff gain > 0.
+    """
+    if disjoint:  # options share no link with each other (2-tier, intra-pod): Q\\P = Q, P\\Q = P
+        newmax = loads[opts].max(-1) + 1
+        gain = loads[cur].max(-1)[..., None] - newmax
+        return gain, newmax
+    sharedq = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1) | (opts == dummy)
+    newmax = np.where(sharedq, -1, loads[opts] + 1).max(-1)
+    cur_in_q = (cur[..., None, :, None] == opts[..., :, None, :]).any(-1) | (cur == dummy)[..., None, :]
+    oldmax = np.where(cur_in_q, -1, loads[cur][..., None, :]).max(-1)
+    gain = oldmax - newmax
+    return gain, newmax
+
+
+def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """Which candidate flows have an improving move right now (vectorised over flows with equal option counts)."""
+    sidx = prob.fabric.spine_link_index()
+    if sidx is not None:  # uniform 2-tier: option c of every inter-ToR flow is live spine c
+        up, dn = sidx
+        u, v = prob.src_pos[cand], prob.dst_pos[cand]
+        lu, ld = loads[up], loads[dn]  # (leaves, S)
+        curmax = loads[mat[cand]].max(1)
+        best = np.maximum(lu[u], ld[v]).min(1) + 1  # the current option cannot win: its max is curmax
+        return best < curmax
+    chunks = _option_chunks(prob, cand)
+    if chunks is None:
+        return np.ones(len(cand), dtype=bool)
+    out = np.zeros(len(cand), dtype=bool)
+    for part, fl, opts in chunks:
+        gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy)
+        gain[np.arange(len(fl)), choice[fl]] = -1
+        out[part] = (gain > 0).any(1)
+    return out
+
+
+def _option_chunks(prob: Problem, flows: np.ndarray):
+    """Iterate (positions in ``flows``, flow ids, their options as an (m, P, K) link array) in memory-bounded
+    chunks of flows with the same number of options P; None when the option table is too big to stack."""
+    offsets, table = prob.option_table()
+    if table is None:
+        return None
+
+    def chunks():
+        nopt = prob.n_opts[flows]
+        for p in np.unique(nopt).tolist():
+            sel = np.flatnonzero(nopt == p)
+            step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
+            for lo in range(0, len(sel), step):
+                part = sel[lo:lo + step]
+                fl = flows[part]
+                yield part, fl, table[offsets[prob.set_id[fl]][:, None] + np.arange(p)[None, :]]
+
+    return chunks()
+
+
+def aligned_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int]:
+    """Repair a uniform 2-tier choice to the optimum ceil(Delta/S) with the overloads aligned (module doc).
+
+    Colours 0..Delta-1, colour c = layer * S + spine: a proper Delta-edge-colouring of the ToR multigraph
+    (Konig) puts at most ceil(Delta/S) flows on a link, and links at that load only on spines below
+    r = Delta - S (ceil(Delta/S) - 1) -- the same spines for every ToR, so a flow on an overloaded uplink
+    tends to be on an overloaded downlink too, and fewer flows share the bottleneck.  The greedy's choice
+    seeds the colouring: a flow keeps its spine with layer = its rank among the flows of its (ToR, spine)
+    uplink when that is also its rank on the downlink; only the others are inserted by alternating paths
+    (their own spine's layers first).  Returns (choice, flows reinserted).
+    """
+    inter = _inter_tor_flows(prob, choice)
+    if inter is None:
+        return choice, 0
+    idx, s, nl, u, v, c = inter
+    delta = int(max(np.bincount(u, minlength=nl).max(), np.bincount(v, minlength=nl).max()))
+    ru, rv = _rank_within(u * s + c), _rank_within(v * s + c)
+    colour = ru * s + c
+    keep = (ru == rv) & (colour < delta)
+    if keep.all():
+        return choice, 0
+    col = BipartiteColouring(nl, nl, delta)
+    edge_flow = []
+    for j in np.flatnonzero(keep).tolist():
+        col.add_edge(int(u[j]), int(v[j]), int(colour[j]))
+        edge_flow.append(j)
+    moved = np.flatnonzero(~keep).tolist()
+    for j in moved:
+        own = int(c[j])
+        col.colour_edge(col.add_edge(int(u[j]), int(v[j])), prefer=range(own, delta, s))
+        edge_flow.append(j)
+    out = choice.copy()
+    out[idx[np.array(edge_flow)]] = np.array(col.colour, dtype=np.int64) % s
+    return out, len(moved)
+
+
+def fattree_colouring(prob: Problem) -> np.ndarray | None:
+    """A k-ary fat-tree without failures is a Clos of Closes: colour it level by level.
+
+    Level 1: every inter-leaf flow picks its aggregation index a (k/2 choices) by an equitable colouring of the
+    edge-switch multigraph, so each edge switch's k/2 uplinks (and downlinks) carry at most ceil(d/(k/2)) of
+    its d flows -- optimal for those links.  Level 2: for each a, every inter-pod flow through aggregation
+    index a picks its core (a, j) by an equitable colouring of the pod multigraph of those flows, so each
+    aggregation-to-core link is as balanced as the level-1 split allows.  Returns a choice vector, or None when
+    the fabric is not an intact generated fat-tree.
+    """
+    fab = prob.fabric
+    if fab.failed_nodes or fab.failed_links or not len(prob.inter):
+        return None
+    if fab.kind == "graph":
+        return _learned_fattree_colouring(prob)
+    if fab.kind != "fattree":
+        return None
+    half = fab.k // 2
+    idx = prob.inter
+    src, dst = prob.src_pos[idx], prob.dst_pos[idx]
+    pod_s, pod_d = src // half, dst // half
+    nopt = prob.n_opts[idx]
+    intra_pod = pod_s == pod_d
+    if not (np.all(nopt[intra_pod] == half) and np.all(nopt[~intra_pod] == half * half)):
+        return None
+    agg = equitable_colouring(src, dst, half)
+    choice = prob.initial_choice()
+    # options are in node order: aggregation switches of the pod (intra-pod), cores core0.. (inter-pod),
+    # core c = a * half + j sits above aggregation index a
+    choice[idx[intra_pod]] = agg[intra_pod]
+    inter = np.flatnonzero(~intra_pod)
+    for a in range(half):
+        sel = inter[agg[inter] == a]
+        if len(sel):
+            j = equitable_colouring(pod_s[sel], pod_d[sel], half)
+            choice[idx[sel]] = a * half + j
+    return choice
+
+
+def fattree_structure(fab):
+    """Recognise an intact k-ary fat-tree in a learned graph (arbitrary switch ids), or return None.
+
+    Pods are the components left when the cores are removed; an aggregation switch's *index* is the set of
+    cores it reaches (the same set for aggregation index a in every pod); a core's index within its set is its
+    rank in node order. Returns (pod of each leaf, {(pod, a): aggregation switch}, {(a, j): core}, k/2).
+    """
+    g = fab.graph
+    rank = fab.rank
+    if fab.n_tiers != 3:
+        return None
+    leaves = fab.leaves
+    aggs = [n for n in fab.node_list if rank[n] == 1]
+    cores = [n for n in fab.node_list if rank[n] == 2]
+    pods = [c for c in nx.connected_components(g.subgraph(leaves + aggs))]
+    k = len(pods)
+    half = k // 2
+    if k < 2 or k % 2 or len(cores) != half * half:
+        return None
+    pos = fab.node_pos
+    pod_of, agg_of, core_of = {}, {}, {}
+    groups = sorted({frozenset(g.neighbors(a)) & set(cores) for a in aggs}, key=lambda s: min(pos[c] for c in s))
+    if len(groups) != half or any(len(grp) != half for grp in groups) or len(set().union(*groups)) != len(cores):
+        return None
+    group_index = {grp: i for i, grp in enumerate(groups)}
+    for p, members in enumerate(sorted(pods, key=lambda m: min(pos[n] for n in m))):
+        p_leaves = [n for n in members if rank[n] == 0]
+        p_aggs = [n for n in members if rank[n] == 1]
+        if len(p_leaves) != half or len(p_aggs) != half:
+            return None
+        for leaf in p_leaves:
+            if set(g.neighbors(leaf)) != set(p_aggs):
+                return None
+            pod_of[leaf] = p
+        for a in p_aggs:
+            idx = group_index.get(frozenset(g.neighbors(a)) & set(cores))
+            if idx is None or (p, idx) in agg_of:
+                return None
+            agg_of[(p, idx)] = a
+    for a, grp in enumerate(groups):
+        for j, core in enumerate(sorted(grp, key=pos.get)):
+            core_of[(a, j)] = core
+    return pod_of, agg_of, core_of, half
+
+
+def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
+    """``fattree_colouring`` for a fat-tree learned by the controller (switch ids are DPIDs, in any order)."""
+    fab = prob.fabric
+    structure = fattree_structure(fab)
+    if structure is None:
+        return None
+    pod_of, agg_of, core_of, half = structure
+    idx = prob.inter
+    src_leaves = [prob._src_leaves[i] for i in idx.tolist()]
+    dst_leaves = [prob._dst_leaves[i] for i in idx.tolist()]
+    src = np.array([fab.leaf_pos[x] for x in src_leaves], dtype=np.int64)
+    dst = np.array([fab.leaf_pos[x] for x in dst_leaves], dtype=np.int64)
+    pod_s = np.array([pod_of[x] for x in src_leaves], dtype=np.int64)
+    pod_d = np.array([pod_of[x] for x in dst_leaves], dtype=np.int64)
+    agg = equitable_colouring(src, dst, half)
+    core_j = np.zeros(len(idx), dtype=np.int64)
+    inter_pod = np.flatnonzero(pod_s != pod_d)
+    for a in range(half):
+        sel = inter_pod[agg[inter_pod] == a]
+        if len(sel):
+            core_j[sel] = equitable_colouring(pod_s[sel], pod_d[sel], half)
+    choice = prob.initial_choice()
+    for n, i in enumerate(idx.tolist()):
+        s, d, a = src_leaves[n], dst_leaves[n], int(agg[n])
+        if pod_s[n] == pod_d[n]:
+            path = (s, agg_of[(pod_s[n], a)], d)
+        else:
+            path = (s, agg_of[(pod_s[n], a)], core_of[(a, int(core_j[n]))], agg_of[(pod_d[n], a)], d)
+        q = prob.sets[i].index_of(path)
+        if q < 0:
+            return None
+        choice[i] = q
+    return choice
+
+
+def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective):
+    """(choice, link matrix, rates) with flow ``i`` moved to option ``q``, if that keeps the max-load cap and is
+    strictly better in the metric; else None."""
+    trial = choice.copy()
+    trial[i] = q
+    tmat = mat.copy()
+    tmat[i] = opts[q]
+    if _over_cap(prob, tmat, cap):
+        return None
+    r2 = prob.rates(trial, matrix=tmat)
+    return (trial, tmat, r2) if compare(r2, rates, jobs, objective) > 0 else None
+
+
+def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
+    """Load-vector descent (see module doc); returns (choice, moves)."""
+    choice = choice.copy()
+    if not len(prob.inter):
+        return choice, 0
+    mat = prob.link_matrix(choice)
+    loads = prob.loads(matrix=mat)
+    dummy = prob.dummy
+    movable = prob.inter[prob.n_opts[prob.inter] > 1]
+    if not len(movable):
+        return choice, 0
+    moves = 0
+    while time.perf_counter() < deadline:
+        flmax = loads[mat[movable]].max(1)
+        cand = movable[flmax >= 2]
+        if not len(cand):
+            break
+        cmax = flmax[flmax >= 2]
+        ok = _screen(prob, cand, mat, loads, choice)
+        todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
+        moved_round = 0
+        for n_seen, i in enumerate(todo.tolist()):
+            cur = mat[i]
+            opts = prob.option_links(i)
+            gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy)
+            gain[choice[i]] = -1
+            q = int(np.lexsort((newmax, -gain))[0])
+            if gain[q] > 0:
+                loads[cur] -= 1
+                loads[opts[q]] += 1
+                loads[dummy] = 0
+                mat[i] = opts[q]
+                choice[i] = q
+                moved_round += 1
+            if n_seen & 31 == 31 and time.perf_counter() >= deadline:
+                break
+        moves += moved_round
+        if not moved_round:
+            break
+    return choice, moves
+
+
+def _share_scores(opts, cur, free, n_ge, dummy):
+    """(m, P) share each option would offer (see :func:`polish`); opts (m, P, K), cur (m, K)."""
+    shared = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1)
+    f = free[opts]
+    n = n_ge[opts]
+    share = np.where(shared, f / np.maximum(n, 1), f / (n + 1))
+    share = np.where(opts == dummy, np.inf, share)
+    return share.min(-1)
+
+
+def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
+    """Flows among ``at`` with some other option scoring above ``lam`` (vectorised when possible)."""
+    sidx = prob.fabric.spine_link_index()
+    if sidx is not None:  # uniform 2-tier: options are the live spines, disjoint from each other
+        up, dn = sidx
+        su = free[up] / (n_ge[up] + 1)
+        sd = free[dn] / (n_ge[dn] + 1)
+        score = np.minimum(su[prob.src_pos[at]], sd[prob.dst_pos[at]])
+        score[np.arange(len(at)), choice[at]] = -np.inf
+        return (score > lam * (1 + 1e-9)).any(1)
+    chunks = _option_chunks(prob, at)
+    if chunks is None:
+        return np.ones(len(at), dtype=bool)
+    out = np.zeros(len(at), dtype=bool)
+    for part, fl, opts in chunks:
+        score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy)
+        score[np.arange(len(fl)), choice[fl]] = -np.inf
+        out[part] = (score > lam * (1 + 1e-9)).any(1)
+    return out
+
+
+def _over_cap(prob: Problem, tmat: np.ndarray, cap: int | None) -> bool:
+    """True if a trial routing puts more than ``cap`` flows on some fabric link."""
+    if cap is None:
+        return False
+    ld = np.bincount(tmat.ravel(), minlength=prob.dummy + 1)
+    ld[prob.dummy] = 0
+    return int(ld.max()) > cap
+
+
+def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
+           objective: str = "flow", mat: np.ndarray | None = None, cap: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Rate-aware descent in the metric itself (leximin over max-min fair rates).
+
+    Flows below their non-blocking (NIC-limited) rate are taken slowest first.  For a flow at rate x, every
+    candidate path is scored by the share it would offer: on each link it would newly cross,
+    (capacity - rate of the link's flows slower than x) / (1 + its flows at x or faster); on links it keeps,
+    the same without the +1.  Paths scoring above x are tried best first and a move is kept only if the exact
+    water-filling of the whole routing is leximin-better (flow- or job-level) and no fabric link then carries
+    more than ``cap`` flows (mlroute passes the max link load reached so far: the metric may prefer piling
+    NIC-limited flows onto one link, which would give up the optimal max link load).
+    Returns (choice, rates, moves).
+    """
+    choice = choice.copy()
+    if not len(prob.inter):
+        return choice, rates, 0
+    mat = prob.link_matrix(choice) if mat is None else mat.copy()
+    caps = np.append(prob.fabric.capacities[: prob.dummy], np.inf)
+    ideal = prob.ideal_rates()
+    movable = np.zeros(len(prob.flows), dtype=bool)
+    movable[prob.inter[prob.n_opts[prob.inter] > 1]] = True
+    dummy = prob.dummy
+    moves = 0
+    tried: set = set()
+    helpers_left = HELPER_TRIES
+    while time.perf_counter() < deadline:
+        slow = np.flatnonzero(movable & (rates < ideal * (1 - 1e-9)))
+        if not len(slow):
+            break
+        improved = False
+        levels = np.unique(np.round(rates[slow], 12))[:MAX_LEVELS_PER_ROUND]
+        for lam in levels.tolist():
+            if time.perf_counter() >= deadline:
+                break
+            at = slow[np.abs(rates[slow] - lam) <= 1e-9 * max(lam, 1e-12)]
+            flat = mat.ravel()
+            rr = np.repeat(rates, mat.shape[1])
+            below = np.bincount(flat, weights=np.where(rr < lam * (1 - 1e-9), rr, 0.0), minlength=dummy + 1)
+            n_ge = np.bincount(flat, weights=(rr >= lam * (1 - 1e-9)).astype(float), minlength=dummy + 1)
+            free = caps - below
+            promising = _promising(prob, at, mat, choice, free, n_ge, lam)
+            for i in at[promising].tolist():
+                if time.perf_counter() >= deadline:
+                    break
+                score = _share_scores(prob.option_links(i)[None], mat[i][None], free, n_ge, dummy)[0]
+                score[choice[i]] = -np.inf
+                opts = prob.option_links(i)
+                for q in np.argsort(-score, kind="stable").tolist():
+                    if score[q] <= lam * (1 + 1e-9):
+                        break
+                    key = (i, q, int(choice[i]))
+                    if key in tried:
+                        continue
+                    tried.add(key)
+                    better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
+                    if better is not None:
+                        choice, mat, rates = better
+                        moves += 1
+                        improved = True
+                        break
+                if improved:
+                    break
+            if improved:
+                break
+            if helpers_left > 0 and len(prob.inter) <= HELPER_MAX_FLOWS:
+                # no slow flow at this level can move: try moving a faster flow off a saturated fabric link of a
+                # slow one, onto a path where it fits without taking anything from anyone
+                link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
+                sat = link_sum >= caps * (1 - 1e-9)
+                sat[dummy] = False
+                for i in at.tolist():
+                    if improved or helpers_left <= 0 or time.perf_counter() >= deadline:
+                        break
+                    for l in mat[i][sat[mat[i]]].tolist():
+                        if improved or helpers_left <= 0:
+                            break
+                        users = np.flatnonzero((mat == l).any(1) & movable & (rates > lam * (1 + 1e-9)))
+                        for g in users.tolist():
+                            gopts = prob.option_links(g)
+                            fits = ((link_sum[gopts] + rates[g] <= caps[gopts] * (1 + 1e-9)) | (gopts == dummy)
+                                    | (gopts == mat[g][None, :].repeat(1, 0)[:, :gopts.shape[1]])).all(1)
+                            fits[choice[g]] = False
+                            for q in np.flatnonzero(fits).tolist():
+                                key = ("h", g, q, int(choice[g]))
+                                if key in tried:
+                                    continue
+                                tried.add(key)
+                                helpers_left -= 1
+                                trial = choice.copy()
+                                trial[g] = q
+                                tmat = mat.copy()
+                                tmat[g] = gopts[q]
+                                if _over_cap(prob, tmat, cap):
+                                    continue
+                                r2 = prob.rates(trial, matrix=tmat)
+                                if compare(r2, rates, jobs, objective) > 0:
+                                    choice, mat, rates = trial, tmat, r2
+                                    moves += 1
+                                    improved = True
+                                break  # one option per helper flow
+                            if improved or helpers_left <= 0:
+                                break
+                if improved:
+                    break
+        if not improved:
+            break
+    return choice, rates, moves
+
+
+def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
+    """Uniform 2-tier: fewer flows at the bottleneck with the max link load M unchanged.
+
+    A flow is *hot* if it crosses a link carrying M flows (with equal capacities and no slower NIC, exactly
+    the flows that get the lowest rate c/M).  Moving a hot flow to another spine (never above M) frees the
+    flows that were hot only through the link it leaves and heats the cold flows of a link it brings to M.
+    Candidates are screened for all hot flows at once with per-link counts (flows hot only through that link,
+    cold flows), then each is checked exactly on the four links involved and applied only if the number of
+    hot flows strictly drops.  Returns (choice, moves).
+    """
+    sidx = prob.fabric.spine_link_index()
+    idx = prob.inter
+    if sidx is None or not len(idx):
+        return choice, 0
+    choice = choice.copy()
+    up_i, dn_i = sidx
+    u, v = prob.src_pos[idx], prob.dst_pos[idx]
+    nlinks = prob.dummy + 1
+    moves = 0
+    members: dict | None = None
+    while time.perf_counter() < deadline:
+        c = choice[idx]
+        a, b = up_i[u, c], dn_i[v, c]  # each inter flow's uplink and downlink
+        loads = np.bincount(np.concatenate((a, b)), minlength=nlinks)
+        m = int(loads.max())
+        if m < 2:
+            break
+        hot_a, hot_b = loads[a] == m, loads[b] == m
+        hot = hot_a | hot_b
+        # flows hot only through one link: freed when that link drops to m-1
+        only = np.bincount(np.concatenate((a[hot_a & ~hot_b], b[hot_b & ~hot_a])), minlength=nlinks)
+        cold = np.bincount(np.concatenate((a[~hot], b[~hot])), minlength=nlinks)
+        hj = np.flatnonzero(hot)
+        if not len(hj):
+            break
+        # gain of moving j: flows freed from its hot links (other than j itself)
+        gain = np.where(hot_a[hj], only[a[hj]] - (hot_a[hj] & ~hot_b[hj]), 0) + \
+            np.where(hot_b[hj], only[b[hj]] - (hot_b[hj] & ~hot_a[hj]), 0)
+        keep = gain > 0  # a move must free someone (its cost, the cold flows it heats, is >= 0)
+        hj, gain = hj[keep], gain[keep]
+        if not len(hj):
+            break
+        lu, ld = loads[up_i[u[hj]]], loads[dn_i[v[hj]]]  # (h, S)
+        cost = np.where(lu == m - 1, cold[up_i[u[hj]]], 0) + np.where(ld == m - 1, cold[dn_i[v[hj]]], 0)
+        ok = (lu < m) & (ld < m)
+        ok[np.arange(len(hj)), c[hj]] = False
+        promising = ok & (cost < gain[:, None])
+        rows = np.flatnonzero(promising.any(1))
+        if not len(rows):
+            break
+        if members is None:
+            members = {}
+        members.clear()
+        for j, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+            members.setdefault(x, []).append(j)
+            members.setdefault(y, []).append(j)
+        ld_list = loads.tolist()
+        aa, bb = a.tolist(), b.tolist()
+        moved = 0
+        for row in rows.tolist():
+            j = int(hj[row])
+            for t in np.flatnonzero(promising[row]).tolist():
+                na, nb = int(up_i[u[j], t]), int(dn_i[v[j], t])
+                if ld_list[na] + 1 > m or ld_list[nb] + 1 > m or aa[j] == na:
+                    continue
+                oa, ob = aa[j], bb[j]
+                affected = set(members.get(oa, ())) | set(members.get(ob, ())) | \
+                    set(members.get(na, ())) | set(members.get(nb, ())) | {j}
+
+                def hot_count(ld_):
+                    return sum(1 for g in affected if ld_[aa[g]] == m or ld_[bb[g]] == m)
+
+                before = hot_count(ld_list)
+                ld_list[oa] -= 1
+                ld_list[ob] -= 1
+                ld_list[na] += 1
+                ld_list[nb] += 1
+                aa[j], bb[j] = na, nb
+                after = hot_count(ld_list)
+                if after < before:
+                    members[oa].remove(j)
+                    members[ob].remove(j)
+                    members.setdefault(na, []).append(j)
+                    members.setdefault(nb, []).append(j)
+                    choice[idx[j]] = t
+                    moved += 1
+                    break
+                ld_list[oa] += 1
+                ld_list[ob] += 1
+                ld_list[na] -= 1
+                ld_list[nb] -= 1
+                aa[j], bb[j] = oa, ob
+            if time.perf_counter() >= deadline:
+                break
+        moves += moved
+        if not moved:
+            break
+    return choice, moves
+
+
+def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
+                       objective: str = "flow", cap: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Small instances: try every single-flow move (slowest flows first) with the exact metric, take the first
+    that is leximin-better, repeat until none is (a local optimum of the metric) or time runs out."""
+    movable = prob.inter[prob.n_opts[prob.inter] > 1]
+    mat = prob.link_matrix(choice)
+    choice = choice.copy()
+    moves = 0
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        for i in movable[np.argsort(rates[movable], kind="stable")].tolist():
+            opts = prob.option_links(i)
+            for q in range(len(opts)):
+                if q == choice[i]:
+                    continue
+                better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
+                if better is not None:
+                    choice, mat, rates = better
+                    moves += 1
+                    improved = True
+                    break
+            if improved or time.perf_counter() >= deadline:
+                break
+    return choice, rates, moves
+
+
+def _relabel_to_previous(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    from scipy.optimize import linear_sum_assignment
+
+    s = len(prob.fabric.live_spines())
+    idx = prob.inter[prev[prob.inter] >= 0]
+    if not len(idx) or s < 2:
+        return choice
+    w = np.zeros((s, s))
+    np.add.at(w, (choice[idx], prev[idx]), 1)
+    rows, cols = linear_sum_assignment(w, maximize=True)
+    perm = np.arange(s)
+    perm[rows] = cols
+    out = choice.copy()
+    out[prob.inter] = perm[choice[prob.inter]]
+    return out
+
+
+def _stabilise(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    choice = choice.copy()
+    mat = prob.link_matrix(choice)
+    loads = prob.loads(matrix=mat)
+    dummy = prob.dummy
+    for i in prob.inter.tolist():
+        p = int(prev[i])
+        if p < 0 or p == choice[i]:
+            continue
+        cur = mat[i]
+        new = prob.option_links(i)[p]
+        add = ~np.isin(new, cur) & (new != dummy)
+        rem = ~np.isin(cur, new) & (cur != dummy)
+        new_max = int((loads[new[add]] + 1).max()) if add.any() else -1
+        old_max = int(loads[cur[rem]].max()) if rem.any() else -1
+        if new_max <= old_max:
+            loads[cur] -= 1
+            loads[new] += 1
+            loads[dummy] = 0
+            mat[i] = new
+            choice[i] = p
+    return choice
+
+
+def _one_flow_per_nic(prob: Problem) -> bool:
+    srcs = [f.src for f in prob.flows]
+    dsts = [f.dst for f in prob.flows]
+    return len(set(srcs)) == len(srcs) and len(set(dsts)) == len(dsts)
+
+
+def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
+    start = time.perf_counter()
+    timing: dict = {}
+    mark = [start]
+
+    def lap(name):
+        now = time.perf_counter()
+        timing[name] = round((now - mark[0]) * 1e3, 3)
+        mark[0] = now
+
+    prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
+    lap("problem")
+    g_choice, g_loads = greedy_choice(prob)
+    choice = g_choice
+    info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
+    lap("greedy")
+    now = time.perf_counter()
+    budget = float(time_limit) if time_limit is not None else \
+        min(MAX_SEARCH_BUDGET, max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)))
+    deadline = now + budget
+    bound = prob.degree_bound()
+    prev = None
+    if previous is not None:
+        prev = prob.choice_from_paths(previous)
+    uniform = bound is not None
+    tree = fattree_colouring(prob) if not uniform else None
+    if tree is not None:
+        choice = tree
+        info["construction"] = "fat-tree colouring"
+        lap("colouring")
+    if uniform:
+        choice, reinserted = (aligned_repair if REPAIR == "aligned" else equitable_repair)(prob, choice)
+        info["lower_bound"] = bound
+        info["repaired_flows"] = reinserted
+        if prev is not None:
+            choice = _relabel_to_previous(prob, choice, prev)
+        lap("repair")
+    choice, moves = local_search(prob, choice, deadline)
+    info["search_moves"] = moves
+    if uniform:
+        choice, bmoves = bottleneck_search(prob, choice, deadline)
+        info["bottleneck_moves"] = bmoves
+        if bmoves:  # leave no load-vector move behind (the polishing skip rule relies on it)
+            choice, more = local_search(prob, choice, deadline)
+            info["search_moves"] += more
+    lap("search")
+    jobs = prob.jobs if objective == "job" else None
+    r_new = None
+    mat = prob.link_matrix(choice)
+    loads = prob.loads(matrix=mat)
+    if uniform and prob.demands is None and loads.max(initial=0) <= 2 and _one_flow_per_nic(prob):
+        # Provably nothing for the polishing to find: every NIC carries one flow, so rates are c/2 on the links
+        # with two flows and c elsewhere; a flow at c/2 sits on a link of a ToR with more flows than spines,
+        # all of whose links carry a flow at >= c/2, so no other spine offers it more than c/2.
+        info["polish_skipped"] = True
+        if prev is not None or not np.array_equal(choice, g_choice):
+            r_new = prob.rates(choice, matrix=mat)
+    elif (prob.demands is not None or loads.max(initial=0) > 1) and time.perf_counter() < deadline:
+        # some fabric link is shared: the metric may still improve beyond the load vector
+        r_new = prob.rates(choice, matrix=mat)
+        cap = int(loads.max(initial=0))
+        choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat, cap=cap)
+        if int(prob.n_opts[prob.inter].sum()) <= EXHAUSTIVE_LIMIT:
+            choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective, cap=cap)
+            pm += em
+        info["polish_moves"] = pm
+        if pm:
+            mat = prob.link_matrix(choice)
+            loads = prob.loads(matrix=mat)
+        lap("polish")
+    elif prev is not None or not np.array_equal(choice, g_choice):
+        r_new = prob.rates(choice, matrix=mat)
+    if prev is not None:
+        stable = _stabilise(prob, choice, prev)
+        if not np.array_equal(stable, choice):
+            r_stable = prob.rates(stable)
+            if compare(r_stable, r_new, jobs, objective) >= 0:
+                choice, r_new = stable, r_stable
+                loads = prob.loads(choice)
+        lap("stabilise")
+    if not np.array_equal(choice, g_choice):
+        r_greedy = prob.rates(g_choice)
+        if compare(r_new, r_greedy, jobs, objective) < 0:
+            choice = g_choice
+            loads = g_loads
+            info["kept_greedy"] = True
+        lap("verify")
+    info["max_link_load"] = int(loads.max()) if len(loads) else 0
+    info["timing_ms"] = timing
+    return prob.routing(choice, "mlroute", objective, **info)

@@ -1,0 +1,666 @@
+"""Event-driven, flow-level simulation of ML training jobs on a routed fabric.
+
+Model (docs/simulation.md has the long version)
+-----------------------------------------------
+* Every send of every ring (all-reduce) or chain (pipeline) of every job is a *flow slot*. A slot is active while
+  its current transfer runs; active flows share links max-min fairly, computed by the routing core's
+  water-filling (:func:`mlroute.routing.metric.water_fill`) over the links of their current paths. Rates are
+  recomputed whenever the set of active flows or the routing changes, and only then: between two events every
+  rate is constant, so the next event is the earliest of the next flow completion and the next timed event.
+* A job starts at ``start_s``. Iteration ``i`` is a compute phase of ``compute_s`` seconds, then the
+  communication phase. All-reduce: each ring does ``2 (n - 1)`` lock-stepped steps; in a step every edge of the
+  ring sends ``step_bytes``; the ring's next step starts when its slowest edge has finished; rings of a job run
+  independently of each other. Pipeline: each chain sends stage 0 -> 1, then 1 -> 2, ... (one send at a time).
+  The iteration's communication (All-Reduce) time is from the end of the compute phase to the end of the job's
+  last ring; the next iteration's compute phase starts then.
+* Controller: ``mode="iteration"`` (forward-looking, PAPER.md) recomputes the routing of all flows of all
+  running jobs at the start of every job iteration, i.e. at the start of its compute phase; ``mode="period"``
+  recomputes every ``period_s`` seconds (from 0); in that mode a job whose flows start before the first
+  recomputation that sees them uses ECMP (the switches' default forwarding) meanwhile. A new routing takes effect
+  at once, for in-flight flows too (the optimiser's wall-clock runtime is recorded, not simulated, so runs are
+  deterministic). Failures (spines or links) at a time ``t`` trigger an immediate recomputation.
+* Completions that fall within ``1e-12`` relative time of each other are processed as one event (lock-stepped
+  rings of symmetric jobs end together, and this keeps the event count low).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import heapq
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from mlroute.workloads.jobs import Job, jobs_to_flows
+
+MODES = ("iteration", "period")
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot proceed (e.g. a flow has no live path, or the fabric is partitioned)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Spines (indices or names) and/or directed links ``(u, v)`` that fail at ``time_s``."""
+
+    time_s: float
+    spines: tuple = ()
+    links: tuple = ()
+
+
+@dataclass
+class JobResult:
+    name: str
+    kind: str
+    model: str | None
+    ring: int
+    rings: int
+    start_s: float
+    ideal_s: float  # communication time of one iteration alone on a non-blocking fabric
+    iterations: list = field(default_factory=list)  # dicts: iteration, start_s, comm_start_s, allreduce_s
+    end_s: float | None = None
+
+
+@dataclass
+class SimResult:
+    algo: str
+    mode: str
+    jobs: list  # JobResult
+    fct_s: np.ndarray  # one per transfer (flow slot x step x iteration), in completion order
+    throughput_gbps: np.ndarray  # bytes * 8 / fct / 1e9 for the same transfers
+    controller_ms: list  # optimiser wall-clock runtime of each recomputation
+    recompute_times_s: list  # simulated time of each recomputation
+    max_link_load: list  # elephants on the most loaded fabric link, per recomputation
+    recompute_flows: list  # flows routed, per recomputation
+    proved_optimal: list  # per recomputation: the optimiser's "proved_optimal" (ilp), else None
+    makespan_s: float
+    events: int
+    rate_computations: int
+    wall_s: float
+
+    def allreduce_times(self) -> np.ndarray:
+        return np.array([it["allreduce_s"] for j in self.jobs for it in j.iterations])
+
+    def normalised_allreduce(self) -> np.ndarray:
+        return np.array([it["allreduce_s"] / j.ideal_s for j in self.jobs for it in j.iterations])
+
+    def to_dict(self, *, round_lists: int | None = 9) -> dict:
+        def rl(a):
+            a = np.asarray(a, dtype=float)
+            return [float(f"{x:.{round_lists}g}") for x in a] if round_lists else a.tolist()
+
+        return {
+            "algo": self.algo,
+            "mode": self.mode,
+            "jobs": [
+                {
+                    "job": j.name,
+                    "kind": j.kind,
+                    "model": j.model,
+                    "ring": j.ring,
+                    "rings": j.rings,
+                    "start_s": j.start_s,
+                    "ideal_s": j.ideal_s,
+                    "end_s": j.end_s,
+                    "iterations": j.iterations,
+                }
+                for j in self.jobs
+            ],
+            "fct_s": rl(self.fct_s),
+            "throughput_gbps": rl(self.throughput_gbps),
+            "controller_ms": [round(x, 4) for x in self.controller_ms],
+            "recompute_times_s": self.recompute_times_s,
+            "max_link_load": self.max_link_load,
+            "recompute_flows": self.recompute_flows,
+            "proved_optimal": self.proved_optimal,
+            "makespan_s": self.makespan_s,
+            "events": self.events,
+            "rate_computations": self.rate_computations,
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+class Progress:
+    """A one-line progress bar on stderr (no dependency); silent unless enabled."""
+
+    def __init__(self, total: int, label: str, enabled: bool, stream=None):
+        self.total = max(1, total)
+        self.label = label
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.done = 0
+
+    def update(self, done: int, force: bool = False):
+        self.done = done
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.5:
+            return
+        self.last = now
+        frac = min(1.0, done / self.total)
+        width = 30
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        elapsed = now - self.t0
+        eta = f"{elapsed / frac - elapsed:5.0f}s left" if frac > 0.01 else "   ...    "
+        self.stream.write(f"\r{self.label} [{bar}] {100 * frac:5.1f}% {elapsed:5.0f}s {eta}")
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled:
+            self.update(self.done, force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------------------------------------- the engine
+
+
+class _Slots:
+    """The static table of flow slots of a set of jobs."""
+
+    def __init__(self, jobs: Sequence[Job]):
+        self.jobs = list(jobs)
+        # slot order = job order, ring order, edge order. Each slot gets its own key (job, ring, edge): the
+        # flows of two GPUs that share a NIC pair are different connections, hashed separately by ECMP.
+        self.flows = []
+        for job in self.jobs:
+            fl = jobs_to_flows([job])
+            k = 0
+            for r in range(len(job.rings)):
+                for e in range(len(job.edges(r))):
+                    self.flows.append(dataclasses.replace(fl[k], key=(job.name, r, e)))
+                    k += 1
+        job_of, ring_of, edge_of, ring_job, ring_steps, ring_first = [], [], [], [], [], []
+        bytes_ = []
+        ring_id = 0
+        for j, job in enumerate(self.jobs):
+            for r in range(len(job.rings)):
+                n_edges = len(job.edges(r))
+                ring_first.append(len(job_of))
+                for e in range(n_edges):
+                    job_of.append(j)
+                    ring_of.append(ring_id)
+                    edge_of.append(e)
+                    bytes_.append(job.step_bytes)
+                ring_job.append(j)
+                ring_steps.append(job.steps_per_iteration(r))
+                ring_id += 1
+        self.job_of = np.array(job_of, dtype=np.int64)
+        self.ring_of = np.array(ring_of, dtype=np.int64)
+        self.edge_of = np.array(edge_of, dtype=np.int64)
+        self.bytes = np.array(bytes_, dtype=float)
+        self.ring_job = np.array(ring_job, dtype=np.int64)
+        self.ring_steps = np.array(ring_steps, dtype=np.int64)
+        self.ring_first = np.array(ring_first + [len(job_of)], dtype=np.int64)
+        self.ring_size = np.diff(self.ring_first)
+        self.job_kind = [job.kind for job in self.jobs]
+        self.job_rings = [np.flatnonzero(self.ring_job == j) for j in range(len(self.jobs))]
+        self.job_slots = [np.flatnonzero(self.job_of == j) for j in range(len(self.jobs))]
+        self.n = len(job_of)
+        self.n_rings = ring_id
+
+
+class _Router:
+    """Maps flow slots to link-index arrays, via an optimiser on a fabric."""
+
+    def __init__(self, fabric, flows, algo, *, seed, objective, time_limit, optimisers):
+        self.fabric = fabric
+        self.flows = flows
+        self.algo = algo
+        self.seed = seed
+        self.objective = objective
+        self.time_limit = time_limit
+        self.optimisers = optimisers
+
+    @property
+    def capacities(self):
+        return np.asarray(self.fabric.capacities, dtype=float)
+
+    def route(self, idx: np.ndarray, algo: str | None = None):
+        """Route the slots ``idx``; returns (link arrays, optimiser seconds, max fabric-link load)."""
+        algo = algo or self.algo
+        flows = [self.flows[i] for i in idx]
+        kwargs = dict(seed=self.seed, objective=self.objective, time_limit=self.time_limit)
+        opt = self.optimisers[algo]
+        t0 = time.perf_counter()
+        try:
+            routing = opt(self.fabric, flows, **kwargs)
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise SimulationError(f"{algo} could not route {len(flows)} flows: {exc}") from exc
+        elapsed = time.perf_counter() - t0
+        for f, p in zip(flows, routing.paths):
+            if p is None:
+                raise SimulationError(f"{algo}: flow {f.src}->{f.dst} of {f.job} has no live path "
+                                      f"(the failures partition the fabric)")
+        links = [np.asarray(self.fabric.flow_links(f, p), dtype=np.int64) for f, p in zip(flows, routing.paths)]
+        load = _max_fabric_load(routing.paths)
+        self.last_proved = (getattr(routing, "info", None) or {}).get("proved_optimal")
+        return links, elapsed, load
+
+
+def _max_fabric_load(paths) -> int:
+    """Elephants on the most loaded switch-to-switch link (NIC links excluded)."""
+    counts: dict = {}
+    for p in paths:
+        for u, v in zip(p[:-1], p[1:]):
+            counts[(u, v)] = counts.get((u, v), 0) + 1
+    return max(counts.values(), default=0)
+
+
+class _NicOnly:
+    """A non-blocking fabric: each host has one up and one down link of capacity 1; nothing else."""
+
+    def __init__(self, flows):
+        ids: dict = {}
+        self.links = []
+        for f in flows:
+            up = ids.setdefault(("up", f.src), len(ids))
+            down = ids.setdefault(("down", f.dst), len(ids))
+            self.links.append(np.array([up, down], dtype=np.int64))
+        self.capacities = np.ones(len(ids))
+
+
+def _default_water_fill():
+    from mlroute.routing.metric import water_fill
+
+    return water_fill
+
+
+def _default_optimisers():
+    from mlroute.routing.optimisers import OPTIMISERS
+
+    return OPTIMISERS
+
+
+def simulate(fabric, jobs: Sequence[Job], algo: str, *, link_bps: float, mode: str = "iteration",
+             period_s: float | None = None, failures: Sequence[Failure] = (), seed: int = 0,
+             objective: str = "flow", time_limit: float | None = None, progress: bool = False,
+             progress_label: str | None = None, water_fill: Callable | None = None,
+             optimisers: dict | None = None, compute_ideal: bool = True) -> SimResult:
+    """Simulate ``jobs`` on ``fabric`` routed by ``algo``; see the module docstring for the model.
+
+    ``fabric.capacities`` are in units of ``link_bps`` (capacity 1.0 = one link of ``link_bps`` bit/s).
+    The fabric is copied first when ``failures`` would change it."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if mode == "period" and not (period_s and period_s > 0):
+        raise ValueError("mode 'period' needs a positive period_s")
+    if not jobs:
+        raise ValueError("no jobs to simulate")
+    if not link_bps > 0:
+        raise ValueError("link_bps must be positive")
+    water_fill = water_fill or _default_water_fill()
+    optimisers = optimisers or _default_optimisers()
+    if algo not in optimisers:
+        raise ValueError(f"unknown algorithm {algo!r} (known: {', '.join(sorted(optimisers))})")
+    if failures:
+        fabric = copy.deepcopy(fabric)
+    slots = _Slots(jobs)
+    router = _Router(fabric, slots.flows, algo, seed=seed, objective=objective, time_limit=time_limit,
+                     optimisers=optimisers)
+    ideal = {}
+    if compute_ideal:
+        for job in jobs:
+            ideal[job.name] = ideal_comm_time(job, link_bps, water_fill=water_fill)
+    engine = _Engine(slots, router, algo, link_bps=link_bps, mode=mode, period_s=period_s, failures=failures,
+                     water_fill=water_fill, progress=progress, label=progress_label or algo)
+    return engine.run(ideal)
+
+
+def ideal_comm_time(job: Job, link_bps: float, water_fill: Callable | None = None) -> float:
+    """One iteration's communication time of ``job`` alone on a non-blocking fabric (only NICs constrain)."""
+    water_fill = water_fill or _default_water_fill()
+    one = copy.copy(job)
+    one.start_s, one.compute_s, one.iterations = 0.0, 0.0, 1
+    slots = _Slots([one])
+    nic = _NicOnly(slots.flows)
+    engine = _Engine(slots, None, "ideal", link_bps=link_bps, mode="iteration", period_s=None, failures=(),
+                     water_fill=water_fill, progress=False, label="ideal", static_links=nic)
+    res = engine.run({job.name: float("nan")})
+    return res.jobs[0].iterations[0]["allreduce_s"]
+
+
+class _Engine:
+    REL_TOL = 1e-12
+
+    def __init__(self, slots: _Slots, router: _Router | None, algo, *, link_bps, mode, period_s, failures,
+                 water_fill, progress, label, static_links=None):
+        self.s = slots
+        self.router = router
+        self.algo = algo
+        self.bps = link_bps / 8.0  # bytes per second of a capacity-1 link
+        self.mode = mode
+        self.period_s = period_s
+        self.failures = sorted(failures, key=lambda f: f.time_s)
+        self.water_fill = water_fill
+        self.static = static_links
+        total_steps = sum(int(slots.ring_steps[r]) * slots.jobs[slots.ring_job[r]].iterations
+                          for r in range(slots.n_rings))
+        self.progress = Progress(total_steps, label, progress)
+
+    # -- routing --------------------------------------------------------------------------------------------
+    def _reroute(self, t, algo=None, idx=None):
+        s = self.s
+        if idx is None:
+            idx = np.flatnonzero(self.live[s.job_of])
+        if len(idx) == 0:
+            return
+        links, secs, load = self.router.route(idx, algo)
+        changed = False
+        for i, ln in zip(idx.tolist(), links):
+            old = self.links[i]
+            if old is None or len(old) != len(ln) or not np.array_equal(old, ln):
+                changed = True
+            self.links[i] = ln
+        caps = self.router.capacities
+        if changed or len(caps) != len(self.caps):
+            self.rate_cache.clear()  # memoised rates are only valid for unchanged paths and capacities
+        self.routed[idx] = True
+        self._components()
+        if algo is None or algo == self.algo:
+            self.controller_ms.append(secs * 1e3)
+            self.recompute_times.append(t)
+            self.max_load.append(load)
+            self.recompute_flows.append(int(len(idx)))
+            self.proved_optimal.append(getattr(self.router, "last_proved", None))
+        self.caps = self.router.capacities * self.bps
+        self.dirty = True  # everything: one global water-filling
+
+    def _components(self):
+        """Connected components of the flow-link incidence graph of all routed slots.
+
+        Max-min fair rates decompose exactly over these components (flows that share no link, directly or
+        through other flows, do not influence each other), and active flows are a subset of routed slots, so
+        after a flow starts or ends only its component's rates need recomputing. With the paper's placement
+        (replicas on ToRs of their own) components are small, which is what makes paper scale fast."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        idx = np.flatnonzero(self.routed)
+        n = self.s.n
+        lens = np.fromiter((len(self.links[i]) for i in idx), dtype=np.int64, count=len(idx))
+        rows = np.repeat(idx, lens)
+        flat = np.concatenate([self.links[i] for i in idx]) if len(idx) else np.zeros(0, np.int64)
+        n_links = int(flat.max()) + 1 if len(flat) else 0
+        size = n + n_links
+        g = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, flat + n)), shape=(size, size))
+        _, labels = connected_components(g, directed=False)
+        comp = labels[:n].copy()
+        comp[~self.routed] = -1
+        self.comp = comp
+        order = np.argsort(comp, kind="stable")
+        sorted_c = comp[order]
+        starts = np.searchsorted(sorted_c, np.arange(labels.max() + 2))
+        self.comp_members = {int(c): order[starts[c]:starts[c + 1]] for c in np.unique(comp[comp >= 0])}
+        # every link belongs to one component: number the used links 0.. within their component
+        used = np.unique(flat)
+        lcomp = labels[n + used]
+        lorder = np.lexsort((used, lcomp))
+        used, lcomp = used[lorder], lcomp[lorder]
+        first = np.searchsorted(lcomp, lcomp, side="left")
+        local_of = np.zeros(max(n_links, 1), dtype=np.int64)
+        local_of[used] = np.arange(len(used)) - first
+        cstart = np.searchsorted(lcomp, np.arange(labels.max() + 2))
+        self.comp_caps_idx = {c: used[cstart[c]:cstart[c + 1]] for c in self.comp_members}
+        local_flat = local_of[flat]
+        self.local_links = [None] * n
+        k = 0
+        for i, ln in zip(idx.tolist(), lens.tolist()):
+            self.local_links[i] = local_flat[k:k + ln]
+            k += ln
+        self.dirty_comps = set()
+
+    def _mark(self, idx):
+        if not self.dirty:
+            self.dirty_comps.update(np.unique(self.comp[idx]).tolist())
+
+    def _rates(self):
+        """Recompute max-min rates: globally after a re-route, else only in the components that changed
+        (globally too when many components changed at once: one call is cheaper than many)."""
+        if self.dirty or len(self.dirty_comps) > 16:
+            act = np.flatnonzero(self.active)
+            self.rate[:] = 0.0
+            if len(act):
+                self.rate[act] = self.water_fill([self.links[i] for i in act], self.caps)
+            self.dirty = False
+            self.dirty_comps = set()
+            return 1
+        calls = 0
+        for c in self.dirty_comps:
+            members = self.comp_members[c]
+            act = members[self.active[members]]
+            if not len(act):
+                continue
+            if len(act) == 1:  # alone in its component: the tightest link on its path
+                i = int(act[0])
+                self.rate[i] = self.caps[self.links[i]].min()
+                continue
+            key = act.tobytes()
+            rates = self.rate_cache.get(key)
+            if rates is None:
+                local = [self.local_links[i] for i in act.tolist()]
+                rates = self.water_fill(local, self.caps[self.comp_caps_idx[c]])
+                calls += 1
+                if len(self.rate_cache) > 500_000:
+                    self.rate_cache.clear()
+                self.rate_cache[key] = rates
+            self.rate[act] = rates
+        self.dirty_comps = set()
+        return calls
+
+    def _apply_failure(self, failure: Failure):
+        """Fail the elements; the caller then re-routes every live flow over the surviving fabric (the
+        controller reacts to the port-status event at once). Flows of jobs not running now lose their paths,
+        which may cross the failed elements."""
+        fabric = self.router.fabric
+        for sp in failure.spines:
+            name = sp if isinstance(sp, str) else fabric.tops[int(sp)]
+            fabric.fail_switch(name)
+        for u, v in failure.links:
+            fabric.fail_link(u, v)
+        stale = np.flatnonzero(~self.live[self.s.job_of] & self.routed)
+        self.routed[stale] = False
+
+    # -- flow starts ----------------------------------------------------------------------------------------
+    def _start_ring_step(self, t, ring):
+        s = self.s
+        a, b = s.ring_first[ring], s.ring_first[ring + 1]
+        if s.job_kind[s.ring_job[ring]] == "allreduce":
+            idx = np.arange(a, b)
+            self.pending[ring] = b - a
+        else:
+            idx = np.array([a + self.ring_step[ring]])
+            self.pending[ring] = 1
+        self._activate(t, idx)
+
+    def _activate(self, t, idx):
+        if self.static is None and not self.routed[idx].all():
+            # only in period mode before the first recomputation that sees the job: default (ECMP) forwarding
+            self._reroute(t, algo="ecmp", idx=idx[~self.routed[idx]])
+        self.active[idx] = True
+        self.rem[idx] = self.s.bytes[idx]
+        self.fstart[idx] = t
+        self._mark(idx)
+
+    # -- main loop ------------------------------------------------------------------------------------------
+    def run(self, ideal) -> SimResult:
+        wall0 = time.perf_counter()
+        s = self.s
+        n = s.n
+        self.active = np.zeros(n, dtype=bool)
+        self.rem = np.zeros(n)
+        self.rate = np.zeros(n)
+        self.fstart = np.zeros(n)
+        self.routed = np.zeros(n, dtype=bool)
+        self.links = [None] * n
+        self.live = np.zeros(len(s.jobs), dtype=bool)
+        self.pending = np.zeros(s.n_rings, dtype=np.int64)
+        self.ring_step = np.zeros(s.n_rings, dtype=np.int64)
+        self.rings_left = np.zeros(len(s.jobs), dtype=np.int64)
+        self.iteration = np.zeros(len(s.jobs), dtype=np.int64)
+        self.comm_start = np.zeros(len(s.jobs))
+        self.iter_start = np.zeros(len(s.jobs))
+        self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
+        self.proved_optimal = []
+        self.dirty = False
+        self.dirty_comps = set()
+        # max-min rates of a set of active flows depend only on that set and its paths: memoised per set (the
+        # same ring phases recur every iteration), cleared whenever a re-route changes a path
+        self.rate_cache = {}
+        self.comp = np.full(n, -1)
+        self.comp_members = {}
+        if self.static is not None:
+            self.links = list(self.static.links)
+            self.routed[:] = True
+            self.caps = self.static.capacities * self.bps
+            self._components()
+        else:
+            self.caps = self.router.capacities * self.bps
+        results = [JobResult(j.name, j.kind, j.model, j.ring_size, len(j.rings), j.start_s,
+                             ideal.get(j.name, float("nan"))) for j in s.jobs]
+        fcts, tputs = [], []
+        steps_done = 0
+        events = rate_computations = 0
+        done_jobs = 0
+
+        heap = []  # (time, order, seq, kind, payload); order breaks ties: failures, then iteration starts, ...
+        seq = 0
+
+        def push(at, order, kind, payload=None):
+            nonlocal seq
+            heapq.heappush(heap, (at, order, seq, kind, payload))
+            seq += 1
+
+        for j, job in enumerate(s.jobs):
+            push(job.start_s, 1, "iter_start", j)
+        for f in self.failures:
+            push(f.time_s, 0, "failure", f)
+        if self.mode == "period" and self.static is None:
+            push(0.0, 2, "period", None)
+
+        t = 0.0
+        while done_jobs < len(s.jobs):
+            # next completion among active flows
+            act = np.flatnonzero(self.active)
+            if self.dirty or self.dirty_comps:
+                rate_computations += self._rates()
+            t_fin = math.inf
+            if len(act):
+                ra = self.rate[act]
+                if np.any(ra <= 0):
+                    if not heap:
+                        bad = act[ra <= 0][0]
+                        f = s.flows[bad]
+                        raise SimulationError(f"flow {f.src}->{f.dst} of {f.job} gets no bandwidth "
+                                              f"(its path crosses a failed or zero-capacity link)")
+                    fin = np.full(len(act), math.inf)
+                    pos = ra > 0
+                    fin[pos] = t + self.rem[act[pos]] / ra[pos]
+                else:
+                    fin = t + self.rem[act] / ra
+                t_fin = float(fin.min())
+            t_evt = heap[0][0] if heap else math.inf
+            if t_fin == math.inf and t_evt == math.inf:
+                raise SimulationError("simulation stalled: no active flow and no pending event")
+            t_next = min(t_fin, t_evt)
+            # progress of active flows up to t_next
+            if len(act):
+                dt = t_next - t
+                self.rem[act] -= self.rate[act] * dt
+            t = t_next
+            events += 1
+            # completions (within a relative tolerance, so that simultaneous ends form one event)
+            if len(act) and t_fin <= t_next * (1 + self.REL_TOL) + 1e-15:
+                done = act[fin <= t_next * (1 + self.REL_TOL) + 1e-15]
+                self.active[done] = False
+                self.rem[done] = 0.0
+                self.rate[done] = 0.0
+                self._mark(done)
+                fct = t - self.fstart[done]
+                fcts.append(fct)
+                tputs.append(s.bytes[done] * 8.0 / fct / 1e9)
+                rings, counts = np.unique(s.ring_of[done], return_counts=True)
+                self.pending[rings] -= counts
+                for ring in rings[self.pending[rings] == 0]:
+                    ring = int(ring)
+                    steps_done += 1
+                    self.ring_step[ring] += 1
+                    j = int(s.ring_job[ring])
+                    if self.ring_step[ring] < s.ring_steps[ring]:
+                        self._start_ring_step(t, ring)
+                        continue
+                    self.rings_left[j] -= 1
+                    if self.rings_left[j] == 0:
+                        it = int(self.iteration[j])
+                        results[j].iterations.append({
+                            "iteration": it,
+                            "start_s": float(self.iter_start[j]),
+                            "comm_start_s": float(self.comm_start[j]),
+                            "allreduce_s": float(t - self.comm_start[j]),
+                        })
+                        self.iteration[j] += 1
+                        if self.iteration[j] < s.jobs[j].iterations:
+                            push(t, 1, "iter_start", j)
+                        else:
+                            results[j].end_s = float(t)
+                            self.live[j] = False
+                            done_jobs += 1
+                self.progress.update(steps_done)
+            # timed events due now (all of them first, then one recomputation for the instant)
+            reroute = False
+            while heap and heap[0][0] <= t * (1 + self.REL_TOL) + 1e-15:
+                _, _, _, kind, payload = heapq.heappop(heap)
+                if kind == "failure":
+                    if self.static is None:
+                        self._apply_failure(payload)
+                        reroute = True
+                elif kind == "iter_start":
+                    j = payload
+                    self.live[j] = True
+                    self.iter_start[j] = t
+                    if self.static is None and self.mode == "iteration":
+                        reroute = True
+                    push(t + s.jobs[j].compute_s, 3, "comm_start", j)
+                elif kind == "comm_start":
+                    if reroute:  # a zero-length compute phase: route before the flows start
+                        self._reroute(t)
+                        reroute = False
+                    j = payload
+                    self.comm_start[j] = t
+                    rings = s.job_rings[j]
+                    self.rings_left[j] = len(rings)
+                    self.ring_step[rings] = 0
+                    for ring in rings:
+                        self._start_ring_step(t, int(ring))
+                elif kind == "period":
+                    if done_jobs < len(s.jobs):
+                        reroute = True
+                        push(t + self.period_s, 2, "period", None)
+            if reroute:
+                self._reroute(t)
+        self.progress.close()
+        return SimResult(
+            algo=self.algo,
+            mode=self.mode,
+            jobs=results,
+            fct_s=np.concatenate(fcts) if fcts else np.zeros(0),
+            throughput_gbps=np.concatenate(tputs) if tputs else np.zeros(0),
+            controller_ms=self.controller_ms,
+            recompute_times_s=self.recompute_times,
+            max_link_load=self.max_load,
+            recompute_flows=self.recompute_flows,
+            proved_optimal=self.proved_optimal,
+            makespan_s=float(t),
+            events=events,
+            rate_computations=rate_computations,
+            wall_s=time.perf_counter() - wall0,
+        )

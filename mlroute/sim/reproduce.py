@@ -1,0 +1,191 @@
+"""The paper's evaluation grid, run through the simulator, and its Markdown + PNG report.
+
+Grid (PAPER.md "Evaluation"): 1-5 concurrent jobs x ring 2/4/8 x 0/1/4/8 failed spines x every algorithm, on the
+64 ToR x 32 spine x 32 host Clos at 100 Gb/s, 11 iterations per job. Seeds: the workload of a (jobs, ring) cell
+is ``paper_jobs(jobs, ring, seed=seed + 100 * jobs + ring)``; the same workload is used for every failure count
+and algorithm (paired comparison). Failed spines are the last ones (0/1/4/8 -> spines 31, 28-31, 24-31), from
+time 0. Where the jobs do not fit one GPU per host NIC (4-5 jobs of ring 8 need 80-96 ToRs of their own), the
+cell uses the smallest GPUs-per-host packing that fits (:func:`mlroute.workloads.jobs.min_gpus_per_host`)
+and the report says so.
+
+``ilp`` runs where it finishes: before a cell's ILP simulation, one probe solve over all flows of the cell (every
+job live, the most the controller ever routes at once) must prove optimality within ``ilp_time_limit``; if it
+does not, the cell's ILP run is skipped and reported as such (each solve in the simulation then also runs under
+that limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from mlroute.sim.engine import simulate
+from mlroute.workloads.jobs import min_gpus_per_host, paper_jobs
+
+ALGOS = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
+QUANTILES = np.linspace(0.0, 1.0, 101)
+
+
+@dataclass
+class GridConfig:
+    tors: int = 64
+    spines: int = 32
+    hosts_per_tor: int = 32
+    link_gbps: float = 100.0
+    jobs: tuple = (1, 2, 3, 4, 5)
+    rings: tuple = (2, 4, 8)
+    failed: tuple = (0, 1, 4, 8)
+    algos: tuple = ALGOS
+    iterations: int = 11
+    seed: int = 1
+    ilp_time_limit: float = 10.0
+    models: tuple = ("gpt3", "bloom", "llama2")
+    placement: str = "tor"
+    label: str = "full"
+
+    @classmethod
+    def quick(cls):
+        """A small grid that runs in a few minutes: the paper's fabric, fewer cells and iterations."""
+        return cls(jobs=(1, 3, 5), rings=(2, 8), failed=(0, 4), iterations=3, ilp_time_limit=5.0, label="quick")
+
+    def random_placement(self):
+        """The supplementary grid (not in the paper): the same jobs with every host drawn at random from the
+        whole fabric, largest ring only -- the regime where the paper's greedy is not optimal."""
+        return dataclasses.replace(self, placement="random", rings=(max(self.rings),),
+                                   label=f"{self.label}, random placement")
+
+
+def cell_seed(cfg: GridConfig, n_jobs: int, ring: int) -> int:
+    return cfg.seed + 100 * n_jobs + ring
+
+
+def _fabric(cfg, failed):
+    from mlroute.routing.fabric import Fabric
+
+    return Fabric.clos(cfg.tors, cfg.spines, cfg.hosts_per_tor,
+                       failed_spines=list(range(cfg.spines - failed, cfg.spines)))
+
+
+def _quantiles(a):
+    a = np.asarray(a, dtype=float)
+    if not len(a):
+        return []
+    return [float(f"{x:.6g}") for x in np.quantile(a, QUANTILES)]
+
+
+def _git_commit():
+    """The commit of the code that ran (None outside a git checkout)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "../../controller"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + (" (+ uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def _ilp_probe(cfg, fabric, jobs, optimisers):
+    """Does one ILP solve over all flows of the cell prove optimality within the time limit?"""
+    from mlroute.workloads.jobs import jobs_to_flows
+
+    flows = jobs_to_flows(jobs)
+    t0 = time.perf_counter()
+    try:
+        routing = optimisers["ilp"](fabric, flows, seed=cfg.seed, objective="flow", time_limit=cfg.ilp_time_limit)
+    except Exception as exc:  # noqa: BLE001 - any solver failure means "did not finish"
+        return False, time.perf_counter() - t0, f"failed: {exc}"
+    elapsed = time.perf_counter() - t0
+    info = getattr(routing, "info", {}) or {}
+    proved = bool(info.get("proved_optimal", False))
+    return proved, elapsed, "proved optimal" if proved else "not proved optimal within the time limit"
+
+
+def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.stderr, optimisers=None,
+             filename: str = "results.json") -> dict:
+    """Run every cell, write ``filename`` into ``out_dir`` and return the results."""
+    if optimisers is None:
+        from mlroute.routing.optimisers import OPTIMISERS as optimisers  # noqa: N811
+    os.makedirs(out_dir, exist_ok=True)
+    runs = []
+    skipped = []
+    t_start = time.time()
+    cells = [(j, r, f) for j in cfg.jobs for r in cfg.rings for f in cfg.failed]
+    total = len(cells) * len(cfg.algos)
+    done = 0
+    for n_jobs, ring, failed in cells:
+        gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=cfg.placement)
+        seed = cell_seed(cfg, n_jobs, ring)
+        jobs = paper_jobs(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, seed=seed, models=cfg.models,
+                          iterations=cfg.iterations, gpus_per_host=gph, placement=cfg.placement)
+        n_flows = sum(len(j.all_edges()) for j in jobs)
+        for algo in cfg.algos:
+            done += 1
+            tag = f"[{done}/{total}] {cfg.placement} jobs={n_jobs} ring={ring} failed={failed} {algo}"
+            fabric = _fabric(cfg, failed)
+            time_limit = None
+            if algo == "ilp":
+                ok, secs, why = _ilp_probe(cfg, fabric, jobs, optimisers)
+                if not ok:
+                    skipped.append({"jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "flows": n_flows,
+                                    "reason": f"ILP probe over {n_flows} flows: {why} ({secs:.1f} s, limit "
+                                              f"{cfg.ilp_time_limit:g} s)"})
+                    if log:
+                        print(f"{tag}: skipped ({why}, {secs:.1f} s)", file=log, flush=True)
+                    continue
+                time_limit = cfg.ilp_time_limit
+            res = simulate(fabric, jobs, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
+                           progress=progress and log is not None and log.isatty(), progress_label=tag,
+                           optimisers=optimisers)
+            ar = res.allreduce_times()
+            norm = res.normalised_allreduce()
+            row = {
+                "jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "seed": seed,
+                "gpus_per_host": gph, "flows": n_flows, "models": [j.model for j in jobs],
+                "allreduce_mean_s": float(ar.mean()), "allreduce_p99_s": float(np.percentile(ar, 99)),
+                "norm_mean": float(norm.mean()), "norm_p99": float(np.percentile(norm, 99)),
+                "norm_max": float(norm.max()), "norm_all": [float(f"{x:.6g}") for x in norm],
+                "ideal_s": {j.name: j.ideal_s for j in res.jobs},
+                "fct_mean_s": float(res.fct_s.mean()), "fct_p99_s": float(np.percentile(res.fct_s, 99)),
+                "tput_mean_gbps": float(res.throughput_gbps.mean()),
+                "tput_p1_gbps": float(np.percentile(res.throughput_gbps, 1)),
+                "fct_q": _quantiles(res.fct_s), "tput_q": _quantiles(res.throughput_gbps),
+                "transfers": int(len(res.fct_s)),
+                "controller_ms_median": float(np.median(res.controller_ms)),
+                "controller_ms_max": float(np.max(res.controller_ms)),
+                "controller_ms": [round(x, 3) for x in res.controller_ms],
+                "recompute_flows": res.recompute_flows,
+                "unproved": sum(1 for x in res.proved_optimal if x is False),
+                "ilp_time_limit_s": time_limit,
+                "max_link_load": int(max(res.max_link_load)),
+                "makespan_s": res.makespan_s, "events": res.events, "wall_s": res.wall_s,
+            }
+            runs.append(row)
+            if log:
+                print(f"{tag}: All-Reduce/ideal mean {row['norm_mean']:.3f} p99 {row['norm_p99']:.3f}, "
+                      f"max load {row['max_link_load']}, controller {row['controller_ms_median']:.1f} ms, "
+                      f"wall {res.wall_s:.1f} s", file=log, flush=True)
+    results = {
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": os.cpu_count()},
+        "code_commit": _git_commit(),
+        "wall_s": time.time() - t_start,
+        "runs": runs,
+        "skipped": skipped,
+    }
+    with open(os.path.join(out_dir, filename), "w") as fh:
+        json.dump(results, fh, separators=(",", ":"))
+    return results

@@ -1,0 +1,540 @@
+"""ML training jobs: the job model, the paper authors' traffic-file reader/writer and the paper's workloads.
+
+A :class:`Job` is what the simulator (``mlroute.sim``) runs and what ``mlroute route --traffic`` routes:
+
+* ``kind == "allreduce"`` — synchronous data-parallel ring all-reduce. ``rings`` holds one list of members per
+  ring, in ring order; ring edge ``i`` goes ``rings[r][i] -> rings[r][(i + 1) % n]``. One iteration is a compute
+  phase of ``compute_s`` seconds followed by ``2 (n - 1)`` lock-stepped ring steps; in every step each ring edge
+  moves ``step_bytes`` bytes.
+* ``kind == "pipeline"`` — pipeline-parallel sends. ``rings`` holds chains of stages; stage ``i`` sends
+  ``step_bytes`` to stage ``i + 1``. One iteration is a compute phase followed by ``len(chain) - 1`` sequential
+  sends (the send of stage ``i`` starts when the send of stage ``i - 1`` has arrived).
+
+Host ids are kept exactly as the input gave them (ints where the text is an integer); ``host_tor`` says under
+which ToR each host sits.
+
+The authors' format (PAPER.md)
+------------------------------
+One flow per line, whitespace separated, ``#`` starts a comment::
+
+    # src dst src_tor dst_tor start_time flow_size compute_time stage_index
+    96 128 0 1 1000000000 7333333333 1240000000 0
+
+``start_time`` and ``compute_time`` are in nanoseconds, ``flow_size`` in bytes (the bytes one ring edge moves in
+one ring step). One file per job; lines with the same ``stage_index`` form one ring, whose order is rebuilt from
+its ``src -> dst`` edges (they must form exactly one directed cycle). All lines of a file share one start time,
+compute time and flow size (one job = one set of those). A project extension: a comment line
+``# mlroute: kind=pipeline`` makes the file a pipeline job whose same-``stage_index`` lines form one chain
+(a directed path) instead of a cycle, and ``model=NAME`` records the model; :func:`write_traffic_files` writes
+that line (the authors' simulator ignores it as a comment).
+
+The paper's workloads (:func:`paper_jobs`)
+------------------------------------------
+Models (PAPER.md): GPT-3 175B (TP 8 x PP 8), BLOOM 176B (TP 4 x PP 12), LLaMA-2 70B (TP 8 x PP 16); job ``j``
+trains ``models[j % len(models)]``. A job is ``ring`` data-parallel replicas of ``G = TP * PP`` GPUs; GPU
+position ``p`` of every replica belongs to ring ``p`` (``G`` rings of ``ring`` members, one member per replica).
+Per-step bytes = 4 * params / G / ring (fp32 gradients of the GPU's shard, split in ``ring`` chunks).
+
+Placement: one host = one NIC. With ``gpus_per_host = g`` (default 1: one GPU per NIC, as in rail-optimised
+clusters) a replica needs ``H = ceil(G / g)`` hosts and GPU position ``p`` sits on the replica's host ``p // g``
+(so with g > 1, g rings share each NIC). Every replica gets ``ceil(H / hosts_per_tor)`` ToRs of its own,
+drawn uniformly at random without replacement from the ToRs no earlier replica took (jobs in order, replicas in
+order); its hosts fill those ToRs in order (ToR order as drawn, host slots 0, 1, ... within a ToR); leftover
+slots stay idle. So the members of a ring are always under different ToRs and no two replicas share a ToR.
+Host ``h`` (numbered from 0) sits under ToR ``h // hosts_per_tor``. If the ToRs run out a
+:class:`WorkloadError` says how many are needed and how many exist. ``placement="random"`` (not the paper's; a
+stress test) instead puts every host of every replica on a host drawn uniformly without replacement from the
+whole fabric, so replicas and jobs share ToRs and some ring edges stay inside a ToR. Start times are uniform in
+``[start_min_s, start_max_s]`` (default [1, 10] s). Everything is drawn from one ``numpy`` generator seeded with
+``seed``, so the same arguments give the same jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Hashable, Iterable, Sequence
+
+import numpy as np
+
+Host = Hashable
+
+KINDS = ("allreduce", "pipeline")
+PLACEMENTS = ("tor", "random")
+
+
+class WorkloadError(ValueError):
+    """A malformed or impossible workload; the message names FILE:LINE where there is one."""
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    params: float  # number of parameters
+    tp: int
+    pp: int
+    compute_s: float  # compute phase per iteration, seconds
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+MODELS = {
+    "gpt3": Model("gpt3", 175e9, 8, 8, 1.0),
+    "bloom": Model("bloom", 176e9, 4, 12, 1.24),
+    "llama2": Model("llama2", 70e9, 8, 16, 2.69),
+}
+
+BYTES_PER_PARAM = 4  # fp32 gradients, as PAPER.md
+
+
+@dataclass
+class Job:
+    name: str
+    kind: str
+    rings: list
+    step_bytes: float
+    compute_s: float
+    start_s: float
+    iterations: int
+    host_tor: dict
+    model: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise WorkloadError(f"job {self.name}: kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        if not self.rings:
+            raise WorkloadError(f"job {self.name}: no rings")
+        for ring in self.rings:
+            if len(ring) < 2:
+                raise WorkloadError(f"job {self.name}: a ring/chain needs at least 2 members, got {list(ring)}")
+            if len(set(ring)) != len(ring):
+                raise WorkloadError(f"job {self.name}: ring/chain {list(ring)} repeats a member")
+            for h in ring:
+                if h not in self.host_tor:
+                    raise WorkloadError(f"job {self.name}: host {h!r} has no ToR")
+        if not (self.step_bytes > 0 and math.isfinite(self.step_bytes)):
+            raise WorkloadError(f"job {self.name}: step_bytes must be positive, not {self.step_bytes}")
+        if not (self.compute_s >= 0 and math.isfinite(self.compute_s)):
+            raise WorkloadError(f"job {self.name}: compute_s must be >= 0, not {self.compute_s}")
+        if not (self.start_s >= 0 and math.isfinite(self.start_s)):
+            raise WorkloadError(f"job {self.name}: start_s must be >= 0, not {self.start_s}")
+        if int(self.iterations) != self.iterations or self.iterations < 1:
+            raise WorkloadError(f"job {self.name}: iterations must be a positive integer, not {self.iterations}")
+        self.iterations = int(self.iterations)
+
+    @property
+    def ring_size(self) -> int:
+        return max(len(r) for r in self.rings)
+
+    def edges(self, ring_index: int) -> list:
+        """The (src, dst) sends of one ring (cycle) or chain (path)."""
+        ring = self.rings[ring_index]
+        if self.kind == "allreduce":
+            return [(ring[i], ring[(i + 1) % len(ring)]) for i in range(len(ring))]
+        return [(ring[i], ring[i + 1]) for i in range(len(ring) - 1)]
+
+    def all_edges(self) -> list:
+        return [e for r in range(len(self.rings)) for e in self.edges(r)]
+
+    def steps_per_iteration(self, ring_index: int = 0) -> int:
+        n = len(self.rings[ring_index])
+        return 2 * (n - 1) if self.kind == "allreduce" else n - 1
+
+    def ideal_comm_s(self, link_bps: float) -> float:
+        """Communication time of one iteration alone on a non-blocking fabric (NIC-limited, max-min fair).
+
+        All-reduce: in every step each edge of every ring sends ``step_bytes`` at once, so a NIC carrying k of
+        the job's sends gives each 1/k of ``link_bps``: 2 (n - 1) * k * step_bytes / rate. Pipeline: sends of a
+        chain are sequential and chains overlap unevenly, so the flow-level simulator computes it
+        (:func:`mlroute.sim.engine.ideal_comm_time`)."""
+        if self.kind == "allreduce":
+            out_deg: dict = {}
+            in_deg: dict = {}
+            for s, d in self.all_edges():
+                out_deg[s] = out_deg.get(s, 0) + 1
+                in_deg[d] = in_deg.get(d, 0) + 1
+            k = max(max(out_deg.values()), max(in_deg.values()))
+            steps = max(self.steps_per_iteration(r) for r in range(len(self.rings)))
+            return steps * self.step_bytes * 8 * k / link_bps
+        from mlroute.sim.engine import ideal_comm_time
+
+        return ideal_comm_time(self, link_bps)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Flows for the routing core
+
+
+def jobs_to_flows(jobs: Iterable[Job]) -> list:
+    """One :class:`mlroute.routing.flow.Flow` per send of every ring/chain (duplicates kept, in job order)."""
+    from mlroute.routing.flow import Flow
+
+    flows = []
+    for job in jobs:
+        for s, d in job.all_edges():
+            flows.append(Flow(s, d, src_tor=job.host_tor[s], dst_tor=job.host_tor[d], job=job.name))
+    return flows
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading the authors' format
+
+COLUMNS = ("src", "dst", "src_tor", "dst_tor", "start_time", "flow_size", "compute_time", "stage_index")
+KIND_DIRECTIVE = "# mlroute:"
+
+
+def _parse_host(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _parse_int(text: str, what: str, where: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise WorkloadError(f"{where}: {what} {text!r} is not a number") from None
+        if not math.isfinite(f) or f != int(f):
+            raise WorkloadError(f"{where}: {what} {text!r} is not an integer") from None
+        value = int(f)
+    return value
+
+
+def _parse_float(text: str, what: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise WorkloadError(f"{where}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise WorkloadError(f"{where}: {what} {text!r} is not finite")
+    return value
+
+
+def _order_cycle(edges, where_of, kind):
+    """Rebuild a ring (one directed cycle) or chain (one directed path) from its edges."""
+    succ: dict = {}
+    pred: dict = {}
+    for (s, d), where in zip(edges, where_of):
+        if s in succ:
+            raise WorkloadError(f"{where}: host {s} sends twice in one {'ring' if kind == 'allreduce' else 'chain'}"
+                                f" (already to {succ[s]})")
+        if d in pred:
+            raise WorkloadError(f"{where}: host {d} receives twice in one "
+                                f"{'ring' if kind == 'allreduce' else 'chain'} (already from {pred[d]})")
+        succ[s] = d
+        pred[d] = s
+    if kind == "allreduce":
+        start = edges[0][0]
+        order = [start]
+        node = succ.get(start)
+        while node is not None and node != start:
+            order.append(node)
+            node = succ.get(node)
+        if node is None or len(order) != len(edges):
+            raise WorkloadError(f"{where_of[0]}: the lines of this stage_index do not form one ring "
+                                f"(a single directed cycle through all its hosts)")
+        return order
+    heads = [s for s in succ if s not in pred]
+    if len(heads) != 1:
+        raise WorkloadError(f"{where_of[0]}: the lines of this stage_index do not form one chain "
+                            f"(a single directed path)")
+    order = [heads[0]]
+    while order[-1] in succ:
+        order.append(succ[order[-1]])
+        if len(order) > len(edges) + 1:
+            break
+    if len(order) != len(edges) + 1:
+        raise WorkloadError(f"{where_of[0]}: the lines of this stage_index do not form one chain "
+                            f"(a single directed path)")
+    return order
+
+
+def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, host_tor=None,
+                      tor_where=None) -> Job:
+    """Read one job from one file in the authors' format (see the module docstring).
+
+    ``host_tor`` / ``tor_where`` (host -> ToR, host -> "FILE:LINE" first seen) may be shared between calls so
+    that a host must sit under the same ToR in every file."""
+    path = str(path)
+    host_tor = {} if host_tor is None else host_tor
+    tor_where = {} if tor_where is None else tor_where
+    kind = "allreduce"
+    model = None
+    stages: dict = {}  # stage_index -> ([(src, dst)], [where])
+    first = {}  # field -> (value, where)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not a text file") from None
+    for lineno, raw in enumerate(lines, 1):
+        where = f"{path}:{lineno}"
+        line = raw.strip()
+        if line.startswith(KIND_DIRECTIVE):
+            for item in line[len(KIND_DIRECTIVE):].split():
+                key, _, value = item.partition("=")
+                if key == "kind" and value in KINDS:
+                    kind = value
+                elif key == "model" and value:
+                    model = value
+                else:
+                    raise WorkloadError(f"{where}: unknown directive {item!r} "
+                                        f"(expected kind=allreduce|pipeline or model=NAME)")
+            continue
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        cols = line.split()
+        if len(cols) != len(COLUMNS):
+            raise WorkloadError(f"{where}: expected {len(COLUMNS)} columns ({' '.join(COLUMNS)}), got {len(cols)}")
+        src, dst = _parse_host(cols[0]), _parse_host(cols[1])
+        src_tor = _parse_int(cols[2], "src_tor", where)
+        dst_tor = _parse_int(cols[3], "dst_tor", where)
+        start = _parse_float(cols[4], "start_time", where)
+        size = _parse_float(cols[5], "flow_size", where)
+        compute = _parse_float(cols[6], "compute_time", where)
+        stage = _parse_int(cols[7], "stage_index", where)
+        if src == dst:
+            raise WorkloadError(f"{where}: src and dst are the same host ({src})")
+        for what, v in (("src_tor", src_tor), ("dst_tor", dst_tor)):
+            if v < 0:
+                raise WorkloadError(f"{where}: {what} {v} is negative")
+        if start < 0:
+            raise WorkloadError(f"{where}: start_time {cols[4]} is negative")
+        if size <= 0:
+            raise WorkloadError(f"{where}: flow_size {cols[5]} must be positive")
+        if compute < 0:
+            raise WorkloadError(f"{where}: compute_time {cols[6]} is negative")
+        for h, t in ((src, src_tor), (dst, dst_tor)):
+            if h in host_tor and host_tor[h] != t:
+                raise WorkloadError(f"{where}: host {h} is under ToR {t} here but under ToR {host_tor[h]} "
+                                    f"at {tor_where.get(h, 'an earlier file')}")
+            if h not in host_tor:
+                host_tor[h] = t
+                tor_where[h] = where
+        for key, value, text in (("start_time", start, cols[4]), ("flow_size", size, cols[5]),
+                                 ("compute_time", compute, cols[6])):
+            if key not in first:
+                first[key] = (value, where)
+            elif first[key][0] != value:
+                raise WorkloadError(f"{where}: {key} {text} differs from {first[key][0]:g} at {first[key][1]} "
+                                    f"(one file is one job with one {key})")
+        edges, wheres = stages.setdefault(stage, ([], []))
+        edges.append((src, dst))
+        wheres.append(where)
+    if not stages:
+        raise WorkloadError(f"{path}: no flows")
+    rings = [_order_cycle(edges, wheres, kind) for _, (edges, wheres) in sorted(stages.items())]
+    job_hosts = {h for r in rings for h in r}
+    return Job(
+        name=name or Path(path).stem,
+        kind=kind,
+        rings=rings,
+        step_bytes=first["flow_size"][0],
+        compute_s=first["compute_time"][0] / 1e9,
+        start_s=first["start_time"][0] / 1e9,
+        iterations=iterations,
+        host_tor={h: host_tor[h] for h in job_hosts},
+        model=model,
+    )
+
+
+def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11,
+                       tor_where: dict | None = None) -> list:
+    """Read one job per file (authors' format). Jobs are named after the file stems (made unique).
+
+    A host must sit under the same ToR in every file. With ``hosts_per_tor``, a ToR with more distinct hosts
+    than that is an error (the fabric could not hold them)."""
+    if not paths:
+        raise WorkloadError("no traffic files given")
+    host_tor: dict = {}
+    tor_where = {} if tor_where is None else tor_where  # filled: host -> "FILE:LINE" where it first appears
+    jobs = []
+    names: dict = {}
+    for path in paths:
+        stem = Path(str(path)).stem
+        names[stem] = names.get(stem, 0) + 1
+        name = stem if names[stem] == 1 else f"{stem}#{names[stem]}"
+        jobs.append(read_traffic_file(path, iterations=iterations, name=name, host_tor=host_tor,
+                                      tor_where=tor_where))
+    if hosts_per_tor is not None:
+        per_tor: dict = {}
+        for h, t in host_tor.items():
+            per_tor.setdefault(t, set()).add(h)
+        for t, hs in sorted(per_tor.items()):
+            if len(hs) > hosts_per_tor:
+                raise WorkloadError(f"ToR {t} has {len(hs)} distinct hosts in the traffic files, more than "
+                                    f"--hosts-per-tor {hosts_per_tor}")
+    return jobs
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Writing the authors' format
+
+
+def authors_node_id(host: int, tors: int, spines: int) -> int:
+    """The authors' simulator numbers ToRs first, then spines, then servers: project host h -> node id."""
+    return tors + spines + int(host)
+
+
+def format_traffic(job: Job, host_id=None) -> str:
+    """One job in the authors' format. ``host_id`` maps a host to the id written (default: as is)."""
+    host_id = host_id or (lambda h: h)
+    out = ["# src dst src_tor dst_tor start_time flow_size compute_time stage_index"]
+    out.append(f"# job {job.name}: {len(job.rings)} {'rings' if job.kind == 'allreduce' else 'chains'}")
+    out.append(f"{KIND_DIRECTIVE} kind={job.kind}" + (f" model={job.model}" if job.model else ""))
+    start = _ns(job.start_s)
+    compute = _ns(job.compute_s)
+    size = _num(job.step_bytes)
+    for r in range(len(job.rings)):
+        for s, d in job.edges(r):
+            out.append(f"{host_id(s)} {host_id(d)} {job.host_tor[s]} {job.host_tor[d]} {start} {size} {compute} {r}")
+    return "\n".join(out) + "\n"
+
+
+def _ns(seconds: float) -> str:
+    return _num(round(seconds * 1e9, 3))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def write_traffic_files(jobs: Sequence[Job], directory, host_id=None) -> list:
+    """Write one ``<job name>.txt`` per job into ``directory`` (created); returns the paths in job order."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for job in jobs:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in job.name)
+        p = directory / f"{safe}.txt"
+        if p in paths:
+            raise WorkloadError(f"two jobs would be written to {p}")
+        p.write_text(format_traffic(job, host_id), encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The paper's workloads
+
+
+def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int = 0,
+               models: Sequence[str] = ("gpt3", "bloom", "llama2"), iterations: int = 11, *,
+               gpus_per_host: int = 1, start_min_s: float = 1.0, start_max_s: float = 10.0,
+               kind: str = "allreduce", placement: str = "tor") -> list:
+    """The paper's synthetic workload: ``n_jobs`` concurrent jobs with data-parallel degree ``ring``.
+
+    See the module docstring for the exact model and placement. ``kind="pipeline"`` generates the same
+    replicas but as pipeline jobs: within each replica, each TP position's PP stages form a chain (stage i sends
+    to stage i + 1), carrying activations of ``step_bytes = 4 * params / (TP * PP) / ring`` (the same size as the
+    all-reduce chunks, so the two kinds are comparable; activations sizes are not in PAPER.md)."""
+    for what, v in (("n_jobs", n_jobs), ("ring", ring), ("tors", tors), ("hosts_per_tor", hosts_per_tor),
+                    ("iterations", iterations), ("gpus_per_host", gpus_per_host)):
+        if int(v) != v or v < 1:
+            raise WorkloadError(f"{what} must be a positive integer, not {v}")
+    if ring < 2 and kind == "allreduce":
+        raise WorkloadError(f"ring must be at least 2, not {ring}")
+    if kind not in KINDS:
+        raise WorkloadError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if not models:
+        raise WorkloadError("no models given")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise WorkloadError(f"unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
+    if not start_max_s >= start_min_s >= 0:
+        raise WorkloadError(f"start window [{start_min_s}, {start_max_s}] is invalid")
+    chosen = [MODELS[models[j % len(models)]] for j in range(n_jobs)]
+    needs = []
+    for m in chosen:
+        hosts = math.ceil(m.gpus / gpus_per_host)
+        needs.append((hosts, math.ceil(hosts / hosts_per_tor)))
+    if kind == "pipeline":
+        for m in chosen:
+            if m.pp < 2:
+                raise WorkloadError(f"model {m.name} has one pipeline stage: nothing to send")
+    if placement not in PLACEMENTS:
+        raise WorkloadError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
+    total_tors = sum(t * ring for _, t in needs)
+    total_hosts = sum(h * ring for h, _ in needs)
+    if placement == "random" and total_hosts > tors * hosts_per_tor:
+        raise WorkloadError(
+            f"the workload does not fit: {n_jobs} job(s) x {ring} replicas need {total_hosts} hosts "
+            f"({gpus_per_host} GPU(s) per host) but the fabric has {tors * hosts_per_tor}")
+    if placement == "tor" and total_tors > tors:
+        detail = ", ".join(f"{m.name}: {ring} x {t}" for m, (_, t) in zip(chosen, needs))
+        raise WorkloadError(
+            f"the workload does not fit: {n_jobs} job(s) x {ring} replicas need {total_tors} ToRs "
+            f"({detail}; each replica gets its own ToRs, {hosts_per_tor} hosts per ToR, "
+            f"{gpus_per_host} GPU(s) per host) but the fabric has {tors}")
+    rng = np.random.default_rng(seed)
+    free = list(range(tors))
+    free_hosts = rng.permutation(tors * hosts_per_tor).tolist() if placement == "random" else []
+    jobs = []
+    for j, (m, (hosts, ntors)) in enumerate(zip(chosen, needs)):
+        # whole nanoseconds, so that writing and reading the authors' format (ns) round-trips exactly
+        start = round(float(rng.uniform(start_min_s, start_max_s)) * 1e9) / 1e9
+        replicas = []  # replica -> list of hosts (index = host slot within the replica)
+        for _ in range(ring):
+            if placement == "random":
+                rhosts = [int(h) for h in free_hosts[:hosts]]
+                del free_hosts[:hosts]
+                replicas.append(rhosts)
+                continue
+            picks = rng.choice(len(free), size=ntors, replace=False)
+            rtors = [free[i] for i in picks]
+            for i in sorted(picks, reverse=True):
+                free.pop(i)
+            rhosts = [t * hosts_per_tor + slot for t in rtors for slot in range(hosts_per_tor)][:hosts]
+            replicas.append(rhosts)
+        host_tor = {h: h // hosts_per_tor for rep in replicas for h in rep}
+        if kind == "allreduce":
+            rings = [[rep[p // gpus_per_host] for rep in replicas] for p in range(m.gpus)]
+        else:
+            rings = []
+            for rep in replicas:
+                for t in range(m.tp):
+                    chain = [rep[(s * m.tp + t) // gpus_per_host] for s in range(m.pp)]
+                    # consecutive stages on one host (gpus_per_host > 1) send over NVLink, not the network
+                    dedup = [h for i, h in enumerate(chain) if i == 0 or h != chain[i - 1]]
+                    if len(dedup) >= 2 and len(set(dedup)) == len(dedup):
+                        rings.append(dedup)
+            if not rings:
+                raise WorkloadError(f"model {m.name}: with {gpus_per_host} GPUs per host no stage sends over "
+                                    f"the network")
+        jobs.append(Job(
+            name=f"job{j}-{m.name}",
+            kind=kind,
+            rings=rings,
+            step_bytes=BYTES_PER_PARAM * m.params / m.gpus / ring,
+            compute_s=m.compute_s,
+            start_s=start,
+            iterations=iterations,
+            host_tor=host_tor,
+            model=m.name,
+        ))
+    return jobs
+
+
+def min_gpus_per_host(n_jobs: int, ring: int, tors: int, hosts_per_tor: int,
+                      models: Sequence[str] = ("gpt3", "bloom", "llama2"), limit: int = 64,
+                      placement: str = "tor") -> int:
+    """The smallest GPUs-per-host packing with which :func:`paper_jobs` fits the fabric (error if none)."""
+    for g in range(1, limit + 1):
+        hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
+        if placement == "random":
+            fits = ring * sum(hosts) <= tors * hosts_per_tor
+        else:
+            fits = sum(ring * math.ceil(h / hosts_per_tor) for h in hosts) <= tors
+        if fits:
+            return g
+    raise WorkloadError(f"{n_jobs} job(s) x {ring} replicas do not fit {tors} ToRs even with {limit} GPUs per host")

@@ -1,0 +1,181 @@
+"""`mlroute simulate` end to end (small fabrics), and ECMP against mlroute on the same workload."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mlroute.cli import main
+from mlroute.routing.fabric import Fabric
+from mlroute.sim.engine import simulate
+from mlroute.workloads.jobs import authors_node_id, paper_jobs, write_traffic_files
+
+SMALL = ["--tors", "8", "--spines", "8", "--hosts-per-tor", "8", "--link-gbps", "100"]
+
+
+def run_cli(capsys, *argv):
+    rc = main(["simulate", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_ecmp_collisions_make_allreduce_longer_than_mlroute():
+    # 4 replicas of GPT-3 with 8 GPUs per host: each replica is one ToR of 8 hosts, 8 GPUs (8 rings) per NIC;
+    # ring edges go ToR -> ToR, 64 flows leave each ToR over 8 spines: 8 per uplink balance the NICs exactly
+    # (mlroute), a hash puts more on some uplinks.
+    jobs = paper_jobs(1, 4, tors=8, hosts_per_tor=8, seed=3, models=("gpt3",), iterations=2, gpus_per_host=8)
+    fab = Fabric.clos(8, 8, 8)
+    ml = simulate(fab, jobs, "mlroute", link_bps=100e9, seed=1)
+    ec = simulate(fab, jobs, "ecmp", link_bps=100e9, seed=1)
+    assert max(ml.max_link_load) == 8
+    assert max(ec.max_link_load) > 8  # the premise: the hash collides
+    assert ml.normalised_allreduce() == pytest.approx(np.ones(2), rel=1e-9)
+    ml_t, ec_t = ml.allreduce_times(), ec.allreduce_times()
+    assert np.all(ec_t > ml_t * 1.5)
+    # the tail transfer is slower; the *mean* FCT need not be (flows that dodge a collision get more of their NIC)
+    assert ec.fct_s.max() > ml.fct_s.max()
+
+
+def test_json_output_fields(capsys):
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--seed", "1", "--algo", "greedy",
+                           "--iterations", "2", "--gpus-per-host", "8", "--models", "bloom", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["algo"] == "greedy"
+    (job,) = d["jobs"]
+    assert job["job"] == "job0-bloom"
+    assert [it["iteration"] for it in job["iterations"]] == [0, 1]
+    # BLOOM 48 GPUs, 8 per host: 6 hosts per replica, 6 rings per NIC pair... every ring edge has 8 of its GPUs'
+    # flows on one NIC, so the ideal is 2 steps x 8 flows x S / rate
+    S = 4 * 176e9 / 48 / 2
+    for it in job["iterations"]:
+        assert it["allreduce_s"] == pytest.approx(2 * 8 * S * 8 / 100e9, rel=1e-6)
+    n_flows = 48 * 2
+    assert len(d["fct_s"]) == len(d["throughput_gbps"]) == 2 * 2 * n_flows
+    assert len(d["controller_ms"]) == 2 and all(x >= 0 for x in d["controller_ms"])
+    assert d["summary"]["allreduce_norm_mean"] == pytest.approx(1.0, rel=1e-6)
+    assert d["scenario"]["tors"] == 8 and d["scenario"]["failed_spines"] == []
+
+
+def test_table_output_and_failures(capsys):
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "2", "--ring", "2", "--algo", "mlroute", "--iterations", "1",
+                           "--gpus-per-host", "8", "--failed-spines", "6,7")
+    assert rc == 0, err
+    assert "failed spines: spine6,spine7" in out
+    assert "job0-gpt3" in out and "job1-bloom" in out and "mean/ideal" in out
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--algo", "mlroute", "--iterations", "2",
+                           "--gpus-per-host", "8", "--failed-spines", "4-7", "--fail-at", "8.0", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["recompute_times_s"][:2] == pytest.approx([5.606394622, 8.0])  # job start (seed 1), failure
+    assert d["scenario"]["fail_at_s"] == 8.0
+
+
+def test_traffic_files_in_authors_format(tmp_path, capsys):
+    jobs = paper_jobs(2, 2, tors=8, hosts_per_tor=8, seed=2, models=("gpt3", "bloom"), gpus_per_host=8)
+    paths = write_traffic_files(jobs, tmp_path, host_id=lambda h: authors_node_id(h, 8, 8))
+    rc, out, err = run_cli(capsys, *SMALL, "--traffic", *map(str, paths), "--algo", "ecmp", "--iterations", "1",
+                           "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert [j["job"] for j in d["jobs"]] == ["job0-gpt3", "job1-bloom"]
+    # same result as simulating the generated jobs directly (host ids differ, ToRs and the hash inputs match)
+    rc2, out2, _ = run_cli(capsys, *SMALL, "--jobs", "2", "--ring", "2", "--seed", "2", "--models", "gpt3,bloom",
+                           "--gpus-per-host", "8", "--algo", "mlroute", "--iterations", "1", "--json")
+    d2 = json.loads(out2)
+    assert [j["ideal_s"] for j in d["jobs"]] == pytest.approx([j["ideal_s"] for j in d2["jobs"]])
+
+
+def test_save_traffic_round_trip(tmp_path, capsys):
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--gpus-per-host", "8",
+                           "--algo", "greedy", "--iterations", "1", "--json", "--save-traffic", str(tmp_path / "w"))
+    assert rc == 0, err
+    files = sorted((tmp_path / "w").iterdir())
+    assert [f.name for f in files] == ["job0-gpt3.txt"]
+    rc2, out2, err2 = run_cli(capsys, *SMALL, "--traffic", str(files[0]), "--algo", "greedy", "--iterations", "1",
+                              "--json")
+    assert rc2 == 0, err2
+    a, b = json.loads(out), json.loads(out2)
+    assert a["jobs"][0]["iterations"][0]["allreduce_s"] == pytest.approx(b["jobs"][0]["iterations"][0]["allreduce_s"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "1"], "give --traffic FILE... or both --jobs N and --ring n"),
+    (["--jobs", "1", "--ring", "1"], "--ring must be at least 2"),
+    (["--jobs", "0", "--ring", "2"], "--jobs must be a positive integer"),
+    (["--jobs", "9", "--ring", "8"], "does not fit"),
+    (["--jobs", "1", "--ring", "2", "--failed-spines", "8"], "spine 8 is not in the fabric"),
+    (["--jobs", "1", "--ring", "2", "--failed-spines", "0-7"], "partitions the fabric"),
+    (["--jobs", "1", "--ring", "2", "--failed-spines", "x"], "'x' is not an integer"),
+    (["--jobs", "1", "--ring", "2", "--failed-links", "tor0-spine1"], "not of the form SWITCH:SWITCH"),
+    (["--jobs", "1", "--ring", "2", "--failed-links", "tor0:tor1"], "no link tor0:tor1"),
+    (["--jobs", "1", "--ring", "2", "--link-gbps", "0"], "--link-gbps must be positive"),
+    (["--jobs", "1", "--ring", "2", "--models", "gpt9"], "unknown model 'gpt9'"),
+    (["--jobs", "1", "--ring", "2", "--mode", "period"], "--mode period needs --period"),
+    (["--jobs", "1", "--ring", "2", "--iterations", "0"], "--iterations must be a positive integer"),
+    (["--traffic", "/nonexistent/x.txt"], "cannot read"),
+])
+def test_bad_input_exits_2(capsys, argv, message):
+    rc, out, err = run_cli(capsys, *SMALL, "--gpus-per-host", "8", "--algo", "greedy", *argv)
+    assert rc == 2
+    assert message in err
+    assert err.startswith("mlroute simulate: error:")
+
+
+def test_malformed_traffic_file_names_file_and_line(tmp_path, capsys):
+    p = tmp_path / "bad.txt"
+    p.write_text("# header\n20 30 0 1 0 100 0 0\n30 20 1 0 0 100 0\n")
+    rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(p), "--algo", "greedy")
+    assert rc == 2 and f"{p}:3: expected 8 columns" in err
+    q = tmp_path / "far.txt"
+    q.write_text("20 30 0 9 0 100 0 0\n30 20 9 0 0 100 0 0\n")
+    rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(q), "--algo", "greedy")
+    assert rc == 2 and f"{q}:1: host 20 is under ToR 0" not in err
+    assert f"{q}:1: host 30 is under ToR 9, but the fabric has ToRs 0..7" in err
+    rc, out, err = run_cli(capsys, *SMALL, "--traffic", str(q), "--jobs", "1", "--ring", "2", "--algo", "greedy")
+    assert rc == 2 and "not both" in err
+
+
+def test_pipeline_jobs_and_period_mode(capsys):
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--kind", "pipeline", "--gpus-per-host", "8",
+                           "--algo", "mlroute", "--iterations", "2", "--mode", "period", "--period", "0.5", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["mode"] == "period" and d["jobs"][0]["kind"] == "pipeline"
+    # chains of 8 stages on 8 hosts (8 GPUs each: one stage per host): 7 sequential sends per iteration; alone on
+    # its NICs it runs at the ideal
+    for it in d["jobs"][0]["iterations"]:
+        assert it["allreduce_s"] == pytest.approx(d["jobs"][0]["ideal_s"], rel=1e-9)
+    times = d["recompute_times_s"]
+    # every 0.5 s from t = 0; the ticks before the job starts (5.6 s) have nothing to route and are not recorded
+    assert times[0] == 6.0 and all(b - a == pytest.approx(0.5) for a, b in zip(times, times[1:]))
+    assert len(times) > 10
+
+
+def test_failed_links_are_avoided(capsys):
+    # the same workload the command generates: find a ToR that holds a replica, fail all its uplinks but one
+    (job0,) = paper_jobs(1, 2, tors=8, hosts_per_tor=8, seed=1, models=("gpt3",), gpus_per_host=8)
+    tor = job0.host_tor[job0.rings[0][0]]
+    links = ",".join(f"tor{tor}:spine{j}" for j in range(1, 8))
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--gpus-per-host", "8",
+                           "--algo", "mlroute", "--iterations", "1", "--failed-links", links, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["scenario"]["failed_links"] == links.split(",")
+    job = d["jobs"][0]
+    # 8 hosts x 8 GPUs: 64 flows leave that ToR, all on its one live uplink, against 8 per NIC: 8x slower
+    assert d["max_link_load"] == [64]
+    assert job["iterations"][0]["allreduce_s"] == pytest.approx(8 * job["ideal_s"], rel=1e-6)
+
+
+def test_parse_lists():
+    from mlroute.sim.scenario import ScenarioError, parse_int_list, parse_links
+
+    assert parse_int_list("28-31", "x") == [28, 29, 30, 31]
+    assert parse_int_list("1, 3,5", "x") == [1, 3, 5]
+    assert parse_int_list("", "x") == []
+    with pytest.raises(ScenarioError, match="twice"):
+        parse_int_list("1,1", "x")
+    with pytest.raises(ScenarioError, match="range"):
+        parse_int_list("5-3", "x")
+    assert parse_links("tor0:spine1, tor2:spine3") == [("tor0", "spine1"), ("tor2", "spine3")]
