@@ -76,9 +76,7 @@ class TrafficEngineer:
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
         ecmp = run_optimiser("ecmp", fabric, flows, seed=self.seed).paths
-        current = [self.pinned.get(k) for k in keys]
-        valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, current)]
-        current = [p if ok else e for p, ok, e in zip(current, valid, ecmp)]
+        current, valid = paths_in_force(fabric, flows, self.pinned, ecmp)
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = [f.job for f in flows]
         before = metric.report(fabric, flows, current, objective=objective)
@@ -102,6 +100,14 @@ class TrafficEngineer:
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
         return self.last
+
+
+def paths_in_force(fabric, flows, pinned, fallback):
+    """Each flow's pinned path where it is still valid on ``fabric``, else its ``fallback`` path (ECMP's
+    estimate): the routing that actually carries the traffic. Returns (paths, valid flags)."""
+    pins = [pinned.get(f.key) for f in flows]
+    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
+    return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
 
 
 def five_tuple_match(key, in_port=None):
