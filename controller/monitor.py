@@ -10,26 +10,9 @@ Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`
 import logging
 from dataclasses import dataclass, field
 
+from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, key_from_fields  # noqa: F401  (re-exported)
+
 LOG = logging.getLogger("mlroute.monitor")
-
-PROTO_TCP = 6
-PROTO_UDP = 17
-
-
-@dataclass(frozen=True, order=True)
-class FlowKey:
-    """A transport flow: two iperf flows between the same hosts on different ports are two keys."""
-
-    src_ip: str
-    dst_ip: str
-    proto: int
-    src_port: int
-    dst_port: int
-
-    def as_dict(self):
-        return {"src_ip": self.src_ip, "dst_ip": self.dst_ip, "proto": self.proto,
-                "src_port": self.src_port, "dst_port": self.dst_port}
-
 
 @dataclass(frozen=True)
 class FlowSample:
@@ -46,10 +29,7 @@ class MalformedStats(ValueError):
 def sample_from_stat(dpid, fields, byte_count, duration_sec, duration_nsec):
     """A FlowSample from one flow-stats entry's match fields and counters; MalformedStats if it is not one."""
     try:
-        proto = int(fields["ip_proto"])
-        l4 = {PROTO_TCP: "tcp", PROTO_UDP: "udp"}[proto]
-        key = FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), proto,
-                      int(fields[f"{l4}_src"]), int(fields[f"{l4}_dst"]))
+        key = key_from_fields(fields)
         byte_count, duration = int(byte_count), int(duration_sec) + int(duration_nsec) / 1e9
     except (KeyError, TypeError, ValueError) as exc:
         raise MalformedStats(f"switch {dpid}: flow-stats entry without a usable 5-tuple/counters: {exc!r}") from None

@@ -36,7 +36,10 @@ ETH_IPV6 = 0x86DD
 ETH_LLDP = 0x88CC
 
 
-def match(**fields):
+Match = tuple  # a canonical match: sorted ((OXM field name, value), ...)
+
+
+def match(**fields) -> Match:
     """A canonical (hashable, order-free) match."""
     return tuple(sorted(fields.items()))
 

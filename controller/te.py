@@ -22,7 +22,7 @@ from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
                               PRIO_FLOW_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
-from controller.monitor import PROTO_TCP, PROTO_UDP
+from controller.flowkey import PROTO_TCP, PROTO_UDP, five_tuple_match
 
 LOG = logging.getLogger("mlroute.te")
 
@@ -108,15 +108,6 @@ def paths_in_force(fabric, flows, pinned, fallback):
     pins = [pinned.get(f.key) for f in flows]
     valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
-
-
-def five_tuple_match(key, in_port=None):
-    l4 = "tcp" if key.proto == PROTO_TCP else "udp"
-    fields = {"eth_type": ETH_IPV4, "ip_proto": key.proto, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
-              f"{l4}_src": key.src_port, f"{l4}_dst": key.dst_port}
-    if in_port is not None:
-        fields["in_port"] = in_port
-    return match(**fields)
 
 
 def port_toward(graph, a, b):
