@@ -5,7 +5,11 @@ Every error names the key path and the line (``config.yaml:7: te.poll_interval_s
 """
 
 import copy
+import ipaddress
+import math
 import os
+import re
+import sys
 from dataclasses import dataclass
 
 import yaml
@@ -27,6 +31,7 @@ DEFAULTS = {
         "fabric_link_mbps": None,  # None: same as host_link_mbps
         "pattern_memory_s": 30.0,  # an idle elephant keeps its route this long
         "flow_idle_timeout_s": 10,  # idle timeout of per-transport-flow accounting rules
+        "time_budget_s": None,  # optimiser time limit; None: the poll interval (ilp / annealing need one)
         "objective": "flow",  # "flow" or "job"
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
@@ -34,6 +39,19 @@ DEFAULTS = {
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
 }
+
+
+#: bounds on what a configuration (or a REST call) may ask the controller to keep in memory
+MAX_JOBS = 1024
+MAX_JOB_HOSTS = 32768  # host entries over all jobs (a k=48 fat-tree has 27,648 hosts)
+MAX_FLOW_IDLE_TIMEOUT_S = 65535  # OpenFlow's idle_timeout is a uint16
+POLL_INTERVAL_RANGE_S = (0.1, 3600.0)  # below 0.1 s the poll loop alone keeps a core busy
+MAX_TIME_BUDGET_S = 3600.0
+NEEDS_TIME_BUDGET = ("ilp", "annealing")  # they search until stopped: no budget, no bound on the event loop
+# RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
+_HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+_TOKEN = re.compile(r"[\x21-\x7e]{1,4096}")  # printable ASCII, no whitespace: an HTTP header value as is
 
 
 class ConfigError(ValueError):
@@ -63,22 +81,53 @@ def _port(v):
     return None if 0 < v < 65536 else "must be a TCP port (1-65535)"
 
 
+def _between(low, high):
+    return lambda v: None if low <= v <= high else f"must be in [{low:g}, {high:g}]"
+
+
+def _idle_timeout(v):
+    if v <= 0:
+        return "must be > 0"
+    return None if v <= MAX_FLOW_IDLE_TIMEOUT_S else \
+        f"must be at most {MAX_FLOW_IDLE_TIMEOUT_S} (OpenFlow's 16-bit idle timeout)"
+
+
+def _time_budget(v):
+    return None if 0 < v <= MAX_TIME_BUDGET_S else f"must be in (0, {MAX_TIME_BUDGET_S:g}]"
+
+
+def _bind_host(v):
+    """Checked without the network: a literal IPv4/IPv6 address or a syntactically valid host name."""
+    try:
+        ipaddress.ip_address(v)
+        return None
+    except ValueError:
+        pass
+    return None if _HOSTNAME.fullmatch(v) else "must be an IP address or a host name"
+
+
+def _token(v):
+    return None if _TOKEN.fullmatch(v) else \
+        "must be a non-empty string of printable characters without spaces (or null: no mutating calls)"
+
+
 NUMBER = (int, float)
 SCHEMA = {
     "rest": {
-        "host": _Rule(str),
+        "host": _Rule(str, _bind_host),
         "port": _Rule(int, _port),
-        "token": _Rule(str, nullable=True),
+        "token": _Rule(str, _token, nullable=True),
     },
     "te": {
         "mode": _Rule(str, _choice(ALGORITHMS)),
-        "poll_interval_s": _Rule(NUMBER, _positive),
+        "poll_interval_s": _Rule(NUMBER, _between(*POLL_INTERVAL_RANGE_S)),
         "elephant_threshold": _Rule(NUMBER, _fraction),
         "elephant_polls": _Rule(int, _positive),
         "host_link_mbps": _Rule(NUMBER, _positive),
         "fabric_link_mbps": _Rule(NUMBER, _positive, nullable=True),
         "pattern_memory_s": _Rule(NUMBER, lambda v: None if v >= 0 else "must be >= 0"),
-        "flow_idle_timeout_s": _Rule(int, _positive),
+        "flow_idle_timeout_s": _Rule(int, _idle_timeout),
+        "time_budget_s": _Rule(NUMBER, _time_budget, nullable=True),
         "objective": _Rule(str, _choice(("flow", "job"))),
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),
@@ -93,11 +142,26 @@ def load(path=None):
     if not path:
         return copy.deepcopy(DEFAULTS)
     try:
-        with open(path) as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # the locale's codec would raise past the ConfigError handler
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") \
+            from None
     return parse(text, path)
+
+
+def load_or_exit(path=None, stderr=None):
+    """``load`` for a program's start: a bad configuration is one line on stderr and exit status 2."""
+    try:
+        return load(path)
+    except ConfigError as exc:
+        (stderr or sys.stderr).write(f"mlroute: invalid configuration: {exc}\n")
+        raise SystemExit(2) from None
 
 
 def parse(text, name="<config>"):
@@ -105,8 +169,17 @@ def parse(text, name="<config>"):
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{name}:{mark.line + 1}" if mark else name
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+        if mark is not None:
+            where = f"{name}:{mark.line + 1}"
+        elif isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+            where = f"{name}:{text[:exc.position].count(chr(10)) + 1}"
+            code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+            raise ConfigError(f"{where}: not valid YAML: character U+{code:04X} is not allowed") from None
+        else:
+            where = name
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{name}: not valid YAML: nested too deeply") from None
     config = copy.deepcopy(DEFAULTS)
     if node is None:
         return config
@@ -121,7 +194,7 @@ def parse(text, name="<config>"):
         elif key == "tiers":
             config["tiers"] = _tiers(value, line)
         elif key == "jobs":
-            config["jobs"] = _jobs(value, line)
+            config["jobs"] = _jobs(value, line, value_node, name)
         else:
             raise ConfigError(f"{line}: {key}: unknown section (known: {', '.join(sorted(DEFAULTS))})")
     return config
@@ -130,7 +203,7 @@ def parse(text, name="<config>"):
 def _section(section, node, value, name):
     if not isinstance(node, yaml.MappingNode):
         raise ConfigError(f"{name}:{node.start_mark.line + 1}: {section}: must be a mapping")
-    out = {}
+    out, lines = {}, {}
     rules = SCHEMA[section]
     for key_node, _ in node.value:
         key = key_node.value
@@ -138,6 +211,7 @@ def _section(section, node, value, name):
         if key not in rules:
             raise ConfigError(f"{line}: {section}.{key}: unknown key (known: {', '.join(sorted(rules))})")
         rule, v = rules[key], value[key]
+        lines[key] = line
         if v is None and rule.nullable:
             out[key] = None
             continue
@@ -145,10 +219,15 @@ def _section(section, node, value, name):
         if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
             want = " or ".join(k.__name__ for k in kinds)
             raise ConfigError(f"{line}: {section}.{key}: must be {want}, got {v!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{line}: {section}.{key}: must be a finite number, got {v!r}")
         problem = rule.check(v) if rule.check else None
         if problem:
             raise ConfigError(f"{line}: {section}.{key}: {problem}, got {v!r}")
         out[key] = v
+    if section == "te" and out.get("mode") in NEEDS_TIME_BUDGET and out.get("time_budget_s") is None:
+        raise ConfigError(f"{lines['mode']}: te.mode: {out['mode']} needs te.time_budget_s (seconds): it searches "
+                          "until stopped, and the controller must bound how long it waits")
     return out
 
 
@@ -162,15 +241,27 @@ def _tiers(value, line):
                 dpid = int(dpid, 0)
             except ValueError:
                 raise ConfigError(f"{line}: tiers.{dpid}: a dpid must be an integer (decimal or 0x...)") from None
-        if not isinstance(dpid, int) or tier not in TIER_VALUES:
+        if not isinstance(dpid, int) or not 0 <= dpid < 2 ** 64:
+            raise ConfigError(f"{line}: tiers.{dpid}: a dpid must be an integer in [0, 2^64)")
+        if tier not in TIER_VALUES:
             raise ConfigError(f"{line}: tiers.{dpid}: tier must be one of {', '.join(TIER_VALUES)}, got {tier!r}")
         out[dpid] = tier
     return out
 
 
-def _jobs(value, line):
+def validate_jobs(value, where):
+    """Jobs from a request body (``where`` prefixes every error, e.g. "request body"): as from the file."""
+    return _jobs(value, where)
+
+
+def _jobs(value, line, node=None, name=None):
     if not isinstance(value, list):
         raise ConfigError(f"{line}: jobs: must be a list of {{name, hosts}}")
+    if len(value) > MAX_JOBS:
+        raise ConfigError(f"{line}: jobs: at most {MAX_JOBS} jobs, got {len(value)}")
+    total = sum(len(job["hosts"]) for job in value if isinstance(job, dict) and isinstance(job.get("hosts"), list))
+    if total > MAX_JOB_HOSTS:
+        raise ConfigError(f"{line}: jobs: at most {MAX_JOB_HOSTS} hosts over all jobs, got {total}")
     out = []
     for i, job in enumerate(value):
         if not isinstance(job, dict) or not isinstance(job.get("name"), str) or not isinstance(job.get("hosts"), list):
@@ -178,5 +269,28 @@ def _jobs(value, line):
         extra = set(job) - {"name", "hosts"}
         if extra:
             raise ConfigError(f"{line}: jobs[{i}].{sorted(extra)[0]}: unknown key (known: hosts, name)")
-        out.append({"name": job["name"], "hosts": [str(h) for h in job["hosts"]]})
+        out.append({"name": job["name"], "hosts": _job_hosts(job["hosts"], i, line, node, name)})
     return out
+
+
+def _job_hosts(hosts, i, line, node, name):
+    """Each host an IPv4 address string (the flow table matches ipv4_src on it); errors at the host's line."""
+    for j, host in enumerate(hosts):
+        try:
+            ok = isinstance(host, str) and ipaddress.IPv4Address(host) is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            where = _item_line(node, name, i, j) or line
+            raise ConfigError(f"{where}: jobs[{i}].hosts[{j}]: must be an IPv4 address, got {host!r}")
+    return list(hosts)
+
+
+def _item_line(node, name, i, j):
+    """file:line of ``jobs[i].hosts[j]`` in the YAML node tree, or None (REST bodies have no lines)."""
+    try:
+        job = node.value[i]
+        hosts = next(v for k, v in job.value if k.value == "hosts")
+        return f"{name}:{hosts.value[j].start_mark.line + 1}"
+    except (AttributeError, IndexError, StopIteration, TypeError):
+        return None

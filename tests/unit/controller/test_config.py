@@ -21,7 +21,7 @@ def test_file_overrides_only_what_it_names(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, expected", [
     ("te:\n  mode: fastest\n", "c.yaml:2: te.mode: must be one of"),
-    ("te:\n  poll_interval_s: -1\n", "c.yaml:2: te.poll_interval_s: must be > 0"),
+    ("te:\n  poll_interval_s: -1\n", "c.yaml:2: te.poll_interval_s: must be in [0.1, 3600]"),
     ("te:\n  poll_interval_s: soon\n", "c.yaml:2: te.poll_interval_s: must be int or float"),
     ("te:\n  hysteresis: 1\n", "c.yaml:2: te.hysteresis: must be bool"),
     ("rest:\n  host: 127.0.0.1\n  prot: 80\n", "c.yaml:3: rest.prot: unknown key"),
@@ -48,3 +48,82 @@ def test_the_example_file_documents_every_default():
     for section in ("rest", "te"):
         for key in config.DEFAULTS[section]:
             assert f"  {key}:" in text, f"{section}.{key} missing from examples/mlroute.yaml"
+
+
+# -- issue 10: bad input gets a clear, line-precise error at start ------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("rest:\n  host: 'not a host!'\n", "c.yaml:2: rest.host: must be an IP address or a host name"),
+    ("rest:\n  host: -bad-.example\n", "c.yaml:2: rest.host: must be an IP address or a host name"),
+    ("rest:\n  host: ''\n", "c.yaml:2: rest.host: must be an IP address or a host name"),
+    ("te:\n  flow_idle_timeout_s: 100000\n", "c.yaml:2: te.flow_idle_timeout_s: must be at most 65535"),
+    ("te:\n  poll_interval_s: 0.000001\n", "c.yaml:2: te.poll_interval_s: must be in [0.1, 3600]"),
+    ("te:\n  poll_interval_s: 100000\n", "c.yaml:2: te.poll_interval_s: must be in [0.1, 3600]"),
+    ("te:\n  host_link_mbps: .inf\n", "c.yaml:2: te.host_link_mbps: must be a finite number"),
+    ("te:\n  fabric_link_mbps: .nan\n", "c.yaml:2: te.fabric_link_mbps: must be a finite number"),
+    ("te:\n  pattern_memory_s: .inf\n", "c.yaml:2: te.pattern_memory_s: must be a finite number"),
+    ("te:\n  elephant_threshold: .nan\n", "c.yaml:2: te.elephant_threshold: must be a finite number"),
+    ("rest:\n  token: ''\n", "c.yaml:2: rest.token: must be a non-empty string"),
+    ("rest:\n  token: 'two words'\n", "c.yaml:2: rest.token: must be a non-empty string"),
+    ("jobs:\n  - name: a\n    hosts: [not-an-ip]\n", "c.yaml:3: jobs[0].hosts[0]: must be an IPv4 address"),
+    ("jobs:\n  - name: a\n    hosts: [10.0.0.1, 7]\n", "c.yaml:3: jobs[0].hosts[1]: must be an IPv4 address"),
+    ("jobs:\n  - name: a\n    hosts: [null]\n", "c.yaml:3: jobs[0].hosts[0]: must be an IPv4 address"),
+    ("jobs:\n  - name: a\n    hosts: [10.0.0.300]\n", "c.yaml:3: jobs[0].hosts[0]: must be an IPv4 address"),
+    ("jobs:\n  - name: a\n    hosts: [10.0.0.1]\n  - {name: b, hosts: ['::1']}\n",
+     "c.yaml:4: jobs[1].hosts[0]: must be an IPv4 address"),
+    ("te:\n  mode: ilp\n", "c.yaml:2: te.mode: ilp needs te.time_budget_s"),
+    ("te:\n  mode: annealing\n  time_budget_s: null\n", "c.yaml:2: te.mode: annealing needs te.time_budget_s"),
+    ("te:\n  time_budget_s: 0\n", "c.yaml:2: te.time_budget_s: must be in (0, 3600]"),
+    ("te:\n  time_budget_s: .inf\n", "c.yaml:2: te.time_budget_s: must be a finite number"),
+    ("te:\n  mode: ml\x07route\n", "c.yaml:2: not valid YAML: character U+0007 is not allowed"),
+    ("te: " + "[" * 100_000, "c.yaml: not valid YAML: nested too deeply"),
+    ("tiers:\n  -5: core\n", "c.yaml:1: tiers.-5: a dpid must be an integer in [0, 2^64)"),
+])
+def test_bad_values_name_the_line_and_the_key(text, expected):
+    with pytest.raises(config.ConfigError) as err:
+        config.parse(text, "c.yaml")
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "ctl-1.lab.example"])
+def test_good_rest_hosts_are_accepted(host):
+    assert config.parse(f"rest:\n  host: '{host}'\n")["rest"]["host"] == host
+
+
+def test_an_optimiser_with_a_time_budget_is_accepted():
+    cfg = config.parse("te:\n  mode: ilp\n  time_budget_s: 0.5\n")
+    assert cfg["te"]["mode"] == "ilp" and cfg["te"]["time_budget_s"] == 0.5
+    assert config.parse("te:\n  time_budget_s: 0.5\n  mode: annealing\n")["te"]["time_budget_s"] == 0.5
+
+
+def test_job_and_host_counts_are_bounded():
+    hosts = [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(config.MAX_JOB_HOSTS + 1)]
+    with pytest.raises(config.ConfigError, match=r"c.yaml:1: jobs: at most \d+ hosts"):
+        config.validate_jobs([{"name": "a", "hosts": hosts[:10]}, {"name": "b", "hosts": hosts[10:]}], "c.yaml:1")
+    assert len(config.validate_jobs([{"name": "a", "hosts": hosts[:-1]}], "body")[0]["hosts"]) == len(hosts) - 1
+    many = "".join(f"  - {{name: j{i}, hosts: [10.0.0.1]}}\n" for i in range(config.MAX_JOBS + 1))
+    with pytest.raises(config.ConfigError, match=r"c.yaml:1: jobs: at most \d+ jobs"):
+        config.parse("jobs:\n" + many, "c.yaml")
+    ok = "".join(f"  - {{name: j{i}, hosts: [10.0.0.1]}}\n" for i in range(3))
+    assert len(config.parse("jobs:\n" + ok)["jobs"]) == 3
+
+
+def test_non_utf8_file_is_a_clear_error_with_its_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"te:\n  mode: mlroute\n  # caf\xe9\n")
+    with pytest.raises(config.ConfigError) as err:
+        config.load(str(path))
+    assert str(err.value).startswith(f"{path}:3: not UTF-8 text")
+
+
+def test_bad_configuration_exits_2_with_one_line_and_no_traceback(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    env = {"MLROUTE_CONFIG": str(path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", "from controller import config; config.load_or_exit()"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"mlroute: invalid configuration: {path}:1: not UTF-8 text")
