@@ -1,0 +1,91 @@
+"""Request bodies of the REST API, checked before anything is applied: bounded size, bounded nesting, valid JSON,
+validated like the configuration file.
+
+Ryu-free so every bad input is unit-tested: rest.py hands over the declared ``Content-Length`` and the body
+stream's ``read``; each call returns ``(value, None)`` or ``(None, (http_status, {"error": message}))``. The
+message is short (values are never echoed at length), and a bad body never changes state (all or nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from controller import config
+
+MAX_BODY_BYTES = 1 << 20  # 1 MiB: 1024 jobs of 32 IPv4 hosts fit in a third of it
+MAX_JSON_DEPTH = 32  # a jobs body nests 4 deep; json.loads itself only stops at Python's recursion limit
+MAX_ERROR_CHARS = 300
+
+Error = tuple[int, dict]
+Result = tuple[Any, None] | tuple[None, Error]
+
+
+def _error(status: int, message: str) -> tuple[None, Error]:
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + "..."
+    return None, (status, {"error": message})
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value, without recursion (a deep value must not exhaust the stack here)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_JSON_DEPTH:
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def parse_json(content_length: int | None, read: Callable[[int], bytes], max_bytes: int = MAX_BODY_BYTES) -> Result:
+    """The body as a JSON value: 413 past ``max_bytes`` (declared or read), 400 for anything that is not
+    UTF-8 JSON of at most ``MAX_JSON_DEPTH`` levels."""
+    if content_length is not None:
+        if content_length < 0:
+            return _error(400, "bad Content-Length")
+        if content_length > max_bytes:
+            return _error(413, f"request body of {content_length} bytes: at most {max_bytes} bytes")
+    data = read(max_bytes + 1)  # one byte more than allowed tells "too long" without reading the rest
+    if len(data) > max_bytes:
+        return _error(413, f"request body: at most {max_bytes} bytes")
+    if not data.strip():
+        return _error(400, "empty request body: JSON expected")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _error(400, f"request body is not UTF-8 (byte {exc.start})")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        return _error(400, f"request body nested too deeply (at most {MAX_JSON_DEPTH} levels)")
+    except ValueError as exc:  # json.JSONDecodeError, NaN / Infinity
+        return _error(400, f"request body is not valid JSON: {exc}")
+    if _depth(value) > MAX_JSON_DEPTH:
+        return _error(400, f"request body nested too deeply (at most {MAX_JSON_DEPTH} levels)")
+    return value, None
+
+
+def parse_jobs(content_length: int | None, read: Callable[[int], bytes]) -> Result:
+    """``{"jobs": [{name, hosts}, ...]}`` as the validated job list (same rules as the YAML ``jobs:``)."""
+    body, error = parse_json(content_length, read)
+    if error is not None:
+        return None, error
+    if not isinstance(body, dict) or "jobs" not in body:
+        return _error(400, 'request body must be {"jobs": [{"name": ..., "hosts": [IPv4, ...]}, ...]}')
+    extra = sorted(set(body) - {"jobs"})
+    if extra:
+        return _error(400, f"request body: unknown key {extra[0]!r} (known: jobs)")
+    jobs = body["jobs"]
+    if isinstance(jobs, list) and len(jobs) > config.MAX_JOBS:
+        return _error(413, f"request body: at most {config.MAX_JOBS} jobs, got {len(jobs)}")
+    try:
+        return config.validate_jobs(jobs, "request body"), None
+    except config.ConfigError as exc:
+        return _error(400, str(exc))
