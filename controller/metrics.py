@@ -17,6 +17,24 @@ class Metrics:
         self.optimiser_seconds = Gauge("mlroute_optimiser_seconds", "Runtime of the last optimisation", registry=r)
         self.max_link_load = Gauge("mlroute_max_link_load", "Elephants on the busiest directed link", registry=r)
         self.rules_installed = Gauge("mlroute_rules_installed", "Flow rules mlroute holds on switches", registry=r)
+        self.link_utilisation = Gauge("mlroute_link_utilisation",
+                                      "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
+                                      ["src", "dst"], registry=r)
+        self._link_series = set()
+
+    def set_link_utilisation(self, links):
+        """One series per directed fabric link (``links_json`` rows); a link that went away loses its series,
+        so the label set stays bounded by the fabric. Parallel links between two switches report the busier."""
+        values = {}
+        for link in links:
+            if link["utilisation"] is not None:
+                key = (str(link["src"]), str(link["dst"]))
+                values[key] = max(values.get(key, 0.0), link["utilisation"])
+        for key in self._link_series - set(values):
+            self.link_utilisation.remove(*key)
+        for key, value in values.items():
+            self.link_utilisation.labels(*key).set(value)
+        self._link_series = set(values)
 
     def exposition(self):
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

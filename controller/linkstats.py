@@ -1,0 +1,150 @@
+"""Port statistics of fabric switches -> per directed link tx/rx bit/s, utilisation and pinned elephants.
+
+Why port counters: flow stats are polled at ingress switches only and cover the counting rules, so they say
+nothing about how loaded each fabric link is (mice, ECMP's real hash choices). One port-stats multipart per
+switch and period gives every port's byte counters. Rates come from the switch-reported port durations, as in
+monitor.py, because a poll that arrives late on a busy controller would otherwise inflate or deflate the rate;
+a switch that does not report durations (all ones, allowed by OpenFlow 1.3) falls back to the controller's
+clock. A counter that goes backwards (port re-created, counters cleared) starts a new baseline instead of
+producing a negative rate, and a port missing from a complete reply is forgotten. Plain data, no Ryu: app.py
+hands the reply's entries to ``samples_from_reply``.
+"""
+
+from dataclasses import dataclass
+
+from controller.monitor import MalformedStats
+from controller.te import port_toward
+
+# OpenFlow 1.3 reserved port numbers start here (OFPP_MAX = 0xffffff00): OFPP_LOCAL and friends are no links.
+OFPP_MAX = 0xFFFFFF00
+DURATION_UNKNOWN = 0xFFFFFFFF  # duration_sec a switch sends when it does not track port durations
+
+
+@dataclass(frozen=True)
+class PortSample:
+    """One port's counters from one poll; ``duration_s`` None when the switch does not report it."""
+
+    dpid: int
+    port: int
+    tx_bytes: int
+    rx_bytes: int
+    duration_s: float | None
+
+
+def sample_from_port_stat(dpid, port_no, tx_bytes, rx_bytes, duration_sec, duration_nsec):
+    """A PortSample from one port-stats entry's fields; MalformedStats when they are not usable counters."""
+    try:
+        port, tx, rx, sec, nsec = int(port_no), int(tx_bytes), int(rx_bytes), int(duration_sec), int(duration_nsec)
+    except (TypeError, ValueError) as exc:
+        raise MalformedStats(f"switch {dpid}: port-stats entry without usable counters: {exc!r}") from None
+    if min(port, tx, rx, sec, nsec) < 0:
+        raise MalformedStats(f"switch {dpid}: negative counter in port-stats entry for port {port}")
+    duration = None if sec == DURATION_UNKNOWN else sec + nsec / 1e9
+    return PortSample(dpid, port, tx, rx, duration)
+
+
+def samples_from_reply(dpid, entries):
+    """PortSamples of the physical ports in a port-stats reply (objects with OFPPortStats' attribute names).
+
+    Returns (samples, problems): a malformed entry is skipped and described, the others still count.
+    """
+    samples, problems = [], []
+    for stat in entries:
+        try:
+            sample = sample_from_port_stat(dpid, stat.port_no, stat.tx_bytes, stat.rx_bytes, stat.duration_sec,
+                                           stat.duration_nsec)
+        except AttributeError as exc:
+            problems.append(f"switch {dpid}: port-stats entry lacks a field: {exc}")
+            continue
+        except MalformedStats as exc:
+            problems.append(str(exc))
+            continue
+        if sample.port < OFPP_MAX:
+            samples.append(sample)
+    return samples, problems
+
+
+@dataclass
+class PortRate:
+    tx_bytes: int
+    rx_bytes: int
+    clock_s: float  # the switch's port duration, or the controller's time when the switch gives none
+    tx_bps: float = 0.0
+    rx_bps: float = 0.0
+    measured: bool = False  # False until two polls of the same counter baseline gave a rate
+
+
+class PortRates:
+    """Per (dpid, port) transmit and receive rates from successive complete port-stats replies."""
+
+    def __init__(self):
+        self.ports = {}  # (dpid, port) -> PortRate
+
+    def update(self, dpid, samples, now):
+        """Fold in one complete reply of switch ``dpid``; its ports absent from the reply are forgotten."""
+        seen = set()
+        for s in samples:
+            key = (s.dpid, s.port)
+            seen.add(key)
+            clock = s.duration_s if s.duration_s is not None else now
+            prev = self.ports.get(key)
+            if prev is None or clock < prev.clock_s or s.tx_bytes < prev.tx_bytes or s.rx_bytes < prev.rx_bytes:
+                self.ports[key] = PortRate(s.tx_bytes, s.rx_bytes, clock)  # new port or reset: new baseline
+                continue
+            dt = clock - prev.clock_s
+            if dt <= 0:
+                continue  # the same snapshot again: nothing to learn
+            prev.tx_bps = 8 * (s.tx_bytes - prev.tx_bytes) / dt
+            prev.rx_bps = 8 * (s.rx_bytes - prev.rx_bytes) / dt
+            prev.tx_bytes, prev.rx_bytes, prev.clock_s, prev.measured = s.tx_bytes, s.rx_bytes, clock, True
+        for key in [k for k in self.ports if k[0] == dpid and k not in seen]:
+            del self.ports[key]
+
+    def forget(self, dpid):
+        """A switch went away: its counters mean nothing any more."""
+        for key in [k for k in self.ports if k[0] == dpid]:
+            del self.ports[key]
+
+    def rate(self, dpid, port):
+        return self.ports.get((dpid, port))
+
+
+def elephants_per_link(pinned, graph):
+    """Number of pinned elephants on each directed link, keyed by (src dpid, src port).
+
+    ``pinned`` maps FlowKey -> path (tuple of dpids); the port of each hop is the one the pinned rules use
+    (the live graph's port toward the next switch), so parallel links are told apart as the rules do.
+    """
+    counts = {}
+    for path in pinned.values():
+        for a, b in zip(path, path[1:]):
+            port = port_toward(graph, a, b)
+            if port is not None:
+                counts[(a, port)] = counts.get((a, port), 0) + 1
+    return counts
+
+
+def links_json(topology, rates, pinned, capacity_bps, graph=None):
+    """The body of ``GET /mlroute/links``: one entry per directed fabric link the topology knows.
+
+    ``tx_bps`` is what the source port sent, ``rx_bps`` what the destination port received; ``utilisation``
+    is the larger of the two over ``capacity_bps``, clamped to 0..1 (None while no rate is measured yet).
+    """
+    if capacity_bps <= 0:
+        raise ValueError(f"fabric capacity must be > 0 bit/s, got {capacity_bps!r}")
+    graph = graph if graph is not None else topology.graph()
+    elephants = elephants_per_link(pinned, graph)
+    live = {(l.src, l.src_port) for l in topology.live_links()}
+    out = []
+    for link in sorted(topology.links.values(), key=lambda l: (l.src, l.src_port)):
+        tx = rates.rate(link.src, link.src_port)
+        rx = rates.rate(link.dst, link.dst_port)
+        tx_bps = tx.tx_bps if tx is not None and tx.measured else None
+        rx_bps = rx.rx_bps if rx is not None and rx.measured else None
+        known = [v for v in (tx_bps, rx_bps) if v is not None]
+        out.append({"src": link.src, "src_port": link.src_port, "dst": link.dst, "dst_port": link.dst_port,
+                    "tx_bps": tx_bps, "rx_bps": rx_bps,
+                    "utilisation": min(1.0, max(known) / capacity_bps) if known else None,
+                    "elephants": elephants.get((link.src, link.src_port), 0),
+                    "live": (link.src, link.src_port) in live})
+    return out
