@@ -87,7 +87,7 @@ class SwitchRules:
 @dataclass(frozen=True)
 class Change:
     op: str  # "add" | "modify" | "delete"
-    rule: object  # FlowRule or GroupRule
+    rule: "FlowRule | GroupRule"
 
 
 def diff_switch(installed, desired):

@@ -1,6 +1,6 @@
 import itertools
 
-from controller import forwarding, te
+from controller import sync, te
 from controller.monitor import FlowKey
 from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW
 from controller.tiers import infer_tiers
@@ -22,10 +22,7 @@ def stride4_keys():
 
 def desired_with(topo, tiers, engineer, keys):
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
-    desired = forwarding.plan(topo)
-    for rule in te.te_rules(topo, tiers, accounting, engineer.pinned, 10):
-        desired[rule.dpid].add_flow(rule)
-    return desired
+    return sync.desired_state(topo, tiers, accounting, engineer.pinned, stagger=False, idle_timeout=10)
 
 
 def packet(key):

@@ -1,0 +1,256 @@
+"""The controller's decision core: every event in, every decision out, as plain values (no Ryu).
+
+``ControllerCore`` holds what the controller knows (topology, tiers, accounting, flow monitor, traffic engineer,
+each switch's installed rules) and answers the Ryu shell (app.py) with values: packet-in decisions, TE results
+and ``sync.Step`` lists of rule changes. The shell only translates OpenFlow events into these calls and the
+answers into messages, the way Faucet's valve answers faucet.py; the smoke test drives both with synthetic
+events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from controller import sync, te
+from controller.accounting import Accounting
+from controller.flowkey import FlowKey, key_from_fields
+from controller.metrics import Metrics
+from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
+from controller.packet_in import Decision, PacketIn, PacketInHandler
+from controller.rules import FlowRule, GroupRule, SwitchRules
+from controller.tiers import TierInference, infer_tiers
+from controller.topology import Topology
+from mlroute.routing import metric
+from mlroute.routing.demand import estimate_demands
+from mlroute.routing.flow import Flow
+
+LOG = logging.getLogger("mlroute")
+
+READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+
+
+class ControllerCore:
+    """What the controller knows and decides; ``config`` is the validated configuration (controller.config)."""
+
+    def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None):
+        tecfg = config["te"]
+        self.config = config
+        self.clock = clock
+        self.host_bps = tecfg["host_link_mbps"] * 1e6
+        self.fabric_bps = (tecfg["fabric_link_mbps"] or tecfg["host_link_mbps"]) * 1e6
+        self.topology = Topology()
+        self.packet_in = PacketInHandler(self.topology, clock)
+        self.metrics = metrics or Metrics()
+        self.tiers: TierInference | None = None
+        self.accounting = Accounting()
+        self.monitor = FlowMonitor(MonitorConfig(tecfg["elephant_threshold"] * self.host_bps,
+                                                 tecfg["elephant_polls"], tecfg["pattern_memory_s"]))
+        self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"])
+        self.jobs: list[dict] = list(config["jobs"])
+        self.connected: set[int] = set()  # switches with a live OpenFlow connection
+        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
+        self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
+        self.dirty = False
+
+    # -- switches, ports, links ---------------------------------------------------------------------------------
+    def switch_connected(self, dpid: int, live_ports: Iterable[int]) -> None:
+        """A switch (re)connected: its tables are read back before anything is sent to it."""
+        self.topology.add_switch(dpid, live_ports)
+        self.connected.add(dpid)
+        self.installed.pop(dpid, None)
+        self.readback.start(dpid, self.clock())
+        LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
+        self.dirty = True
+
+    def switch_left(self, dpid: int) -> None:
+        self.topology.remove_switch(dpid)
+        self.connection_lost(dpid)
+        LOG.info("switch %s left", dpid)
+        self.dirty = True
+
+    def connection_lost(self, dpid: int) -> None:
+        self.connected.discard(dpid)
+        self.installed.pop(dpid, None)
+        self.readback.cancel(dpid)
+
+    def flows_read_back(self, dpid: int, flows: list[FlowRule]) -> None:
+        self._read_back(dpid, self.readback.flows_read(dpid, flows))
+
+    def groups_read_back(self, dpid: int, groups: list[GroupRule]) -> None:
+        self._read_back(dpid, self.readback.groups_read(dpid, groups))
+
+    def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
+        if rules is not None and dpid in self.connected:
+            self.installed[dpid] = rules
+            LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
+                     len(rules.groups))
+            self.dirty = True
+
+    def readback_overdue(self) -> list[int]:
+        """Switches that did not report their tables in time: the shell wipes mlroute's rules there."""
+        late = [d for d in self.readback.overdue(self.clock()) if d in self.connected]
+        for dpid in late:
+            LOG.warning("switch %s did not report its tables in %.0f s: rebuilding its rules", dpid,
+                        READBACK_TIMEOUT_S)
+            self.installed[dpid] = SwitchRules()
+            self.dirty = True
+        return late
+
+    def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
+        if self.topology.add_link(src, src_port, dst, dst_port):
+            self.dirty = True
+
+    def link_deleted(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
+        if self.topology.remove_link(src, src_port, dst, dst_port):
+            LOG.info("link %s:%s -> %s:%s down", src, src_port, dst, dst_port)
+            self.dirty = True
+
+    def port_changed(self, dpid: int, port: int, live: bool) -> None:
+        if live:
+            self.topology.port_up(dpid, port)
+        else:
+            self.topology.port_down(dpid, port)
+        self.dirty = True
+
+    # -- packets and flows --------------------------------------------------------------------------------------
+    def packet(self, pkt: PacketIn) -> Decision:
+        """An ARP/IPv4 packet-in: learn its sender, answer ARP (the shell sends the decision's actions)."""
+        decision = self.packet_in.handle(pkt)
+        if decision.learned:
+            host = self.topology.hosts[pkt.src_ip]
+            LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
+            self.dirty = True
+        return decision
+
+    def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> None:
+        """First packet of a TCP/UDP flow at its ingress: give it a counting rule (one packet-in per flow)."""
+        if self.accounting.observe(key, dpid, in_port):
+            self.dirty = True
+
+    def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any]) -> None:
+        """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the
+        rule's match fields (flowkey.MATCH_FIELDS); ValueError / KeyError / TypeError if they name no flow."""
+        key = key_from_fields(fields)
+        if self.accounting.removed(key, dpid):
+            sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
+            self.dirty = True
+
+    def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
+        self.monitor.update(dpid, samples, self.clock())
+
+    def stats_switches(self) -> list[int]:
+        """Ingress switches to poll for counting-rule statistics (those with hosts), connected ones only."""
+        return sorted({h.dpid for h in self.topology.hosts.values()} & self.connected)
+
+    # -- traffic engineering ------------------------------------------------------------------------------------
+    def jobs_by_host(self) -> dict[str, str]:
+        return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
+
+    def fabric(self):
+        return te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
+
+    def te_step(self) -> te.TEResult:
+        """One traffic-engineering decision; marks the rules dirty when the pinned routing changed."""
+        self.monitor.expire(self.clock())
+        elephants = self.monitor.elephants()
+        fractions = list(estimate_demands([Flow(st.key.src_ip, st.key.dst_ip) for st in elephants])) \
+            if elephants else []
+        for st, fraction in zip(elephants, fractions):
+            st.demand_bps = float(fraction) * self.host_bps
+        previous_count = self.te.last.elephants if self.te.last else 0
+        previous_pins = dict(self.te.pinned)
+        result = self.te.step(self.fabric(), [(st.key, float(f)) for st, f in zip(elephants, fractions)],
+                              self.jobs_by_host())
+        if self.te.pinned != previous_pins:
+            self.dirty = True
+        self._record(result, len(elephants))
+        if result.applied or result.elephants != previous_count:
+            b, a = result.before or {}, result.after or {}
+            LOG.info("te: %d elephants, %s, %d moved; max link load %s -> %s, min rate %.2f -> %.2f Mb/s, "
+                     "optimiser %.1f ms", result.elephants, result.reason, len(result.moved),
+                     b.get("max_link_load"), a.get("max_link_load"), b.get("min_rate", 0) / 1e6,
+                     a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
+        return result
+
+    def _record(self, result: te.TEResult, elephants: int) -> None:
+        m = self.metrics
+        m.elephants.set(elephants)
+        if result.runtime_s:
+            m.optimiser_seconds.set(result.runtime_s)
+        if result.after:
+            m.max_link_load.set(result.after["max_link_load"])
+        if result.applied:
+            m.reoptimisations.inc()
+            m.flows_moved.inc(len(result.moved))
+
+    # -- synchronisation ----------------------------------------------------------------------------------------
+    def sync(self) -> list[sync.Step]:
+        """The rule changes that bring every connected, read-back switch to its desired state (in order); the
+        shell sends them, with a barrier after each step whose phase needs one."""
+        self.dirty = False
+        graph = self.topology.graph()  # one snapshot of the live switch graph for this whole resync
+        self._update_tiers(graph)
+        if sync.pinned_paths_broken(self.te.pinned, graph):
+            self.te_step()  # a failure under an elephant: move it now, not at the next period
+            self.dirty = False
+        desired = sync.desired_state(self.topology, self.tiers, self.accounting, self.te.pinned,
+                                     stagger=self.config["te"]["ecmp_stagger"],
+                                     idle_timeout=self.config["te"]["flow_idle_timeout_s"], graph=graph)
+        ready = [d for d in sorted(self.connected) if d in self.installed and d in desired]
+        steps = sync.plan_sync(self.installed, desired, ready)
+        for dpid in ready:
+            self.installed[dpid] = desired[dpid]
+        sent = sum(len(s.changes) for s in steps)
+        if sent:
+            self.metrics.rule_changes.inc(sent)
+        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        return steps
+
+    def _update_tiers(self, graph) -> None:
+        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"])
+        previous, self.tiers = self.tiers, result
+        if previous is not None and (previous.kind, previous.reason) == (result.kind, result.reason):
+            return
+        if result.is_clos:
+            counts: dict[str, int] = {}
+            for tier in result.tiers.values():
+                counts[tier] = counts.get(tier, 0) + 1
+            LOG.info("topology is a %s: %s", result.kind, ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
+        else:
+            LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
+
+    # -- views (REST) -------------------------------------------------------------------------------------------
+    def topology_json(self) -> dict:
+        return self.topology.to_json(self.tiers.tiers if self.tiers else {})
+
+    def elephants_json(self) -> list[dict]:
+        pinned = self.te.pinned
+        return [dict(st.key.as_dict(), rate_bps=st.rate_bps, demand_bps=st.demand_bps,
+                     path=list(pinned[st.key]) if st.key in pinned else None, active=st.streak > 0)
+                for st in self.monitor.elephants()]
+
+    def routing_json(self) -> dict:
+        """The routing-core report of the installed routing and of what ECMP would give (estimated)."""
+        fabric = self.fabric()
+        elephants = [st for st in self.monitor.elephants()
+                     if fabric is not None and st.key.src_ip in fabric.hosts and st.key.dst_ip in fabric.hosts]
+        out: dict[str, Any] = {"mode": self.te.mode, "elephants": len(elephants), "units": "bits per second",
+                               "fabric": self.tiers.kind if self.tiers else "unknown", "installed": None,
+                               "ecmp": None, "last_decision": None}
+        last = self.te.last
+        if last is not None:
+            out["last_decision"] = {"applied": last.applied, "reason": last.reason, "moved": len(last.moved),
+                                    "optimiser_ms": 1e3 * last.runtime_s}
+        if not elephants:
+            return out
+        jobs = self.jobs_by_host()
+        flows = [Flow(st.key.src_ip, st.key.dst_ip, demand=st.demand_bps / self.host_bps or None,
+                      job=jobs.get(st.key.src_ip), key=st.key) for st in elephants]
+        objective = "job" if jobs else self.te.objective
+        ecmp = te.run_optimiser("ecmp", fabric, flows).paths
+        installed, _ = te.paths_in_force(fabric, flows, self.te.pinned, ecmp)
+        out["installed"] = metric.report(fabric, flows, installed, objective=objective)
+        out["ecmp"] = metric.report(fabric, flows, ecmp, objective=objective)
+        return out

@@ -1,0 +1,175 @@
+"""OpenFlow 1.3 messages to and from rule values: the only module that knows how a value becomes bytes.
+
+Builders take a datapath (anything with ``ofproto`` and ``ofproto_parser``, as Ryu's Datapath has) and return
+Ryu message objects; readers turn Ryu's parsed replies and packet-ins back into the core's values
+(``FlowRule``, ``GroupRule``, ``PacketIn``, ``FlowKey``). The tests compile whole plans with these builders,
+serialise them, parse them back and run them through the fake table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ryu.lib.packet import arp, ethernet, ipv4, packet
+from ryu.ofproto import ofproto_v1_3 as ofp
+from ryu.ofproto import ofproto_v1_3_parser as ofparser
+
+from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
+from controller.packet_in import ArpReply, PacketIn
+from controller.rules import COOKIE_BASE, ETH_ARP, ETH_IPV4, ETH_LLDP, Change, FlowRule, GroupRule, match
+
+#: mlroute's rules share the upper 16 bits of their cookies: read back and wiped by this prefix only.
+COOKIE_PREFIX = COOKIE_BASE & 0xFFFF0000
+COOKIE_PREFIX_MASK = 0xFFFF0000
+COOKIE_EXACT = 0xFFFFFFFFFFFFFFFF  # cookie mask selecting one exact cookie
+REPLY_MORE = ofp.OFPMPF_REPLY_MORE  # multipart flag: more parts of this reply follow
+ETH_KIND = {ETH_ARP: "arp", ETH_IPV4: "ipv4", ETH_LLDP: "lldp"}
+
+
+# -- rule values -> messages ------------------------------------------------------------------------------------
+def compile_change(dp, change: Change):
+    """A rules.Change (plain values) as the OFPFlowMod / OFPGroupMod that applies it."""
+    if isinstance(change.rule, GroupRule):
+        return _group_mod(dp, change.op, change.rule)
+    return _flow_mod(dp, change.op, change.rule)
+
+
+def _group_mod(dp, op: str, rule: GroupRule):
+    parser = dp.ofproto_parser
+    command = {"add": ofp.OFPGC_ADD, "modify": ofp.OFPGC_MODIFY, "delete": ofp.OFPGC_DELETE}[op]
+    buckets = [] if op == "delete" else [
+        parser.OFPBucket(weight=1, watch_port=p, watch_group=ofp.OFPG_ANY, actions=[parser.OFPActionOutput(p)])
+        for p in rule.ports]
+    return parser.OFPGroupMod(dp, command, ofp.OFPGT_SELECT, rule.group_id, buckets)
+
+
+def _flow_mod(dp, op: str, rule: FlowRule):
+    parser = dp.ofproto_parser
+    ofmatch = parser.OFPMatch(**dict(rule.match))
+    if op == "delete":
+        return parser.OFPFlowMod(dp, cookie=rule.cookie, table_id=rule.table, command=ofp.OFPFC_DELETE_STRICT,
+                                 priority=rule.priority, match=ofmatch, out_port=ofp.OFPP_ANY,
+                                 out_group=ofp.OFPG_ANY)
+    command = ofp.OFPFC_ADD if op == "add" else ofp.OFPFC_MODIFY_STRICT
+    flags = ofp.OFPFF_SEND_FLOW_REM if rule.idle_timeout else 0  # expiry must reach the controller
+    return parser.OFPFlowMod(dp, cookie=rule.cookie, table_id=rule.table, command=command,
+                             idle_timeout=rule.idle_timeout, priority=rule.priority, match=ofmatch,
+                             instructions=instructions(parser, rule.actions), flags=flags)
+
+
+def instructions(parser, actions: tuple) -> list:
+    """A rule's action tuple as OpenFlow instructions (apply-actions first, then goto-table)."""
+    applied, out = [], []
+    for kind, *arg in actions:
+        if kind == "output":
+            applied.append(parser.OFPActionOutput(arg[0]))
+        elif kind == "group":
+            applied.append(parser.OFPActionGroup(arg[0]))
+        elif kind == "controller":
+            applied.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, arg[0]))
+        elif kind == "goto":
+            out.append(parser.OFPInstructionGotoTable(arg[0]))
+        else:
+            raise ValueError(f"unknown action {kind!r}")
+    if applied:
+        out.insert(0, parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, applied))
+    return out
+
+
+def wipe(dp) -> list:
+    """Delete every rule and group mlroute may have left on a switch (state unknown), then a barrier."""
+    parser = dp.ofproto_parser
+    return [parser.OFPFlowMod(dp, cookie=COOKIE_PREFIX, cookie_mask=COOKIE_PREFIX_MASK, table_id=ofp.OFPTT_ALL,
+                              command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY),
+            parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, ofp.OFPG_ALL, []),
+            parser.OFPBarrierRequest(dp)]
+
+
+def flow_stats_request(dp, cookie: int = COOKIE_PREFIX, cookie_mask: int = COOKIE_PREFIX_MASK):
+    """Flow stats of mlroute's rules (by default all of them; pass one cookie and COOKIE_EXACT for a kind)."""
+    parser = dp.ofproto_parser
+    return parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask,
+                                      parser.OFPMatch())
+
+
+def group_desc_request(dp):
+    return dp.ofproto_parser.OFPGroupDescStatsRequest(dp, 0)
+
+
+def barrier_request(dp):
+    return dp.ofproto_parser.OFPBarrierRequest(dp)
+
+
+def packet_out(dp, port: int, data: bytes):
+    parser = dp.ofproto_parser
+    return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                               actions=[parser.OFPActionOutput(port)], data=data)
+
+
+def arp_reply_frame(reply: ArpReply) -> bytes:
+    p = packet.Packet()
+    p.add_protocol(ethernet.ethernet(dst=reply.to_mac, src=reply.mac, ethertype=ETH_ARP))
+    p.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=reply.mac, src_ip=reply.ip,
+                           dst_mac=reply.to_mac, dst_ip=reply.to_ip))
+    p.serialize()
+    return p.data
+
+
+# -- messages -> values -----------------------------------------------------------------------------------------
+def actions_of(instruction_list: list) -> tuple:
+    """Parsed OpenFlow instructions back as a rule's action tuple (the inverse of ``instructions``)."""
+    out: list[tuple] = []
+    for inst in instruction_list:
+        if isinstance(inst, ofparser.OFPInstructionGotoTable):
+            out.append(("goto", inst.table_id))
+            continue
+        for action in getattr(inst, "actions", []):
+            if isinstance(action, ofparser.OFPActionGroup):
+                out.append(("group", action.group_id))
+            elif action.port == ofp.OFPP_CONTROLLER:
+                out.append(("controller", action.max_len))
+            else:
+                out.append(("output", action.port))
+    return tuple(out)
+
+
+def rule_from_stats(dpid: int, stat: Any) -> FlowRule:
+    """One flow-stats entry (or a parsed OFPFlowMod) as the FlowRule it is."""
+    return FlowRule(dpid, stat.priority, match(**dict(stat.match.items())), actions_of(stat.instructions), table=stat.table_id,
+                    cookie=stat.cookie, idle_timeout=stat.idle_timeout)
+
+
+def group_from_desc(dpid: int, desc: Any) -> GroupRule:
+    """One group-description entry (or a parsed OFPGroupMod) as the GroupRule it is."""
+    return GroupRule(dpid, desc.group_id, tuple(a.port for b in desc.buckets for a in b.actions))
+
+
+def stats_fields(stat: Any) -> dict[str, Any]:
+    """The 5-tuple fields (and in_port) of a flow-stats entry or flow-removed message."""
+    return present_fields(stat.match.get)
+
+
+def decode_packet_in(dpid: int, in_port: int, data: bytes) -> tuple[str, PacketIn | None]:
+    """A packet-in's kind (arp / ipv4 / lldp / other) and, for ARP and IPv4, what the core needs of it.
+    Raises on undecodable data (the shell logs and skips it)."""
+    pkt = packet.Packet(data)
+    eth = pkt.get_protocol(ethernet.ethernet)
+    kind = ETH_KIND.get(eth.ethertype, "other") if eth is not None else "other"
+    if kind == "arp":
+        a = pkt.get_protocol(arp.arp)
+        return kind, PacketIn(dpid, in_port, eth.src, eth.dst, eth.ethertype, arp_op=a.opcode, src_ip=a.src_ip,
+                              dst_ip=a.dst_ip)
+    if kind == "ipv4":
+        ip = pkt.get_protocol(ipv4.ipv4)
+        return kind, PacketIn(dpid, in_port, eth.src, eth.dst, eth.ethertype, src_ip=ip.src, dst_ip=ip.dst)
+    return kind, None
+
+
+def decode_flow_key(data: bytes) -> FlowKey:
+    """The 5-tuple of a new-flow copy (TCP or UDP over IPv4); raises if the packet is not one."""
+    pkt = packet.Packet(data)
+    ip = pkt.get_protocol(ipv4.ipv4)
+    l4 = pkt.protocols[2]
+    prefix = L4_PREFIX[ip.proto]
+    return key_from_fields({"ip_proto": ip.proto, "ipv4_src": ip.src, "ipv4_dst": ip.dst,
+                            f"{prefix}_src": l4.src_port, f"{prefix}_dst": l4.dst_port})

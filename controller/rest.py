@@ -1,0 +1,91 @@
+"""The REST API and /metrics on Ryu's WSGI server: each handler asks the core for a view or a decision.
+
+Mutating calls (POST) need ``Authorization: Bearer <rest.token>``; with no token configured they are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from ryu.app.wsgi import ControllerBase, route
+from webob import Response
+
+from controller import config as mlconfig
+
+LOG = logging.getLogger("mlroute")
+
+
+class RestController(ControllerBase):
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.app = data["app"]
+        self.core = self.app.core
+
+    @route("mlroute", "/mlroute/topology", methods=["GET"])
+    def get_topology(self, req, **kwargs):
+        return _json(self.core.topology_json())
+
+    @route("mlroute", "/mlroute/elephants", methods=["GET"])
+    def get_elephants(self, req, **kwargs):
+        return _json(self.core.elephants_json())
+
+    @route("mlroute", "/mlroute/routing", methods=["GET"])
+    def get_routing(self, req, **kwargs):
+        return _json(self.core.routing_json())
+
+    @route("mlroute", "/mlroute/jobs", methods=["GET"])
+    def get_jobs(self, req, **kwargs):
+        return _json({"jobs": self.core.jobs})
+
+    @route("mlroute", "/mlroute/jobs", methods=["POST"])
+    def post_jobs(self, req, **kwargs):
+        denied = self._authorise(req)
+        if denied:
+            return denied
+        try:
+            body = json.loads(req.body or b"{}")
+            jobs = mlconfig._jobs(body.get("jobs") if isinstance(body, dict) else None, "request body")
+        except (ValueError, mlconfig.ConfigError) as exc:
+            return _json({"error": str(exc)}, 400)
+        self.core.jobs = jobs
+        LOG.info("jobs set over REST: %s", ", ".join(j["name"] for j in jobs) or "none")
+        return _json({"jobs": jobs})
+
+    @route("mlroute", "/mlroute/recompute", methods=["POST"])
+    def post_recompute(self, req, **kwargs):
+        denied = self._authorise(req)
+        if denied:
+            return denied
+        result = self.core.te_step()
+        self.app.wake()
+        return _json({"applied": result.applied, "reason": result.reason, "moved": len(result.moved),
+                      "elephants": result.elephants, "optimiser_ms": 1e3 * result.runtime_s})
+
+    def _authorise(self, req):
+        token = self.core.config["rest"]["token"]
+        if not token:
+            return _json({"error": "mutating calls are disabled: set rest.token in the configuration"}, 403)
+        given = req.headers.get("Authorization", "")
+        if given != f"Bearer {token}" and req.headers.get("X-Auth-Token") != token:
+            return _json({"error": "missing or wrong token (Authorization: Bearer <rest.token>)"}, 401)
+        return None
+
+    @route("mlroute", "/metrics", methods=["GET"])
+    def get_metrics(self, req, **kwargs):
+        body, content_type = self.core.metrics.exposition()
+        return Response(body=body, content_type=content_type.split(";")[0], charset="utf-8")
+
+
+def _json(obj, status=200):
+    body = json.dumps(obj, default=_plain).encode()
+    return Response(body=body, status=status, content_type="application/json", charset="utf-8")
+
+
+def _plain(value):
+    """numpy scalars and the like, as JSON numbers / lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)

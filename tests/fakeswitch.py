@@ -1,0 +1,123 @@
+"""Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's
+fakeoftable): flow mods and group mods are serialised to bytes, parsed back and applied to a table of rule
+values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects.
+
+``FakeSwitch`` has what Ryu's Datapath offers the app (``id``, ``ofproto``, ``ofproto_parser``, ``set_xid``,
+``send_msg``), so ``controller.app.MlrouteApp`` runs against it unchanged; its ``table`` (a SwitchRules) can be
+traced with ``tests.oftable.trace``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+
+from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+
+from controller import ofmsg
+from controller.rules import SwitchRules
+
+OFP = ofproto_v1_3
+PARSER = ofproto_v1_3_parser
+_XIDS = itertools.count(1)
+
+
+def parse_group_mod(buf: bytes) -> tuple[int, int, list]:
+    """(command, group_id, buckets) of a serialised OFPGroupMod (Ryu 4.34 has no parser for it)."""
+    command, _type, group_id = struct.unpack_from("!HBxI", buf, OFP.OFP_HEADER_SIZE)
+    offset, buckets = OFP.OFP_GROUP_MOD_SIZE, []
+    while offset < len(buf):
+        bucket = PARSER.OFPBucket.parser(buf, offset)
+        buckets.append(bucket)
+        offset += bucket.len
+    return command, group_id, buckets
+
+
+class FakeSwitch:
+    ofproto = OFP
+    ofproto_parser = PARSER
+
+    def __init__(self, dpid: int, deliver=None):
+        self.id = dpid
+        self.table = SwitchRules()  # what the switch holds, as rule values parsed from the bytes it received
+        self.deliver = deliver  # callable(ryu event class name, reply message): the app's handler
+        self.replies: list = []  # queued (name, msg) replies other than barriers, delivered by ``pump``
+        self.flow_mods = 0  # flow and group modifications received
+        self.packet_outs: list = []
+        self.connected = True
+
+    def set_xid(self, msg) -> None:
+        msg.set_xid(next(_XIDS))
+
+    def send_msg(self, msg) -> None:
+        if msg.xid is None:
+            self.set_xid(msg)
+        msg.serialize()
+        buf = bytes(msg.buf)
+        if isinstance(msg, PARSER.OFPFlowMod):
+            self._flow_mod(ofproto_parser.msg(self, OFP.OFP_VERSION, msg.msg_type, msg.msg_len, msg.xid, buf))
+        elif isinstance(msg, PARSER.OFPGroupMod):
+            self._group_mod(*parse_group_mod(buf))
+        elif isinstance(msg, PARSER.OFPBarrierRequest):
+            reply = PARSER.OFPBarrierReply(self)
+            reply.xid = msg.xid
+            self.deliver("EventOFPBarrierReply", reply)  # at once: the app is waiting for it
+        elif isinstance(msg, PARSER.OFPFlowStatsRequest):
+            self._queue("EventOFPFlowStatsReply", PARSER.OFPFlowStatsReply(self), msg.xid, self._flow_stats(msg))
+        elif isinstance(msg, PARSER.OFPGroupDescStatsRequest):
+            body = [PARSER.OFPGroupDescStats(OFP.OFPGT_SELECT, g.group_id, self._buckets(g.ports))
+                    for g in self.table.groups.values()]
+            self._queue("EventOFPGroupDescStatsReply", PARSER.OFPGroupDescStatsReply(self), msg.xid, body)
+        elif isinstance(msg, PARSER.OFPPacketOut):
+            self.packet_outs.append(msg)
+        else:
+            raise AssertionError(f"unexpected message {type(msg).__name__}")
+
+    def _queue(self, name, reply, xid, body) -> None:
+        reply.xid, reply.body, reply.flags = xid, body, 0
+        self.replies.append((name, reply))
+
+    def pump(self) -> int:
+        """Deliver queued replies; returns how many."""
+        n = 0
+        while self.replies:
+            self.deliver(*self.replies.pop(0))
+            n += 1
+        return n
+
+    # -- the table ---------------------------------------------------------------------------------------------
+    def _flow_mod(self, mod) -> None:
+        self.flow_mods += 1
+        rule = ofmsg.rule_from_stats(self.id, mod)
+        if mod.command in (OFP.OFPFC_ADD, OFP.OFPFC_MODIFY_STRICT):
+            self.table.add_flow(rule)
+        elif mod.command == OFP.OFPFC_DELETE_STRICT:
+            self.table.flows.pop(rule.key, None)
+        elif mod.command == OFP.OFPFC_DELETE:
+            self.table.flows = {k: r for k, r in self.table.flows.items()
+                                if (r.cookie & mod.cookie_mask) != (mod.cookie & mod.cookie_mask)}
+        else:
+            raise AssertionError(f"unexpected flow-mod command {mod.command}")
+
+    def _group_mod(self, command, group_id, buckets) -> None:
+        self.flow_mods += 1
+        if command == OFP.OFPGC_DELETE:
+            if group_id == OFP.OFPG_ALL:
+                self.table.groups.clear()
+            else:
+                self.table.groups.pop(group_id, None)
+            return
+        desc = PARSER.OFPGroupDescStats(OFP.OFPGT_SELECT, group_id, buckets)
+        self.table.add_group(ofmsg.group_from_desc(self.id, desc))
+
+    def _buckets(self, ports) -> list:
+        return [PARSER.OFPBucket(weight=1, watch_port=p, watch_group=OFP.OFPG_ANY,
+                                 actions=[PARSER.OFPActionOutput(p)]) for p in ports]
+
+    def _flow_stats(self, request) -> list:
+        mask = request.cookie_mask
+        return [PARSER.OFPFlowStats(table_id=r.table, duration_sec=1, duration_nsec=0, priority=r.priority,
+                                    idle_timeout=r.idle_timeout, hard_timeout=0, flags=0, cookie=r.cookie,
+                                    packet_count=0, byte_count=0, match=PARSER.OFPMatch(**dict(r.match)),
+                                    instructions=ofmsg.instructions(PARSER, r.actions))
+                for r in self.table.flows.values() if (r.cookie & mask) == (request.cookie & mask)]

@@ -1,0 +1,225 @@
+"""The Ryu app itself, driven without a network (like Faucet's test_valveapp_smoke): synthetic Ryu events
+(switch enter, link add, packet-in, multipart stats, flow-removed) into ``MlrouteApp``; fake switches that
+consume its real OpenFlow messages; forwarding checked by tracing packets through what the switches hold."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from ryu.app.wsgi import WSGIApplication
+from ryu.controller import ofp_event
+from ryu.lib import hub
+from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp
+from ryu.topology import event as topo_event
+from ryu.topology.switches import Link, Port, Switch
+
+from controller.flowkey import FlowKey
+from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
+from tests import topologies
+from tests.fakeswitch import OFP, PARSER, FakeSwitch
+from tests.oftable import trace
+
+APP_PATH = Path(__file__).resolve().parents[3] / "controller" / "app.py"
+REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
+                  "EventOFPGroupDescStatsReply": "group_desc_reply"}
+
+
+def load_app_module():
+    """controller/app.py as ryu-manager loads it: a top-level module from its path."""
+    spec = importlib.util.spec_from_file_location("mlroute_app_under_test", APP_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Lab:
+    """An MlrouteApp wired to fake switches shaped like a Topology fixture (switches, ports, links, hosts)."""
+
+    def __init__(self, reference):
+        self.ref = reference
+        self.app = load_app_module().MlrouteApp(wsgi=WSGIApplication())
+        for thread in self.app._threads:  # the test drives resync and TE steps itself
+            hub.kill(thread)
+        self.switches = {d: FakeSwitch(d, self._deliver) for d in reference.ports}
+
+    def _deliver(self, name, msg):
+        getattr(self.app, REPLY_HANDLERS[name])(getattr(ofp_event, name)(msg))
+
+    def pump(self):
+        while sum(sw.pump() for sw in self.switches.values()):
+            pass
+
+    def _port(self, dpid, port_no):
+        ofpport = PARSER.OFPPort(port_no, "00:00:00:00:00:01", b"p", 0, 0, 0, 0, 0, 0, 0, 0)
+        return Port(dpid, OFP, ofpport)
+
+    def connect(self, dpid):
+        switch = Switch(self.switches[dpid])
+        switch.ports = [self._port(dpid, p) for p in sorted(self.ref.ports[dpid])]
+        self.switches[dpid].connected = True
+        self.app.switch_enter(topo_event.EventSwitchEnter(switch))
+
+    def disconnect(self, dpid):
+        dp = self.switches[dpid]
+        dp.connected = False
+        self.app.datapath_dead(ofp_event.EventOFPStateChange(dp))
+
+    def bring_up(self):
+        for dpid in self.switches:
+            self.connect(dpid)
+        self.pump()  # the read-back replies of every switch
+        for link in self.ref.links.values():
+            src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
+            self.app.link_add(topo_event.EventLinkAdd(Link(src, dst)))
+        for host in self.ref.hosts.values():
+            self.packet_in(host.dpid, host.port, arp_request(host, "10.0.0.254"))
+        self.app.resync()
+
+    def packet_in(self, dpid, port, data, cookie=0):
+        msg = PARSER.OFPPacketIn(self.switches[dpid], buffer_id=OFP.OFP_NO_BUFFER, total_len=len(data),
+                                 reason=OFP.OFPR_ACTION, table_id=0, cookie=cookie,
+                                 match=PARSER.OFPMatch(in_port=port), data=data)
+        self.app.packet_in_handler(ofp_event.EventOFPPacketIn(msg))
+
+    def tables(self):
+        return {d: sw.table for d, sw in self.switches.items()}
+
+    def trace(self, src_ip, dst_ip, **fields):
+        src = self.ref.hosts[src_ip]
+        pkt = {"eth_type": 0x0800, "ipv4_src": src_ip, "ipv4_dst": dst_ip, **fields}
+        return trace(self.tables(), self.ref, src.dpid, src.port, pkt)
+
+
+def arp_request(host, target_ip):
+    p = packet.Packet()
+    p.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=host.mac, ethertype=0x0806))
+    p.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=host.mac, src_ip=host.ip, dst_mac="00:00:00:00:00:00",
+                           dst_ip=target_ip))
+    p.serialize()
+    return bytes(p.data)
+
+
+def tcp_packet(key):
+    p = packet.Packet()
+    p.add_protocol(ethernet.ethernet(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", ethertype=0x0800))
+    p.add_protocol(ipv4.ipv4(src=key.src_ip, dst=key.dst_ip, proto=6))
+    p.add_protocol(tcp.tcp(src_port=key.src_port, dst_port=key.dst_port))
+    p.serialize()
+    return bytes(p.data)
+
+
+def stats_reply(switch, entries):
+    reply = PARSER.OFPFlowStatsReply(switch)
+    reply.xid, reply.flags, reply.body = 4242, 0, entries
+    return ofp_event.EventOFPFlowStatsReply(reply)
+
+
+def counting_stat(key, in_port, byte_count, seconds):
+    return PARSER.OFPFlowStats(table_id=0, duration_sec=seconds, duration_nsec=0, priority=20, idle_timeout=10,
+                               hard_timeout=0, flags=0, cookie=COOKIE_FLOW, packet_count=1, byte_count=byte_count,
+                               match=PARSER.OFPMatch(in_port=in_port, eth_type=0x0800, ip_proto=6,
+                                                     ipv4_src=key.src_ip, ipv4_dst=key.dst_ip,
+                                                     tcp_src=key.src_port, tcp_dst=key.dst_port),
+                               instructions=[])
+
+
+@pytest.fixture
+def lab():
+    lab = Lab(topologies.fat_tree(4))
+    lab.bring_up()
+    return lab
+
+
+def test_every_host_reaches_every_other_through_the_rules_the_switches_received(lab):
+    hosts = sorted(lab.ref.hosts)
+    assert sorted(lab.app.core.topology.hosts) == hosts
+    for src in hosts:
+        for dst in hosts:
+            if src != dst:
+                t = lab.trace(src, dst)
+                want = lab.ref.hosts[dst]
+                assert t.delivered == {(want.dpid, want.port)} and not t.looped and not t.dropped, (src, dst)
+
+
+def test_arp_for_a_known_host_is_answered_by_packet_out(lab):
+    h1, h2 = lab.ref.hosts["10.0.0.1"], lab.ref.hosts["10.0.0.2"]
+    lab.packet_in(h1.dpid, h1.port, arp_request(h1, h2.ip))
+    out = lab.switches[h1.dpid].packet_outs[-1]
+    assert out.actions[0].port == h1.port
+    reply = packet.Packet(out.data).get_protocol(arp.arp)
+    assert (reply.opcode, reply.src_ip, reply.src_mac) == (arp.ARP_REPLY, h2.ip, h2.mac)
+
+
+def test_elephants_from_multipart_stats_are_pinned_on_disjoint_paths_in_the_switch_tables(lab):
+    keys = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}", 6, 40000 + i, 5201) for i in range(8)]
+    for key in keys:
+        src = lab.ref.hosts[key.src_ip]
+        lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+    lab.app.resync()
+    for seconds in (2, 4, 6):  # three polls at 10 Mb/s: elephants after two
+        for dpid in {lab.ref.hosts[k.src_ip].dpid for k in keys}:
+            entries = [counting_stat(k, lab.ref.hosts[k.src_ip].port, int(seconds * 1.25e6), seconds)
+                       for k in keys if lab.ref.hosts[k.src_ip].dpid == dpid]
+            lab.app.flow_stats_reply(stats_reply(lab.switches[dpid], entries))
+    result = lab.app.core.te_step()
+    assert result.applied and len(result.moved) == 8
+    lab.app.resync()
+    assert any(r.cookie == COOKIE_ELEPHANT for sw in lab.switches.values() for r in sw.table.flows.values())
+    used = []
+    for key in keys:
+        t = lab.trace(key.src_ip, key.dst_ip, ip_proto=6, tcp_src=key.src_port, tcp_dst=key.dst_port)
+        assert len(t.paths) == 1 and tuple(t.paths[0]) == lab.app.core.te.pinned[key]
+        used += list(zip(t.paths[0], t.paths[0][1:]))
+    assert len(used) == len(set(used))  # no directed link shared
+
+
+def test_flow_removed_takes_the_flow_out_of_accounting(lab):
+    key = FlowKey("10.0.0.1", "10.0.0.9", 6, 40000, 5201)
+    src = lab.ref.hosts[key.src_ip]
+    lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+    lab.app.resync()
+    assert key in lab.app.core.accounting
+    assert any(r.cookie == COOKIE_FLOW for r in lab.switches[src.dpid].table.flows.values())
+    removed = PARSER.OFPFlowRemoved(lab.switches[src.dpid], cookie=COOKIE_FLOW, priority=20, reason=0, table_id=0,
+                                    duration_sec=10, duration_nsec=0, idle_timeout=10, hard_timeout=0,
+                                    packet_count=1, byte_count=1,
+                                    match=counting_stat(key, src.port, 0, 0).match)
+    lab.app.flow_removed(ofp_event.EventOFPFlowRemoved(removed))
+    assert key not in lab.app.core.accounting
+
+
+def test_a_reconnecting_switch_is_read_back_and_nothing_still_right_is_resent(lab):
+    edge = lab.ref.hosts["10.0.0.1"].dpid
+    sw = lab.switches[edge]
+    held = dict(sw.table.flows), dict(sw.table.groups)
+    lab.disconnect(edge)
+    before = sw.flow_mods
+    lab.connect(edge)
+    lab.app.resync()  # nothing is sent before the switch reported its tables
+    assert sw.flow_mods == before
+    lab.pump()
+    lab.app.resync()
+    assert sw.flow_mods == before, "a hitless reconnect re-sends or deletes nothing that is still right"
+    assert (dict(sw.table.flows), dict(sw.table.groups)) == held
+
+
+def test_a_reconnecting_switch_with_stale_rules_gets_only_the_difference(lab):
+    edge = lab.ref.hosts["10.0.0.1"].dpid
+    sw = lab.switches[edge]
+    lab.disconnect(edge)
+    victim = next(k for k, r in sw.table.flows.items() if r.priority == 10)
+    del sw.table.flows[victim]  # lost while disconnected
+    before = sw.flow_mods
+    lab.connect(edge)
+    lab.pump()
+    lab.app.resync()
+    assert sw.flow_mods == before + 1 and victim in sw.table.flows
+
+
+def test_malformed_replies_do_not_disturb_the_controller(lab):
+    broken = PARSER.OFPFlowStatsReply(lab.switches[lab.ref.hosts["10.0.0.1"].dpid])
+    broken.xid, broken.flags, broken.body = 1, 0, [object()]
+    lab.app.flow_stats_reply(ofp_event.EventOFPFlowStatsReply(broken))  # logged and skipped
+    lab.packet_in(lab.ref.hosts["10.0.0.1"].dpid, 1, b"\x00garbage")
+    t = lab.trace("10.0.0.1", "10.0.0.16")
+    assert t.delivered == {(lab.ref.hosts["10.0.0.16"].dpid, lab.ref.hosts["10.0.0.16"].port)}
