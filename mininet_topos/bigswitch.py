@@ -8,13 +8,14 @@ import os
 from mininet.topo import Topo
 
 try:
-    from mininet_topos.common import host_params, link_params, switch_params
+    from mininet_topos.common import check_host_count, host_params, link_params, switch_params
 except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
 
 
 class BigSwitchTopo(Topo):
     def build(self, n_hosts=16, bw=None, datapath="user"):
+        check_host_count(int(n_hosts))
         switch = self.addSwitch("bs1", **switch_params(1, datapath))
         for n in range(1, int(n_hosts) + 1):
             self.addLink(self.addHost(f"h{n}", **host_params(n)), switch, **link_params(bw))

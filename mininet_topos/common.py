@@ -1,19 +1,77 @@
 """What every mlroute topology shares: explicit DPIDs, OpenFlow 1.3, host addressing, shaped links.
 
-Kept free of project imports so ``mn --custom`` can load the topology files by path.
+Kept free of project imports (and of Mininet at import time) so ``mn --custom`` can load the topology files by
+path and the unit-test fixtures can number switches exactly as the Mininet topologies do.
 """
 
-from mininet.link import TCLink
+MAX_DPID = (1 << 64) - 1
+MAX_HOSTS = (1 << 24) - 2  # host n is 10.a.b.c with a.b.c = n: 10.255.255.255 is the /8 broadcast
+
+
+class TopologySizeError(ValueError):
+    """A topology size these files cannot number (duplicate DPIDs or addresses would follow)."""
 
 
 def dpid(n):
     return "%016x" % n
 
 
+def _digits(n):
+    return len(str(n))
+
+
+def fat_tree_dpids(k):
+    """DPIDs of a k-ary fat-tree: ``(cores, aggs, edges)``, aggs[pod][i] and edges[pod][i], all distinct.
+
+    Decimal fields so logs stay readable: tier digit, then the pod, then the index, each field wide enough for
+    k (edge 1PPII, aggregation 2PPII, core 3000..+i+1). For k <= 10 this is the historic 1000+100*pod+i /
+    2000+100*pod+i / 3001+i numbering, unchanged.
+    """
+    k = int(k)
+    if k < 2 or k % 2:
+        raise TopologySizeError(f"fat-tree arity k must be even and >= 2, got {k}")
+    half = k // 2
+    if k * k * k // 4 > MAX_HOSTS:
+        raise TopologySizeError(f"a k={k} fat-tree has {k ** 3 // 4} hosts; host addresses 10.a.b.c number at "
+                                f"most {MAX_HOSTS}")
+    width_i = max(2, _digits(half - 1))
+    width_pod = max(1, _digits(k - 1))
+    tier = 10 ** (width_pod + width_i)  # > k * 10**width_i > number of cores (half**2)
+    cores = [3 * tier + i + 1 for i in range(half * half)]
+    aggs = [[2 * tier + pod * 10 ** width_i + i for i in range(half)] for pod in range(k)]
+    edges = [[1 * tier + pod * 10 ** width_i + i for i in range(half)] for pod in range(k)]
+    if cores[-1] > MAX_DPID:
+        raise TopologySizeError(f"a k={k} fat-tree does not fit 64-bit DPIDs")
+    return cores, aggs, edges
+
+
+def leaf_spine_dpids(spines, leaves):
+    """DPIDs ``(spines, leaves)`` of a leaf-spine: spine 2·10^w + i + 1, leaf 10^w + i + 1, w digits wide enough
+    for both counts (w = 2, i.e. 201.. / 101.., up to 99 of each), so they never collide."""
+    spines, leaves = int(spines), int(leaves)
+    if min(spines, leaves) < 1:
+        raise TopologySizeError("spines and leaves must both be >= 1")
+    tier = 10 ** max(2, _digits(max(spines, leaves)))
+    return [2 * tier + i + 1 for i in range(spines)], [tier + i + 1 for i in range(leaves)]
+
+
+def check_host_count(n):
+    if n > MAX_HOSTS:
+        raise TopologySizeError(f"{n} hosts; host addresses 10.a.b.c number at most {MAX_HOSTS}")
+
+
+def host_ip(n):
+    """Host n (1-based): 10.a.b.c, with a.b.c encoding n (10.0.0.n for n <= 255)."""
+    return "10.%d.%d.%d" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)
+
+
+def host_mac(n):
+    return "00:00:00:%02x:%02x:%02x" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)
+
+
 def host_params(n):
     """Host n (1-based): IP 10.a.b.c/8 and a MAC that encode n, so addresses never collide at any scale."""
-    return {"ip": "10.%d.%d.%d/8" % ((n >> 16) & 255, (n >> 8) & 255, n & 255),
-            "mac": "00:00:00:%02x:%02x:%02x" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)}
+    return {"ip": host_ip(n) + "/8", "mac": host_mac(n)}
 
 
 def switch_params(n, datapath="user"):
@@ -23,6 +81,8 @@ def switch_params(n, datapath="user"):
 
 def link_params(bw=None, mtu=None):
     """TCLink with TX checksum offload off (TCP stalls on OVS's userspace datapath otherwise); ``bw`` in Mb/s."""
+    from mininet.link import TCLink
+
     params = {"cls": TCLink, "txo": False, "rxo": False}
     if bw:
         params["bw"] = float(bw)

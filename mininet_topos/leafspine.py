@@ -3,8 +3,9 @@
     sudo mn --custom mininet_topos/leafspine.py --topo leafspine,4,4,2 --controller remote --switch ovs
     sudo mn --custom mininet_topos/leafspine.py --topo leafspine,4,4,2,bw=10 ...
 
-Hosts are h1..h(LEAVES*HOSTS_PER_LEAF) leaf by leaf; DPIDs are explicit (spine 200+i, leaf 100+i) only for
-readable logs: the controller infers tiers from the graph.
+Hosts are h1..h(LEAVES*HOSTS_PER_LEAF) leaf by leaf; DPIDs are explicit and distinct at any size
+(``common.leaf_spine_dpids``: spine 200+i, leaf 100+i up to 99 of each, wider beyond) only for readable logs:
+the controller infers tiers from the graph.
 """
 
 import os
@@ -12,7 +13,7 @@ import os
 from mininet.topo import Topo
 
 try:
-    from mininet_topos.common import host_params, link_params, switch_params
+    from mininet_topos.common import check_host_count, host_params, leaf_spine_dpids, link_params, switch_params
 except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
 
@@ -22,11 +23,13 @@ class LeafSpineTopo(Topo):
         spines, leaves, hosts_per_leaf = int(spines), int(leaves), int(hosts_per_leaf)
         if min(spines, leaves, hosts_per_leaf) < 1:
             raise ValueError("spines, leaves and hosts per leaf must all be >= 1")
+        spine_ids, leaf_ids = leaf_spine_dpids(spines, leaves)
+        check_host_count(leaves * hosts_per_leaf)
         link = link_params(bw)
-        spine_names = [self.addSwitch(f"s{i + 1}", **switch_params(200 + i + 1, datapath)) for i in range(spines)]
+        spine_names = [self.addSwitch(f"s{i + 1}", **switch_params(n, datapath)) for i, n in enumerate(spine_ids)]
         host_n = 0
-        for i in range(leaves):
-            leaf = self.addSwitch(f"l{i + 1}", **switch_params(100 + i + 1, datapath))
+        for i, leaf_id in enumerate(leaf_ids):
+            leaf = self.addSwitch(f"l{i + 1}", **switch_params(leaf_id, datapath))
             for spine in spine_names:
                 self.addLink(leaf, spine, **link)
             for _ in range(hosts_per_leaf):

@@ -1,9 +1,11 @@
 """Controller-side topology fixtures (Topology objects wired like the Mininet topologies), shared by unit tests.
 
-Port numbers follow the order links are added, as Mininet numbers them, so a test reads like the real fabric.
+Port numbers follow the order links are added, as Mininet numbers them, and DPIDs and host addresses come from
+the same numbering as the Mininet topology files, so a test reads like the real fabric at any size.
 """
 
 from controller.topology import Topology
+from mininet_topos.common import fat_tree_dpids, host_ip, host_mac, leaf_spine_dpids
 
 
 class _Builder:
@@ -33,17 +35,19 @@ class _Builder:
         n = self.host_n
         port = self._port(dpid)
         if learn:
-            self.topo.learn_host(f"10.0.0.{n}", f"00:00:00:00:00:{n:02x}", dpid, port)
+            self.topo.learn_host(host_ip(n), host_mac(n), dpid, port)
         return port
 
 
 def fat_tree(k=4, hosts=True):
-    """k-ary fat-tree: core 3000+i, aggregation 2000+100*pod+i, edge 1000+100*pod+i; hosts 10.0.0.1.. in order."""
+    """k-ary fat-tree numbered like mininet_topos/fattree.py (core 3001+i, aggregation 2000+100*pod+i, edge
+    1000+100*pod+i up to k=10); hosts 10.0.0.1.. in pod -> edge -> host order."""
     b, half = _Builder(), k // 2
-    cores = [b.switch(3001 + i) for i in range(half * half)]
+    core_ids, agg_ids, edge_ids = fat_tree_dpids(k)
+    cores = [b.switch(n) for n in core_ids]
     for pod in range(k):
-        aggs = [b.switch(2000 + 100 * pod + i) for i in range(half)]
-        edges = [b.switch(1000 + 100 * pod + i) for i in range(half)]
+        aggs = [b.switch(n) for n in agg_ids[pod]]
+        edges = [b.switch(n) for n in edge_ids[pod]]
         for i, agg in enumerate(aggs):
             for j in range(half):
                 b.link(agg, cores[i * half + j])
@@ -56,10 +60,12 @@ def fat_tree(k=4, hosts=True):
 
 
 def leaf_spine(spines=4, leaves=4, hosts_per_leaf=2, hosts=True):
+    """Leaf-spine numbered like mininet_topos/leafspine.py (spine 201.., leaf 101.. up to 99 of each)."""
     b = _Builder()
-    spine_ids = [b.switch(201 + i) for i in range(spines)]
-    for i in range(leaves):
-        leaf = b.switch(101 + i)
+    spine_dpids, leaf_dpids = leaf_spine_dpids(spines, leaves)
+    spine_ids = [b.switch(n) for n in spine_dpids]
+    for n in leaf_dpids:
+        leaf = b.switch(n)
         for spine in spine_ids:
             b.link(leaf, spine)
         for _ in range(hosts_per_leaf):

@@ -101,6 +101,15 @@ def validate(spec):
         raise ExperimentError(f"unknown topology {spec.topo!r} (fattree or leafspine)")
     if spec.topo == "fattree" and (spec.k < 2 or spec.k % 2):
         raise ExperimentError("--k must be even and >= 2")
+    from mininet_topos.common import TopologySizeError, check_host_count, fat_tree_dpids, leaf_spine_dpids
+    try:  # sizes the topology files cannot number (colliding DPIDs or host addresses) are refused up front
+        if spec.topo == "fattree":
+            fat_tree_dpids(spec.k)
+        else:
+            leaf_spine_dpids(spec.spines, spec.leaves)
+        check_host_count(spec.n_hosts)
+    except TopologySizeError as exc:
+        raise ExperimentError(str(exc)) from None
     if spec.duration < 6:
         raise ExperimentError("--duration must be at least 6 s (elephant detection takes two 2 s polls)")
     from mlroute.routing.optimisers import ALGORITHMS
