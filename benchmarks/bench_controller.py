@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""The controller's decision core at data-centre scale, in-process and without Ryu's event loop.
+
+    python benchmarks/bench_controller.py            # fat-tree k = 8, 16, 24 and the 32x64x32 leaf-spine
+    python benchmarks/bench_controller.py --quick    # fat-tree k = 4, 8 and a 4x8x4 leaf-spine, smaller TE/stats
+    python benchmarks/bench_controller.py --topo fattree:16 --topo leafspine:32x64x32
+
+A ``ControllerCore`` is fed the events the Ryu shell would feed it (switches, links, hosts learned by ARP,
+new-flow copies, link failures, flow-stats replies, poll ticks) and timed in CPU time (``time.process_time``,
+garbage collection included, as in the controller). Every figure is also printed as a ratio to the *full
+rebuild* measured in the same run: live graph + tier inference + ``sync.desired_state`` (the whole forwarding
+plan and TE layer) + ``sync.plan_sync`` diffed on every switch, which is what every event cost before the
+control plane became incremental.
+
+Rows: first install (every rule sent to empty switches), a no-op resync, a new transport flow, a new host, an
+aggregation-core (spine-leaf) link failure, TE decisions (first and second period) at 1k/10k elephants, and a
+flow-stats poll of 10k/100k counting rules spread over the ingress switches. The poll starts from the reply
+bytes a switch sends (OpenFlow 1.3 multipart, split at 64 KiB): Ryu's parser + the per-entry match read-out,
+or ``controller.ofstats`` where it exists; then ``FlowMonitor.update``. Targets (issue 11): link failure at
+k=24 <= 0.5 s, new transport flow <= 2 ms, TE decision at 10k elephants <= 1 s, 100k-entry poll <= 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import struct
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller import config as mlconfig  # noqa: E402
+from controller import sync  # noqa: E402
+from controller.core import ControllerCore  # noqa: E402
+from controller.flowkey import PROTO_TCP, FlowKey, five_tuple_match  # noqa: E402
+from controller.monitor import FlowState  # noqa: E402
+from controller.packet_in import PacketIn  # noqa: E402
+from controller.rules import COOKIE_FLOW, ETH_ARP, PRIO_FLOW, TABLE_CLASSIFY  # noqa: E402
+from controller.tiers import infer_tiers  # noqa: E402
+from tests import topologies  # noqa: E402
+
+try:  # the fast flow-stats parser (issue 11); absent on older trees, where Ryu's parser is all there is
+    from controller import ofstats
+except ImportError:
+    ofstats = None
+
+ARP_REQUEST = 1
+MAX_MSG = 65535
+
+
+# -- fabrics -----------------------------------------------------------------------------------------------
+def fixture(spec: str):
+    """``fattree:K`` or ``leafspine:SxLxH`` -> (name, Topology with every host learned)."""
+    kind, _, size = spec.partition(":")
+    if kind == "fattree":
+        return f"fat-tree k={size}", topologies.fat_tree(int(size))
+    if kind == "leafspine":
+        s, l, h = (int(x) for x in size.split("x"))
+        return f"leaf-spine {s}x{l}x{h}", topologies.leaf_spine(s, l, h)
+    raise SystemExit(f"unknown topology {spec!r} (fattree:K or leafspine:SxLxH)")
+
+
+def core_for(topo, held_back):
+    """A ControllerCore that learned ``topo`` through its own event calls, with its switches read back empty.
+    ``held_back`` hosts are left unlearned (the new-host row learns one)."""
+    config = mlconfig.load(None)
+    core = ControllerCore(config, time.monotonic)
+    for dpid, ports in topo.ports.items():
+        core.switch_connected(dpid, sorted(ports))
+    for link in topo.links.values():
+        core.link_added(link.src, link.src_port, link.dst, link.dst_port)
+    for host in topo.hosts.values():
+        if host.ip not in held_back:
+            learn(core, host)
+    for dpid in topo.ports:
+        core.flows_read_back(dpid, [])
+        core.groups_read_back(dpid, [])
+    return core
+
+
+def learn(core, host):
+    core.packet(PacketIn(host.dpid, host.port, host.mac, "ff:ff:ff:ff:ff:ff", ETH_ARP, ARP_REQUEST, host.ip,
+                         host.ip))  # a gratuitous ARP
+
+
+def full_rebuild(core):
+    """The reference: what every event cost before the incremental control plane (nothing is sent)."""
+    graph = core.topology.graph()
+    tiers = infer_tiers(graph, core.topology.access_switches(), core.config["tiers"])
+    desired = sync.desired_state(core.topology, tiers, core.accounting, core.te.pinned,
+                                 stagger=core.config["te"]["ecmp_stagger"],
+                                 idle_timeout=core.config["te"]["flow_idle_timeout_s"], graph=graph)
+    return sync.plan_sync(core.installed, desired, sorted(core.connected))
+
+
+def cpu(fn, *args):
+    gc.collect()  # garbage left by the previous row is not this row's cost
+    t0 = time.process_time()
+    out = fn(*args)
+    return 1e3 * (time.process_time() - t0), out
+
+
+def changes(steps):
+    return sum(len(s.changes) for s in steps)
+
+
+def fabric_link(topo):
+    """A link between the top tier and the one below it (aggregation-core, or leaf-spine)."""
+    top = max(topo.ports)  # cores / spines carry the largest DPIDs in both numberings
+    return next(l for l in topo.links.values() if l.dst == top)
+
+
+# -- rows ----------------------------------------------------------------------------------------------------
+def bench_events(name, topo, rows):
+    hosts = list(topo.hosts.values())
+    newcomer = hosts[len(hosts) // 2]
+    core = core_for(topo, {newcomer.ip})
+    t_first, steps = cpu(core.sync)
+    rows.append((name, "first install", t_first, changes(steps)))
+    t_full, steps = cpu(full_rebuild, core)
+    assert changes(steps) == 0, "the reference rebuild must agree with what the core installed"
+    rows.append((name, "full rebuild (reference)", t_full, 0))
+    base = t_full
+    t, steps = cpu(core.sync)
+    rows.append((name, "no-op resync", t, changes(steps)))
+    src, dst = hosts[0], hosts[-1]
+    core.new_transport_flow(FlowKey(src.ip, dst.ip, PROTO_TCP, 40000, 5201), src.dpid, src.port)
+    t, steps = cpu(core.sync)
+    rows.append((name, "new transport flow", t, changes(steps)))
+    learn(core, newcomer)
+    t, steps = cpu(core.sync)
+    rows.append((name, "new host", t, changes(steps)))
+    link = fabric_link(topo)  # a cable pulled: both ports go down (LLDP's link timeout comes later, if at all)
+    core.port_changed(link.src, link.src_port, False)
+    core.port_changed(link.dst, link.dst_port, False)
+    t, steps = cpu(core.sync)
+    rows.append((name, "link failure", t, changes(steps)))
+    core.port_changed(link.src, link.src_port, True)
+    core.port_changed(link.dst, link.dst_port, True)
+    core.link_added(link.src, link.src_port, link.dst, link.dst_port)
+    core.link_added(link.dst, link.dst_port, link.src, link.src_port)
+    t, steps = cpu(core.sync)
+    rows.append((name, "link restored", t, changes(steps)))
+    return core, base
+
+
+def elephant_keys(hosts, n, seed=1):
+    """``n`` distinct TCP 5-tuples between random pairs of distinct hosts (an iperf-like port range)."""
+    rng = random.Random(seed)
+    keys = set()
+    while len(keys) < n:
+        a, b = rng.sample(hosts, 2)
+        keys.add(FlowKey(a.ip, b.ip, PROTO_TCP, rng.randrange(32768, 61000), 5201 + rng.randrange(64)))
+    return sorted(keys)
+
+
+def bench_te(name, core, topo, n, rows):
+    hosts = list(topo.hosts.values())
+    where = {h.ip: h for h in hosts}
+    core.monitor.flows.clear()
+    core.te.pinned.clear()
+    core.te.last = None
+    for key in elephant_keys(hosts, n):
+        src = where[key.src_ip]
+        core.monitor.flows[key] = FlowState(key, src.dpid, 10 ** 6, 10.0, rate_bps=8e5, streak=3, elephant=True,
+                                            last_active=time.monotonic())
+    t, result = cpu(core.te_step)
+    rows.append((name, f"TE decision, {n} elephants, 1st period", t, len(result.moved)))
+    t, result = cpu(core.te_step)
+    rows.append((name, f"TE decision, {n} elephants, 2nd period", t, len(result.moved)))
+
+
+def _stats_entry(key, in_port, byte_count, duration_s):
+    """One ofp_flow_stats of a counting rule, as an OpenFlow 1.3 switch serialises it."""
+    from ryu.ofproto import ofproto_v1_3_parser as p
+
+    buf = bytearray()
+    p.OFPMatch(**dict(five_tuple_match(key, in_port))).serialize(buf, 0)
+    inst = bytearray()
+    p.OFPInstructionGotoTable(1).serialize(inst, 0)
+    body = bytes(buf) + bytes(inst)
+    head = struct.pack("!HBxIIHHHH4xQQQ", 48 + len(body), TABLE_CLASSIFY, int(duration_s),
+                       int(duration_s % 1 * 1e9), PRIO_FLOW, 10, 0, 1, COOKIE_FLOW, byte_count // 1000, byte_count)
+    return head + body
+
+
+def _replies(entries, xid):
+    """Multipart OFPMP_FLOW replies carrying ``entries`` (split so no message exceeds 64 KiB)."""
+    out, part, size = [], [], 16
+    for e in entries:
+        if size + len(e) > MAX_MSG:
+            out.append(part)
+            part, size = [], 16
+        part.append(e)
+        size += len(e)
+    out.append(part)
+    msgs = []
+    for i, part in enumerate(out):
+        body = b"".join(part)
+        more = 1 if i < len(out) - 1 else 0
+        msgs.append(struct.pack("!BBHIHH4x", 4, 19, 16 + len(body), xid, 1, more) + body)
+    return msgs
+
+
+def poll_messages(topo, n, poll):
+    """Per ingress switch, the reply messages of poll number ``poll`` over ``n`` counting rules."""
+    hosts = list(topo.hosts.values())
+    where = {h.ip: h for h in hosts}
+    per_switch = {}
+    for key in elephant_keys(hosts, n, seed=7):
+        src = where[key.src_ip]
+        per_switch.setdefault(src.dpid, []).append(_stats_entry(key, src.port, 125_000 * 5 * poll, 5.0 * poll))
+    return {dpid: _replies(entries, xid=poll) for dpid, entries in per_switch.items()}
+
+
+def poll_with_ryu(core, messages):
+    """The reply path before issue 11: Ryu parses every entry (OFPMatch objects), the shell reads the fields."""
+    from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+
+    from controller import ofmsg
+    from controller.monitor import StatsAssembler, sample_from_stat
+
+    assembler = StatsAssembler()
+    for dpid, msgs in messages.items():
+        dp = SimpleNamespace(id=dpid, ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)
+        for raw in msgs:
+            version, msg_type, msg_len, xid = struct.unpack_from("!BBHI", raw)
+            msg = ofproto_parser.msg(dp, version, msg_type, msg_len, xid, raw)
+            entries = assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & 1))
+            if entries is not None:
+                core.flow_stats(dpid, [sample_from_stat(dpid, ofmsg.stats_fields(s), s.byte_count, s.duration_sec,
+                                                        s.duration_nsec) for s in entries])
+
+
+def poll_with_ofstats(core, messages):
+    """The reply path with controller.ofstats: samples straight from the body bytes."""
+    from controller.monitor import StatsAssembler
+
+    assembler = StatsAssembler()
+    for dpid, msgs in messages.items():
+        for raw in msgs:
+            reply = ofstats.parse_flow_stats_reply(dpid, raw)
+            entries = assembler.feed(dpid, reply.xid, reply.samples, reply.more)
+            if entries is not None:
+                core.flow_stats(dpid, entries)
+
+
+def bench_stats(name, core, topo, n, rows):
+    core.monitor.flows.clear()
+    first, second = poll_messages(topo, n, 1), poll_messages(topo, n, 2)
+    paths = [("Ryu parser", poll_with_ryu)] + ([("ofstats", poll_with_ofstats)] if ofstats else [])
+    for label, poll in paths:
+        core.monitor.flows.clear()
+        poll(core, first)
+        gc.collect()
+        t, _ = cpu(poll, core, second)
+        assert len(core.monitor.flows) == n, (len(core.monitor.flows), n)
+        rows.append((name, f"stats poll, {n} entries ({label})", t, None))
+
+
+# -- main ----------------------------------------------------------------------------------------------------
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
+    ap.add_argument("--topo", action="append", help="fattree:K or leafspine:SxLxH (repeatable)")
+    ap.add_argument("--te", default=None, help="comma-separated elephant counts (default 1000,10000)")
+    ap.add_argument("--stats", default=None, help="comma-separated poll sizes (default 10000,100000)")
+    ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, stats")
+    args = ap.parse_args(argv)
+    specs = args.topo or (["fattree:4", "fattree:8", "leafspine:4x8x4"] if args.quick else
+                          ["fattree:8", "fattree:16", "leafspine:32x64x32", "fattree:24"])
+    te_sizes = [int(x) for x in (args.te or ("100,1000" if args.quick else "1000,10000")).split(",") if x]
+    stats_sizes = [int(x) for x in (args.stats or ("1000,10000" if args.quick else "10000,100000")).split(",") if x]
+    skip = set(args.skip.split(","))
+    print(f"{'fabric':<22} {'what':<44} {'CPU ms':>10} {'x full':>8} {'changes':>8}")
+    for spec in specs:
+        name, topo = fixture(spec)
+        rows = []
+        core, base = bench_events(name, topo, rows)
+        if "te" not in skip:
+            for n in te_sizes:
+                bench_te(name, core, topo, n, rows)
+        if "stats" not in skip:
+            for n in stats_sizes:
+                bench_stats(name, core, topo, n, rows)
+        for fabric, what, ms, n_changes in rows:
+            print(f"{fabric:<22} {what:<44} {ms:>10.2f} {ms / base:>8.4f} {'' if n_changes is None else n_changes:>8}",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
