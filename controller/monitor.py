@@ -80,7 +80,10 @@ class MonitorConfig:
 @dataclass
 class FlowMonitor:
     config: MonitorConfig
-    flows: dict = field(default_factory=dict)  # FlowKey -> FlowState
+    flows: dict = field(default_factory=dict)  # FlowKey -> FlowState (added only by ``update``)
+    # dpid -> keys of the flows counted there, so a reply touches its own switch's flows only (scanning every
+    # flow per reply made a 100k-entry poll of 64 switches quadratic); removals elsewhere are caught up lazily
+    _by_switch: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def update(self, dpid, samples, now):
         """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent."""
@@ -96,6 +99,7 @@ class FlowMonitor:
                 if st is None or st.dpid != dpid:
                     st = FlowState(s.key, dpid, s.byte_count, s.duration_s)
                     self.flows[s.key] = st
+                    self._by_switch.setdefault(dpid, set()).add(s.key)
             else:
                 dt = s.duration_s - st.duration_s
                 if dt <= 0:
@@ -103,13 +107,19 @@ class FlowMonitor:
                 rate = 8 * (s.byte_count - st.bytes) / dt
             st.bytes, st.duration_s, st.rate_bps = s.byte_count, s.duration_s, rate
             self._judge(st, now)
-        for key, st in list(self.flows.items()):
-            if st.dpid == dpid and key not in seen:  # its rule expired: the flow is silent
-                if not st.elephant:
-                    del self.flows[key]
-                    continue
-                st.rate_bps = 0.0
-                self._judge(st, now)
+        keys = self._by_switch.get(dpid, set())
+        for key in [k for k in keys if k not in seen]:
+            st = self.flows.get(key)
+            if st is None or st.dpid != dpid:  # forgotten, or now counted on another switch
+                keys.discard(key)
+                continue
+            # its rule expired: the flow is silent
+            if not st.elephant:
+                del self.flows[key]
+                keys.discard(key)
+                continue
+            st.rate_bps = 0.0
+            self._judge(st, now)
 
     def _judge(self, st, now):
         if st.rate_bps >= self.config.threshold_bps:
