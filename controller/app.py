@@ -24,6 +24,7 @@ from ryu.topology import switches  # noqa: F401  (registers --observe-links; req
 from controller import config as mlconfig
 from controller import ofmsg
 from controller.core import ControllerCore
+from controller.linkstats import LinkLoad
 from controller.monitor import MalformedStats, StatsAssembler, sample_from_stat
 from controller.packet_in import ArpReply, Forward
 from controller.rest import RestController
@@ -66,6 +67,7 @@ class MlrouteApp(app_manager.RyuApp):
         self.core = ControllerCore(CONFIG, time.monotonic)
         self.datapaths = {}
         self.assembler = StatsAssembler()
+        self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._barriers = {}  # xid -> hub.Event
         self._wake = hub.Event()
@@ -100,6 +102,7 @@ class MlrouteApp(app_manager.RyuApp):
             self.datapaths.pop(dpid, None)
             self.core.connection_lost(dpid)
             self.assembler.forget(dpid)
+            self.link_load.forget(dpid)
 
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
@@ -186,6 +189,16 @@ class MlrouteApp(app_manager.RyuApp):
                 LOG.warning("skipping flow-stats entry: %s", exc)
         return samples
 
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def port_stats_reply(self, ev):
+        msg, dpid = ev.msg, ev.msg.datapath.id
+        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
+        for problem in self.link_load.reply(dpid, entries) if entries is not None else ():
+            LOG.warning("skipping port-stats entry: %s", problem)
+
+    def links_json(self):
+        return self.link_load.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
+
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
     def group_desc_reply(self, ev):
         msg, dpid = ev.msg, ev.msg.datapath.id
@@ -254,7 +267,8 @@ class MlrouteApp(app_manager.RyuApp):
             event.wait(timeout=BARRIER_TIMEOUT_S)
 
     def _poll_loop(self):
-        """Every period: ask ingress switches for their per-flow counters, then take a TE decision."""
+        """Every period: ask ingress switches for their per-flow counters and fabric switches for their port
+        counters, then take a TE decision."""
         period = self.config["te"]["poll_interval_s"]
         while True:
             hub.sleep(period)
@@ -263,8 +277,12 @@ class MlrouteApp(app_manager.RyuApp):
                     dp = self.datapaths.get(dpid)
                     if dp is not None:
                         dp.send_msg(ofmsg.flow_stats_request(dp, COOKIE_FLOW, ofmsg.COOKIE_EXACT))
+                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected):
+                    if dpid in self.datapaths:
+                        self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 hub.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
                 self.core.te_step()
+                self.core.metrics.set_link_utilisation(self.links_json())
                 self.wake()
             except Exception:
                 LOG.exception("poll / TE step failed; continuing")

@@ -148,3 +148,31 @@ def links_json(topology, rates, pinned, capacity_bps, graph=None):
                     "elephants": elephants.get((link.src, link.src_port), 0),
                     "live": (link.src, link.src_port) in live})
     return out
+
+
+class LinkLoad:
+    """The shell's one handle on link load: which switches to poll, replies in, the REST view out.
+
+    ``clock`` is the fallback for switches that report no port durations (monotonic seconds).
+    """
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.rates = PortRates()
+
+    @staticmethod
+    def poll_targets(topology, connected) -> list[int]:
+        """Connected switches with at least one fabric port: one port-stats request each per period."""
+        return sorted(d for d in connected if topology.fabric_ports(d))
+
+    def reply(self, dpid, entries) -> list[str]:
+        """Fold in one complete port-stats reply; returns descriptions of the entries that were skipped."""
+        samples, problems = samples_from_reply(dpid, entries)
+        self.rates.update(dpid, samples, self.clock())
+        return problems
+
+    def forget(self, dpid):
+        self.rates.forget(dpid)
+
+    def links(self, topology, pinned, capacity_bps):
+        return links_json(topology, self.rates, pinned, capacity_bps)

@@ -92,6 +92,11 @@ def flow_stats_request(dp, cookie: int = COOKIE_PREFIX, cookie_mask: int = COOKI
                                       parser.OFPMatch())
 
 
+def port_stats_request(dp):
+    """Counters of every port of a switch (one multipart request; linkstats keeps the fabric links')."""
+    return dp.ofproto_parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY)
+
+
 def group_desc_request(dp):
     return dp.ofproto_parser.OFPGroupDescStatsRequest(dp, 0)
 

@@ -12,6 +12,7 @@ from ryu.app.wsgi import ControllerBase, route
 from webob import Response
 
 from controller import config as mlconfig
+from controller import rest_input, webui
 
 LOG = logging.getLogger("mlroute")
 
@@ -33,6 +34,26 @@ class RestController(ControllerBase):
     @route("mlroute", "/mlroute/routing", methods=["GET"])
     def get_routing(self, req, **kwargs):
         return _json(self.core.routing_json())
+
+    @route("mlroute", "/mlroute/links", methods=["GET"])
+    def get_links(self, req, **kwargs):
+        return _json(self.app.links_json())
+
+    @route("mlroute", "/mlroute/ui-config", methods=["GET"])
+    def get_ui_config(self, req, **kwargs):
+        return _json(webui.ui_config(self.core.config, self.core.te.objective))
+
+    @route("mlroute", "/", methods=["GET"])
+    def get_root(self, req, **kwargs):
+        return _static(webui.INDEX)
+
+    @route("mlroute", "/mlroute/ui", methods=["GET"])
+    def get_ui(self, req, **kwargs):
+        return _static(webui.INDEX)
+
+    @route("mlroute", "/mlroute/ui/{name}", methods=["GET"])
+    def get_ui_asset(self, req, name, **kwargs):
+        return _static(name)
 
     @route("mlroute", "/mlroute/jobs", methods=["GET"])
     def get_jobs(self, req, **kwargs):
@@ -62,6 +83,22 @@ class RestController(ControllerBase):
         return _json({"applied": result.applied, "reason": result.reason, "moved": len(result.moved),
                       "elephants": result.elephants, "optimiser_ms": 1e3 * result.runtime_s})
 
+    @route("mlroute", "/mlroute/objective", methods=["POST"])
+    def post_objective(self, req, **kwargs):
+        """Switch the TE objective (flow- or job-level leximin); the next decision uses it."""
+        denied = self._authorise(req)
+        if denied:
+            return denied
+        body, error = rest_input.parse_json(req.content_length, req.body_file.read)
+        if error is not None:
+            return _json(error[1], error[0])
+        objective = body.get("objective") if isinstance(body, dict) and len(body) == 1 else None
+        if objective not in ("flow", "job"):
+            return _json({"error": "body must be {\"objective\": \"flow\" or \"job\"}"}, 400)
+        self.core.te.objective = objective
+        LOG.info("objective set over REST: %s", objective)
+        return _json({"objective": objective})
+
     def _authorise(self, req):
         token = self.core.config["rest"]["token"]
         if not token:
@@ -75,6 +112,15 @@ class RestController(ControllerBase):
     def get_metrics(self, req, **kwargs):
         body, content_type = self.core.metrics.exposition()
         return Response(body=body, content_type=content_type.split(";")[0], charset="utf-8")
+
+
+def _static(name):
+    found = webui.static_asset(name)
+    if found is None:
+        return _json({"error": "no such file"}, 404)
+    body, content_type = found
+    charset = "utf-8" if content_type.startswith("text") else None
+    return Response(body=body, content_type=content_type, charset=charset, cache_control="no-cache")
 
 
 def _json(obj, status=200):

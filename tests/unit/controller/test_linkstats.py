@@ -2,10 +2,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.linkstats import (DURATION_UNKNOWN, PortRates, PortSample, elephants_per_link, links_json,
+from controller.flowkey import FlowKey
+from controller.linkstats import (DURATION_UNKNOWN, LinkLoad, PortRates, PortSample, elephants_per_link, links_json,
                                   sample_from_port_stat, samples_from_reply)
 from controller.metrics import Metrics
-from controller.flowkey import FlowKey
 from controller.monitor import MalformedStats
 from tests.topologies import fat_tree, leaf_spine
 
@@ -168,3 +168,20 @@ def test_link_utilisation_gauge_has_one_series_per_directed_link_and_drops_vanis
     metrics.set_link_utilisation(links_json(topo, _measured(topo, {}), {}, 1e7))
     assert set(_series(metrics)) == {("101", "201"), ("201", "101"), ("102", "201"), ("201", "102")}
     assert b'mlroute_link_utilisation{dst="201",src="101"} 0.0' in metrics.exposition()[0]
+
+
+def test_link_load_polls_connected_fabric_switches_and_folds_replies_into_the_view():
+    topo = leaf_spine(2, 2, 1)
+    topo.add_switch(999, [1])  # a lone switch without fabric links: nothing to poll there
+    assert LinkLoad.poll_targets(topo, {101, 201, 999}) == [101, 201]
+    clock = iter([0.0, 1.0, 0.0, 1.0])
+    load = LinkLoad(lambda: next(clock))
+    link = next(l for l in topo.links.values() if (l.src, l.dst) == (101, 201))
+    for t in (0, 1):
+        assert load.reply(101, [stat(link.src_port, tx=t * mb(3, 2), sec=10 + 2 * t)]) == []
+        assert load.reply(201, [stat(link.dst_port, rx=t * mb(3, 2), sec=10 + 2 * t), stat(9, tx=-1)]) != []
+    row = next(r for r in load.links(topo, {}, 1e7) if (r["src"], r["dst"]) == (101, 201))
+    assert row["tx_bps"] == pytest.approx(3 * MBPS) and row["utilisation"] == pytest.approx(0.3)
+    load.forget(101)
+    row = next(r for r in load.links(topo, {}, 1e7) if (r["src"], r["dst"]) == (101, 201))
+    assert row["tx_bps"] is None and row["rx_bps"] == pytest.approx(3 * MBPS)
