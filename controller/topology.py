@@ -3,6 +3,16 @@
 Plain data, no Ryu: app.py feeds it discovery events and asks it questions. A port that carries a discovered
 switch-to-switch link is a *fabric* port; every other live port is *host-facing* (access). Hosts are learned
 only on access ports, so a packet that crosses the fabric never teaches a wrong location.
+
+Hostile hosts (docs/architecture.md, "Threat model"):
+
+* A host's (IP, MAC, port) binding is never overwritten by a contradicting claim while the old location may
+  still be alive: ``claim`` reports the conflict and the packet-in handler probes the old location; only
+  ``move_host`` (probe unanswered) or a port that went down moves a binding.
+* LLDP claims a directed link; a link is admitted only once both of its directions were claimed and neither
+  end is a port with a bound host. A host can only inject frames at its own port, so it can claim one
+  direction (src = any switch port, dst = its own port) but never the reverse: a forged LLDP from a host port
+  stays *pending* and changes nothing, and the deletion Ryu reports for the link it displaced is ignored.
 """
 
 from dataclasses import dataclass
@@ -10,12 +20,18 @@ from dataclasses import dataclass
 import networkx as nx
 
 
+UNKNOWN_MAC = ""  # a host recovered from switch rules (controller restart) until it speaks again
+
 @dataclass(frozen=True)
 class Host:
     ip: str
     mac: str
     dpid: int
     port: int
+
+    @property
+    def location(self):
+        return (self.dpid, self.port)
 
 
 @dataclass(frozen=True)
@@ -27,17 +43,38 @@ class Link:
     dst: int
     dst_port: int
 
+    @property
+    def reverse(self):
+        return Link(self.dst, self.dst_port, self.src, self.src_port)
+
+
+# verdicts of Topology.claim
+IGNORED = "ignored"  # not an access port (fabric, unknown switch, or an LLDP-claimed port)
+KNOWN = "known"  # exactly the binding already held
+LEARNED = "learned"  # a new binding (or one whose old location is gone): hosts changed
+CONFLICT = "conflict"  # contradicts bindings whose location may be alive: refused until they are probed
+
+
+@dataclass(frozen=True)
+class Claim:
+    verdict: str
+    holders: tuple = ()  # on CONFLICT: the bindings (Host) the claim contradicts
+
 
 class Topology:
     """Switches, directed fabric links and hosts, with the answers forwarding needs."""
 
     def __init__(self):
         self.ports = {}  # dpid -> set of live port numbers
-        self.links = {}  # (src, src_port) -> Link
-        self.hosts = {}  # ip -> Host
+        self.links = {}  # (src, src_port) -> Link: admitted (both directions claimed, no host at either end)
+        self.hosts = {}  # ip -> Host (read-only outside this class: bindings change through claim / move_host)
+        self.pending = {}  # (src, src_port) -> Link claimed by LLDP but not admitted (yet)
         # dpid -> {port: number of directed links ending there}: packet-ins and resyncs ask "is this a fabric
         # port?" constantly, and scanning every link for it is quadratic on a large fabric
         self._link_ends = {}
+        self._by_mac = {}  # mac -> set of ips
+        self._by_port = {}  # (dpid, port) -> set of ips
+        self._pending_ends = {}  # (dpid, port) -> number of pending claims ending there
 
     # -- switches -------------------------------------------------------------------------------------------
     def add_switch(self, dpid, ports=()):
@@ -48,38 +85,67 @@ class Topology:
         for key, link in list(self.links.items()):
             if dpid in (link.src, link.dst):
                 self._drop(key)
-        for ip, host in list(self.hosts.items()):
+        self._drop_pending(lambda l: dpid in (l.src, l.dst))
+        for host in list(self.hosts.values()):
             if host.dpid == dpid:
-                del self.hosts[ip]
+                self._unbind(host)
 
     def port_up(self, dpid, port):
         self.ports.setdefault(dpid, set()).add(port)
 
     def port_down(self, dpid, port):
-        """A port went down: its links go with it (both directions). Hosts behind it are kept: they come back."""
+        """A port went down: its links go with it (both directions). Hosts behind it are kept: they come back
+        (and while the port is down, another location may claim them: the old one is gone)."""
         self.ports.get(dpid, set()).discard(port)
+        end = (dpid, port)
         for key, link in list(self.links.items()):
-            if (link.src, link.src_port) == (dpid, port) or (link.dst, link.dst_port) == (dpid, port):
+            if (link.src, link.src_port) == end or (link.dst, link.dst_port) == end:
                 self._drop(key)
+        self._drop_pending(lambda l: end in ((l.src, l.src_port), (l.dst, l.dst_port)))
 
     # -- links ----------------------------------------------------------------------------------------------
     def add_link(self, src, src_port, dst, dst_port):
-        """Record a directed link; returns True if it is new. Hosts wrongly learned on that port are forgotten."""
+        """Record an LLDP claim of a directed link; returns True when the admitted links changed.
+
+        Admitted once the reverse direction was claimed too and neither end has a bound host; until then the
+        claim is pending (it neither makes a fabric port nor displaces the link its source port had)."""
         link = Link(src, src_port, dst, dst_port)
         if self.links.get((src, src_port)) == link:
             return False
-        self._drop((src, src_port))  # a re-cabled port: forget where it led before
-        self.links[(src, src_port)] = link
-        for dpid, port in ((src, src_port), (dst, dst_port)):
-            ports = self._link_ends.setdefault(dpid, {})
-            ports[port] = ports.get(port, 0) + 1
-        for ip, host in list(self.hosts.items()):
-            if (host.dpid, host.port) in ((src, src_port), (dst, dst_port)):
-                del self.hosts[ip]
+        self._drop_pending(lambda l: (l.src, l.src_port) == (src, src_port))
+        if self.links.get((dst, dst_port)) == link.reverse:
+            pair = (link,)  # the other direction is already admitted (this one timed out and came back)
+        elif self.pending.get((dst, dst_port)) == link.reverse:
+            pair = (link, link.reverse)
+        else:
+            pair = ()
+        if not pair or self._has_host_at(src, src_port) or self._has_host_at(dst, dst_port):
+            self._add_pending(link)
+            return False
+        for one in pair:
+            self._admit(one)
         return True
 
     def remove_link(self, src, src_port, dst, dst_port):
+        """Ryu saw a link go (timeout or displaced). Ignored while the source port has a pending contradicting
+        claim: that claim, not the link, is what changed (a forged LLDP displaces the real link in Ryu)."""
+        link = Link(src, src_port, dst, dst_port)
+        claim = self.pending.get((src, src_port))
+        if claim is not None:
+            if claim == link:
+                self._drop_pending(lambda l: l == link)
+            return False
+        if self.links.get((src, src_port)) != link:
+            return False
         return self._drop((src, src_port))
+
+    def _admit(self, link):
+        self._drop_pending(lambda l: l == link)
+        self._drop((link.src, link.src_port))  # a re-cabled port: forget where it led before
+        self.links[(link.src, link.src_port)] = link
+        for dpid, port in ((link.src, link.src_port), (link.dst, link.dst_port)):
+            ports = self._link_ends.setdefault(dpid, {})
+            ports[port] = ports.get(port, 0) + 1
 
     def _drop(self, key):
         """Forget the directed link leaving ``key`` = (dpid, port), keeping the endpoint index in step."""
@@ -95,6 +161,30 @@ class Topology:
                     del self._link_ends[dpid]
         return True
 
+    def _add_pending(self, link):
+        self.pending[(link.src, link.src_port)] = link
+        for end in ((link.src, link.src_port), (link.dst, link.dst_port)):
+            self._pending_ends[end] = self._pending_ends.get(end, 0) + 1
+
+    def _drop_pending(self, which):
+        for key, link in [(k, l) for k, l in self.pending.items() if which(l)]:
+            del self.pending[key]
+            for end in ((link.src, link.src_port), (link.dst, link.dst_port)):
+                self._pending_ends[end] -= 1
+                if not self._pending_ends[end]:
+                    del self._pending_ends[end]
+
+    def _admit_pending_pairs_at(self, end):
+        """A host left ``end``: pending link pairs through it that were held back only by that host go in."""
+        admitted = False
+        for link in [l for l in self.pending.values() if end in ((l.src, l.src_port), (l.dst, l.dst_port))]:
+            if self.pending.get((link.dst, link.dst_port)) == link.reverse and link in self.pending.values():
+                if not self._has_host_at(link.src, link.src_port) and not self._has_host_at(link.dst, link.dst_port):
+                    self._admit(link)
+                    self._admit(link.reverse)
+                    admitted = True
+        return admitted
+
     def is_fabric_port(self, dpid, port):
         return port in self._link_ends.get(dpid, ())
 
@@ -102,7 +192,10 @@ class Topology:
         return set(self._link_ends.get(dpid, ()))
 
     def access_ports(self, dpid):
-        return self.ports.get(dpid, set()) - self.fabric_ports(dpid)
+        """Live ports that face hosts: not fabric, and not an end of a pending link claim unless a host is bound
+        there (a half-discovered fabric port must not be flooded into or make its switch look host-facing)."""
+        return {p for p in self.ports.get(dpid, set()) - self.fabric_ports(dpid)
+                if (dpid, p) not in self._pending_ends or self._has_host_at(dpid, p)}
 
     def live_links(self):
         """Links whose both directions are known and whose ports are up: the ones safe to forward over."""
@@ -121,18 +214,88 @@ class Topology:
         return out
 
     # -- hosts ----------------------------------------------------------------------------------------------
-    def learn_host(self, ip, mac, dpid, port):
-        """Learn (or move) a host seen on an access port. Returns True when something changed."""
-        if dpid not in self.ports or self.is_fabric_port(dpid, port):
-            return False
+    def claim(self, ip, mac, dpid, port):
+        """A packet from (dpid, port) says ``ip`` is at ``mac`` there. Binds it when that contradicts nothing
+        alive; otherwise returns CONFLICT with the bindings it contradicts (same IP elsewhere or with another
+        MAC, or the same MAC at another port) and changes nothing."""
+        if not self._learnable(dpid, port):
+            return Claim(IGNORED)
         host = Host(ip, mac, dpid, port)
         if self.hosts.get(ip) == host:
+            return Claim(KNOWN)
+        holders = self.conflicts(host)
+        alive = tuple(h for h in holders if not self.location_gone(h))
+        if alive:
+            return Claim(CONFLICT, alive)
+        self.move_host(host, holders)
+        return Claim(LEARNED)
+
+    def learn_host(self, ip, mac, dpid, port):
+        """Learn a host seen on an access port. True when something changed; a conflicting claim is refused."""
+        return self.claim(ip, mac, dpid, port).verdict == LEARNED
+
+    def conflicts(self, host):
+        """Bindings ``host`` contradicts: its IP bound elsewhere or to another MAC, its MAC bound at another port."""
+        out = []
+        held = self.hosts.get(host.ip)
+        if held is not None and held != host and not (held.mac == UNKNOWN_MAC and held.location == host.location):
+            out.append(held)  # (a binding recovered from switch rules has no MAC yet: the host's own port fills it)
+        for ip in sorted(self._by_mac.get(host.mac, ()) if host.mac != UNKNOWN_MAC else ()):
+            other = self.hosts[ip]
+            if other.location != host.location and other not in out:
+                out.append(other)
+        return tuple(out)
+
+    def location_gone(self, host):
+        """The binding's port is down on a connected switch (a disconnected switch may still forward to it)."""
+        return host.dpid in self.ports and host.port not in self.ports[host.dpid]
+
+    def move_host(self, host, replacing=()):
+        """Bind ``host``, dropping the bindings it replaces (a confirmed move). True when something changed."""
+        if not self._learnable(host.dpid, host.port):
             return False
-        self.hosts[ip] = host
+        for old in replacing:
+            if self.hosts.get(old.ip) == old:
+                self._unbind(old)
+        if self.hosts.get(host.ip) == host:
+            return False
+        old = self.hosts.get(host.ip)
+        if old is not None:
+            self._unbind(old)
+        self.hosts[host.ip] = host
+        self._by_mac.setdefault(host.mac, set()).add(host.ip)
+        self._by_port.setdefault(host.location, set()).add(host.ip)
         return True
 
+    def _unbind(self, host):
+        del self.hosts[host.ip]
+        for index, key in ((self._by_mac, host.mac), (self._by_port, host.location)):
+            index[key].discard(host.ip)
+            if not index[key]:
+                del index[key]
+                if index is self._by_port:
+                    self._admit_pending_pairs_at(key)
+
+    def _learnable(self, dpid, port):
+        """Hosts are learned on live-switch access ports that no switch's LLDP arrived at."""
+        if dpid not in self.ports or self.is_fabric_port(dpid, port):
+            return False
+        return not any(l.dst == dpid and l.dst_port == port for l in self._pending_at(dpid, port))
+
+    def _pending_at(self, dpid, port):
+        if (dpid, port) not in self._pending_ends:
+            return ()
+        return [l for l in self.pending.values() if (dpid, port) in ((l.src, l.src_port), (l.dst, l.dst_port))]
+
+    def _has_host_at(self, dpid, port):
+        return (dpid, port) in self._by_port
+
+    def hosts_at(self, dpid, port):
+        return [self.hosts[ip] for ip in sorted(self._by_port.get((dpid, port), ()))]
+
     def host_by_mac(self, mac):
-        return next((h for h in self.hosts.values() if h.mac == mac), None)
+        ips = self._by_mac.get(mac)
+        return self.hosts[min(ips)] if ips else None
 
     # -- views ----------------------------------------------------------------------------------------------
     def graph(self):

@@ -58,3 +58,114 @@ def test_first_ipv4_packet_to_a_known_host_is_delivered_directly():
     h1, h16 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.16"]
     pkt = PacketIn(h1.dpid, h1.port, h1.mac, h16.mac, ETH_IPV4, 0, h1.ip, h16.ip)
     assert PacketInHandler(topo, Clock()).handle(pkt).actions == [Forward(h16.dpid, h16.port)]
+
+
+# -- issue 10: no hijack --------------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from controller import forwarding  # noqa: E402
+from controller.packet_in import PROBE_MAC, PROBE_RETRIES, ArpProbe  # noqa: E402
+from tests.oftable import trace  # noqa: E402
+
+
+def gratuitous(host_like, ip):
+    return PacketIn(host_like.dpid, host_like.port, host_like.mac, "ff:ff:ff:ff:ff:ff", ETH_ARP, ARP_REQUEST, ip, ip)
+
+
+def forged_ipv4(host_like, ip, dst_ip):
+    return PacketIn(host_like.dpid, host_like.port, host_like.mac, "00:00:00:00:00:05", ETH_IPV4, 0, ip, dst_ip)
+
+
+def probe_answer(victim):
+    return PacketIn(victim.dpid, victim.port, victim.mac, PROBE_MAC, ETH_ARP, ARP_REPLY, victim.ip, "0.0.0.0")
+
+
+def victim_keeps_its_traffic(topo, victim, sender):
+    rules = forwarding.plan(topo)
+    packet = dict(eth_type=ETH_IPV4, eth_src=sender.mac, ipv4_src=sender.ip, ipv4_dst=victim.ip)
+    return trace(rules, topo, sender.dpid, sender.port, packet).delivered == {(victim.dpid, victim.port)}
+
+
+@pytest.mark.parametrize("forge", [lambda a, v: gratuitous(a, v.ip), lambda a, v: forged_ipv4(a, v.ip, "10.0.0.5")])
+def test_a_claim_on_a_bound_address_is_probed_and_refused_when_the_owner_answers(forge):
+    topo = topologies.fat_tree(4)
+    h1, h5, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.5"], topo.hosts["10.0.0.9"]
+    clock = Clock()
+    handler = PacketInHandler(topo, clock)
+    d = handler.handle(forge(h1, h9))
+    assert not d.learned and d.actions == [ArpProbe(h9.dpid, h9.port, h9.ip, h9.mac)]  # nothing else sent
+    assert topo.hosts[h9.ip] == h9
+    clock.t = 0.01
+    d = handler.handle(probe_answer(h9))
+    assert [r.claim.location for r in d.refused] == [h1.location] and d.actions == []
+    clock.t = 5  # long past the timeout: nothing moves
+    assert not handler.tick().changed and topo.hosts[h9.ip] == h9
+    assert victim_keeps_its_traffic(topo, h9, h5)
+    # the same claim again within the hold: refused silently, no probe storm
+    d = handler.handle(forge(h1, h9))
+    assert d.actions == [] and d.refused == [] and topo.hosts[h9.ip] == h9
+
+
+def test_a_host_that_really_moved_is_moved_after_the_probe_times_out():
+    topo = topologies.fat_tree(4)
+    h9 = topo.hosts["10.0.0.9"]
+    topo.port_up(1000, 99)
+    clock = Clock()
+    handler = PacketInHandler(topo, clock, probe_timeout_s=1.0)
+    moved = PacketIn(1000, 99, h9.mac, "ff:ff:ff:ff:ff:ff", ETH_ARP, ARP_REQUEST, h9.ip, h9.ip)
+    assert handler.handle(moved).actions == [ArpProbe(h9.dpid, h9.port, h9.ip, h9.mac)]
+    probes = 1
+    for t in (0.34, 0.5, 0.67, 0.9):  # retries spread over the timeout, at most PROBE_RETRIES in all
+        clock.t = t
+        probes += len(handler.tick().actions)
+    assert probes == PROBE_RETRIES and topo.hosts[h9.ip] == h9
+    clock.t = 1.0
+    d = handler.tick()
+    assert d.changed and [h.location for h in d.moved] == [(1000, 99)] and topo.hosts[h9.ip].location == (1000, 99)
+
+
+def test_the_move_is_confirmed_by_any_later_packet_in():
+    topo = topologies.fat_tree(4)
+    h1, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.9"]
+    topo.port_up(1000, 99)
+    clock = Clock()
+    handler = PacketInHandler(topo, clock)
+    handler.handle(PacketIn(1000, 99, h9.mac, "ff:ff:ff:ff:ff:ff", ETH_ARP, ARP_REQUEST, h9.ip, h9.ip))
+    clock.t = 2
+    d = handler.handle(arp_request(h1.dpid, h1.port, 1, "10.0.0.16"))
+    assert d.changed and topo.hosts[h9.ip].location == (1000, 99)
+
+
+def test_a_second_claimant_while_one_is_checked_is_refused():
+    topo = topologies.fat_tree(4)
+    h1, h2, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.2"], topo.hosts["10.0.0.9"]
+    handler = PacketInHandler(topo, Clock())
+    handler.handle(gratuitous(h1, h9.ip))
+    d = handler.handle(gratuitous(h2, h9.ip))
+    assert d.actions == [] and [r.claim.location for r in d.refused] == [h2.location]
+
+
+def test_a_binding_on_a_disconnected_switch_is_not_taken_over():
+    topo = topologies.fat_tree(4)
+    h1, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.9"]
+    del topo.ports[h9.dpid]  # disconnected, hosts kept (it may still forward)
+    d = PacketInHandler(topo, Clock()).handle(gratuitous(h1, h9.ip))
+    assert d.actions == [] and d.refused and topo.hosts[h9.ip] == h9
+
+
+def test_a_forged_arp_reply_is_not_delivered():
+    topo = topologies.fat_tree(4)
+    h1, h5, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.5"], topo.hosts["10.0.0.9"]
+    forged = PacketIn(h1.dpid, h1.port, h1.mac, h5.mac, ETH_ARP, ARP_REPLY, h9.ip, h5.ip)  # "10.0.0.9 is at h1"
+    d = PacketInHandler(topo, Clock()).handle(forged)
+    assert Forward(h5.dpid, h5.port) not in d.actions
+
+
+def test_the_probe_is_a_well_formed_arp_request_from_0_0_0_0():
+    from ryu.lib.packet import arp, ethernet, packet
+    frame = ArpProbe(1, 2, "10.0.0.9", "00:00:00:00:00:09").frame
+    pkt = packet.Packet(frame)
+    eth, a = pkt.get_protocol(ethernet.ethernet), pkt.get_protocol(arp.arp)
+    assert len(frame) == 60 and eth.dst == "00:00:00:00:00:09" and eth.src == PROBE_MAC
+    assert (a.opcode, a.src_ip, a.dst_ip, a.src_mac) == (arp.ARP_REQUEST, "0.0.0.0", "10.0.0.9", PROBE_MAC)

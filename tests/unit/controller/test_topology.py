@@ -1,7 +1,9 @@
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from controller.topology import Topology
+import dataclasses
+
+from controller.topology import CONFLICT, IGNORED, LEARNED, Host, Topology
 from tests import topologies
 
 
@@ -14,13 +16,19 @@ def test_hosts_are_never_learned_on_fabric_ports():
     assert not topo.learn_host("10.0.0.1", "00:00:00:00:00:01", 1000, edge_access[0])  # nothing new
 
 
-def test_a_host_learned_before_discovery_is_forgotten_when_its_port_turns_out_to_be_fabric():
+def test_a_port_with_a_bound_host_never_becomes_a_fabric_port_until_the_host_leaves_it():
     topo = topologies.fat_tree(4, hosts=False)
-    topo.add_switch(9, [1])
+    topo.add_switch(9, [1, 2])
     topo.add_switch(8, [1])
     topo.learn_host("10.0.0.50", "00:00:00:00:00:50", 9, 1)
-    topo.add_link(9, 1, 8, 1)
-    assert "10.0.0.50" not in topo.hosts
+    assert not topo.add_link(9, 1, 8, 1) and not topo.add_link(8, 1, 9, 1)  # both directions claimed: held
+    assert not topo.is_fabric_port(9, 1) and "10.0.0.50" in topo.hosts
+    # the host turns out to be elsewhere (its old port went down, then it answers from port 2): the link goes in
+    topo.port_down(9, 1)
+    assert topo.learn_host("10.0.0.50", "00:00:00:00:00:50", 9, 2)
+    topo.port_up(9, 1)
+    assert topo.add_link(9, 1, 8, 1) is False and topo.add_link(8, 1, 9, 1) is True
+    assert topo.is_fabric_port(9, 1) and topo.hosts["10.0.0.50"].port == 2
 
 
 def test_live_links_need_both_directions_and_live_ports():
@@ -77,3 +85,77 @@ def test_fabric_ports_always_match_the_links_after_any_sequence_of_events(ops):
                 l.dst_port for l in topo.links.values() if l.dst == dpid}
             assert topo.fabric_ports(dpid) == scanned
             assert all(topo.is_fabric_port(dpid, p) == (p in scanned) for p in (1, 2, 3))
+
+
+# -- issue 10: no hijack by a conflicting claim, no link from LLDP forged on a host port ---------------------
+
+def test_a_conflicting_claim_is_refused_while_the_old_location_is_up():
+    topo = topologies.fat_tree(4)
+    victim, attacker = topo.hosts["10.0.0.9"], topo.hosts["10.0.0.1"]
+    claim = topo.claim(victim.ip, attacker.mac, attacker.dpid, attacker.port)
+    assert claim.verdict == CONFLICT and claim.holders == (victim,)
+    assert topo.hosts[victim.ip] == victim and topo.hosts[attacker.ip] == attacker
+    assert not topo.learn_host(victim.ip, "02:00:00:00:00:99", attacker.dpid, attacker.port)  # any MAC
+    assert topo.hosts[victim.ip] == victim
+
+
+def test_a_binding_moves_when_its_old_port_is_down():
+    topo = topologies.fat_tree(4)
+    victim = topo.hosts["10.0.0.9"]
+    free = Host(victim.ip, victim.mac, 1000, 99)
+    topo.port_up(1000, 99)
+    assert topo.claim(*dataclasses.astuple(free)).verdict == CONFLICT
+    topo.port_down(victim.dpid, victim.port)
+    assert topo.claim(*dataclasses.astuple(free)).verdict == LEARNED and topo.hosts[victim.ip] == free
+    assert topo.hosts_at(victim.dpid, victim.port) == []
+
+
+def test_a_confirmed_move_replaces_the_old_binding():
+    topo = topologies.fat_tree(4)
+    victim = topo.hosts["10.0.0.9"]
+    topo.port_up(1000, 99)
+    new = Host(victim.ip, victim.mac, 1000, 99)
+    holders = topo.claim(*dataclasses.astuple(new)).holders
+    assert topo.move_host(new, holders) and topo.hosts[victim.ip] == new and topo.host_by_mac(victim.mac) == new
+
+
+def test_a_second_address_on_the_same_port_is_not_a_conflict():
+    topo = topologies.fat_tree(4)
+    h1 = topo.hosts["10.0.0.1"]
+    assert topo.claim("10.0.1.1", h1.mac, h1.dpid, h1.port).verdict == LEARNED
+    assert topo.hosts[h1.ip] == h1
+
+
+def test_forged_lldp_on_a_host_port_neither_creates_nor_deletes_a_link():
+    topo = topologies.fat_tree(4)
+    attacker = topo.hosts["10.0.0.1"]
+    real = next(l for l in topo.live_links() if l.src == 2000)  # an aggregation switch's port
+    before = (dict(topo.links), topo.fabric_ports(attacker.dpid))
+    # Ryu reports the forged claim (src = the real port, dst = the attacker's port), then the displaced link
+    assert not topo.add_link(real.src, real.src_port, attacker.dpid, attacker.port)
+    assert not topo.remove_link(real.src, real.src_port, real.dst, real.dst_port)
+    assert (dict(topo.links), topo.fabric_ports(attacker.dpid)) == before
+    assert topo.hosts[attacker.ip] == attacker and attacker.port in topo.access_ports(attacker.dpid)
+    # the real LLDP comes back: Ryu re-adds the real link (known) and deletes the forged one (pending)
+    assert not topo.add_link(real.src, real.src_port, real.dst, real.dst_port)
+    assert not topo.remove_link(real.src, real.src_port, attacker.dpid, attacker.port)
+    assert topo.pending == {} and dict(topo.links) == before[0]
+    # once the forged claim is gone, a real deletion is honoured again
+    assert topo.remove_link(real.src, real.src_port, real.dst, real.dst_port)
+
+
+def test_forged_lldp_from_a_port_that_never_sent_anything_is_held_too():
+    topo = topologies.fat_tree(4)
+    topo.port_up(1000, 99)  # a silent host: no binding
+    real = next(l for l in topo.live_links() if l.src == 2000)
+    assert not topo.add_link(real.src, real.src_port, 1000, 99)  # one direction only: a host cannot send the other
+    assert topo.links[(real.src, real.src_port)] == real and not topo.is_fabric_port(1000, 99)
+    assert topo.claim("10.0.0.77", "02:00:00:00:00:77", 1000, 99).verdict == IGNORED  # not learnable meanwhile
+
+
+def test_a_link_counts_once_both_directions_are_claimed():
+    topo = Topology()
+    topo.add_switch(1, [1])
+    topo.add_switch(2, [1])
+    assert not topo.add_link(1, 1, 2, 1) and topo.links == {} and topo.access_ports(1) == set()
+    assert topo.add_link(2, 1, 1, 1) and len(topo.live_links()) == 2
