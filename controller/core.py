@@ -19,9 +19,10 @@ from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.packet_in import Decision, PacketIn, PacketInHandler
+from controller.recovery import Recovered
 from controller.rules import FlowRule, GroupRule, SwitchRules
 from controller.tiers import TierInference, infer_tiers
-from controller.topology import Topology
+from controller.topology import UNKNOWN_MAC, Topology
 from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.flow import Flow
@@ -29,6 +30,7 @@ from mlroute.routing.flow import Flow
 LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
 
 class ControllerCore:
@@ -52,6 +54,9 @@ class ControllerCore:
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
+        self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
+        self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
+        self.found_state = False  # some switch already held mlroute rules when read back
         self.dirty = False
 
     # -- switches, ports, links ---------------------------------------------------------------------------------
@@ -84,6 +89,11 @@ class ControllerCore:
     def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
         if rules is not None and dpid in self.connected:
             self.installed[dpid] = rules
+            self.found_state = self.found_state or bool(rules.flows)
+            self.recovered.read(dpid, rules.flows.values())
+            for key, (ingress, in_port) in self.recovered.counting.items():
+                if ingress == dpid and key not in self.accounting:
+                    self.accounting.observe(key, ingress, in_port)
             LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
                      len(rules.groups))
             self.dirty = True
@@ -139,6 +149,10 @@ class ControllerCore:
 
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
         self.monitor.update(dpid, samples, self.clock())
+        for key in self.recovered.hops:  # pinned before a restart: an elephant at its first busy poll
+            st = self.monitor.flows.get(key)
+            if st is not None and st.rate_bps >= self.monitor.config.threshold_bps:
+                st.elephant = True
 
     def stats_switches(self) -> list[int]:
         """Ingress switches to poll for counting-rule statistics (those with hosts), connected ones only."""
@@ -160,6 +174,7 @@ class ControllerCore:
         for st, fraction in zip(elephants, fractions):
             st.demand_bps = float(fraction) * self.host_bps
         previous_count = self.te.last.elephants if self.te.last else 0
+        self._restore_pins([st.key for st in elephants])
         previous_pins = dict(self.te.pinned)
         result = self.te.step(self.fabric(), [(st.key, float(f)) for st, f in zip(elephants, fractions)],
                               self.jobs_by_host())
@@ -173,6 +188,21 @@ class ControllerCore:
                      b.get("max_link_load"), a.get("max_link_load"), b.get("min_rate", 0) / 1e6,
                      a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
         return result
+
+    def _restore_pins(self, keys: list[FlowKey]) -> None:
+        """Elephants whose pinned rules survived a restart keep those paths (the TE step then judges them
+        like any installed routing, so nothing moves without need)."""
+        if not self.recovered.hops:
+            return
+        graph = self.topology.graph()
+        for key in keys:
+            dst = self.topology.hosts.get(key.dst_ip)
+            if key in self.recovered.hops and key not in self.te.pinned and dst is not None:
+                path = self.recovered.pinned_path(key, self.topology, graph, dst.dpid)
+                if path is not None:
+                    self.te.pinned[key] = path
+                    LOG.info("elephant %s: pinned path %s recovered from the switches", key, path)
+                self.recovered.forget(key)
 
     def _record(self, result: te.TEResult, elephants: int) -> None:
         m = self.metrics
@@ -190,6 +220,9 @@ class ControllerCore:
         """The rule changes that bring every connected, read-back switch to its desired state (in order); the
         shell sends them, with a barrier after each step whose phase needs one."""
         self.dirty = False
+        for ip, dpid, port in self.recovered.resolve_hosts(self.topology):
+            self.topology.learn_host(ip, UNKNOWN_MAC, dpid, port)  # until the host speaks again
+            LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
         graph = self.topology.graph()  # one snapshot of the live switch graph for this whole resync
         self._update_tiers(graph)
         if sync.pinned_paths_broken(self.te.pinned, graph):
@@ -200,13 +233,21 @@ class ControllerCore:
                                      idle_timeout=self.config["te"]["flow_idle_timeout_s"], graph=graph)
         ready = [d for d in sorted(self.connected) if d in self.installed and d in desired]
         steps = sync.plan_sync(self.installed, desired, ready)
-        for dpid in ready:
-            self.installed[dpid] = desired[dpid]
+        if self.recovering():
+            steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
+            self.dirty = True  # the rest follows once recovery is over
+        else:
+            for dpid in ready:
+                self.installed[dpid] = desired[dpid]
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
         return steps
+
+    def recovering(self) -> bool:
+        """Just (re)started over switches that still hold rules: learn from them before changing them."""
+        return self.found_state and self.clock() < self.recovery_ends
 
     def _update_tiers(self, graph) -> None:
         result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"])

@@ -78,6 +78,20 @@ def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int,
     return [step for step in steps.values() if step.changes]
 
 
+def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list[Step]:
+    """Only the steps' additions (nothing modified or deleted), recorded in ``installed`` as they go: what a
+    controller that is still learning from the switches may safely send."""
+    out = []
+    for step in steps:
+        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add"]
+        for dpid, change in adds:
+            held = installed[dpid]
+            (held.add_group if isinstance(change.rule, GroupRule) else held.add_flow)(change.rule)
+        if adds:
+            out.append(Step(step.phase, adds))
+    return out
+
+
 def desired_state(topology: Topology, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
                   pinned: Mapping[FlowKey, Path], *, stagger: bool, idle_timeout: int,
                   graph: nx.Graph | None = None) -> dict[int, SwitchRules]:

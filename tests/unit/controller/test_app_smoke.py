@@ -35,12 +35,23 @@ def load_app_module():
 class Lab:
     """An MlrouteApp wired to fake switches shaped like a Topology fixture (switches, ports, links, hosts)."""
 
-    def __init__(self, reference):
+    def __init__(self, reference, switches=None):
         self.ref = reference
         self.app = load_app_module().MlrouteApp(wsgi=WSGIApplication())
         for thread in self.app._threads:  # the test drives resync and TE steps itself
             hub.kill(thread)
-        self.switches = {d: FakeSwitch(d, self._deliver) for d in reference.ports}
+        self.switches = switches or {d: FakeSwitch(d) for d in reference.ports}
+        for sw in self.switches.values():
+            sw.deliver = self._deliver
+
+    def restart(self):
+        """A new controller process over the same switches (their tables kept, as OVS keeps them)."""
+        return Lab(self.ref, self.switches)
+
+    def discover_links(self):
+        for link in self.ref.links.values():
+            src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
+            self.app.link_add(topo_event.EventLinkAdd(Link(src, dst)))
 
     def _deliver(self, name, msg):
         getattr(self.app, REPLY_HANDLERS[name])(getattr(ofp_event, name)(msg))
@@ -68,9 +79,7 @@ class Lab:
         for dpid in self.switches:
             self.connect(dpid)
         self.pump()  # the read-back replies of every switch
-        for link in self.ref.links.values():
-            src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
-            self.app.link_add(topo_event.EventLinkAdd(Link(src, dst)))
+        self.discover_links()
         for host in self.ref.hosts.values():
             self.packet_in(host.dpid, host.port, arp_request(host, "10.0.0.254"))
         self.app.resync()
@@ -150,27 +159,62 @@ def test_arp_for_a_known_host_is_answered_by_packet_out(lab):
     assert (reply.opcode, reply.src_ip, reply.src_mac) == (arp.ARP_REPLY, h2.ip, h2.mac)
 
 
-def test_elephants_from_multipart_stats_are_pinned_on_disjoint_paths_in_the_switch_tables(lab):
-    keys = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}", 6, 40000 + i, 5201) for i in range(8)]
-    for key in keys:
+STRIDE4 = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}", 6, 40000 + i, 5201) for i in range(8)]
+
+
+def poll(lab, keys, seconds):
+    """One flow-stats poll of every ingress switch: each flow has sent 10 Mb/s for ``seconds``."""
+    for dpid in {lab.ref.hosts[k.src_ip].dpid for k in keys}:
+        entries = [counting_stat(k, lab.ref.hosts[k.src_ip].port, int(seconds * 1.25e6), seconds)
+                   for k in keys if lab.ref.hosts[k.src_ip].dpid == dpid]
+        lab.app.flow_stats_reply(stats_reply(lab.switches[dpid], entries))
+
+
+def pin_stride4(lab):
+    for key in STRIDE4:
         src = lab.ref.hosts[key.src_ip]
         lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
     lab.app.resync()
     for seconds in (2, 4, 6):  # three polls at 10 Mb/s: elephants after two
-        for dpid in {lab.ref.hosts[k.src_ip].dpid for k in keys}:
-            entries = [counting_stat(k, lab.ref.hosts[k.src_ip].port, int(seconds * 1.25e6), seconds)
-                       for k in keys if lab.ref.hosts[k.src_ip].dpid == dpid]
-            lab.app.flow_stats_reply(stats_reply(lab.switches[dpid], entries))
+        poll(lab, STRIDE4, seconds)
     result = lab.app.core.te_step()
-    assert result.applied and len(result.moved) == 8
     lab.app.resync()
+    return result
+
+
+def test_elephants_from_multipart_stats_are_pinned_on_disjoint_paths_in_the_switch_tables(lab):
+    result = pin_stride4(lab)
+    assert result.applied and len(result.moved) == 8
     assert any(r.cookie == COOKIE_ELEPHANT for sw in lab.switches.values() for r in sw.table.flows.values())
     used = []
-    for key in keys:
+    for key in STRIDE4:
         t = lab.trace(key.src_ip, key.dst_ip, ip_proto=6, tcp_src=key.src_port, tcp_dst=key.dst_port)
         assert len(t.paths) == 1 and tuple(t.paths[0]) == lab.app.core.te.pinned[key]
         used += list(zip(t.paths[0], t.paths[0][1:]))
     assert len(used) == len(set(used))  # no directed link shared
+
+
+def test_a_restarted_controller_relearns_hosts_flows_and_pins_from_the_tables_without_touching_them(lab):
+    pin_stride4(lab)
+    pinned, held = dict(lab.app.core.te.pinned), {d: dict(sw.table.flows) for d, sw in lab.switches.items()}
+    mods = sum(sw.flow_mods for sw in lab.switches.values())
+    new = lab.restart()
+    for dpid in new.switches:
+        new.connect(dpid)
+    new.pump()
+    new.discover_links()
+    new.app.resync()
+    core = new.app.core
+    assert {ip: (h.dpid, h.port) for ip, h in core.topology.hosts.items()} == \
+        {ip: (h.dpid, h.port) for ip, h in lab.ref.hosts.items()}
+    assert set(core.accounting) == set(STRIDE4)
+    poll(new, STRIDE4, 8)  # one poll after the restart
+    result = core.te_step()
+    assert core.te.pinned == pinned and not result.moved
+    core.recovery_ends = 0  # recovery over: from now on the diff may modify and delete
+    new.app.resync()
+    assert sum(sw.flow_mods for sw in new.switches.values()) == mods, "the restart changed rules on switches"
+    assert {d: dict(sw.table.flows) for d, sw in new.switches.items()} == held
 
 
 def test_flow_removed_takes_the_flow_out_of_accounting(lab):

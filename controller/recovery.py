@@ -1,0 +1,98 @@
+"""What a restarted controller learns back from the switches' own tables, so it re-learns in one poll.
+
+Every mlroute rule says what it is by its cookie and match: a counting rule (cookie ``COOKIE_FLOW``) names a
+transport flow and its ingress port, and its output action (if any) an elephant's pinned first hop; a pinned
+hop (``COOKIE_ELEPHANT``) names the next hop above; a host rule in the forwarding table with a single output
+says where packets for that IP leave the switch. Hosts are only known for sure once links are: the host's own
+switch is the one whose output port carries no fabric link, so host candidates are resolved against the
+topology as LLDP fills it in. While a restarted controller is still recovering, ``sync`` only adds rules (see
+``controller.core``), so nothing the switches hold is deleted before the controller knows as much as they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from controller.flowkey import FlowKey, key_from_fields
+from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_HOST, TABLE_FORWARD, FlowRule
+from controller.topology import Topology
+
+Path = tuple[int, ...]
+
+
+@dataclass
+class Recovered:
+    """State read back from switches, accumulated over every switch that reported."""
+
+    counting: dict[FlowKey, tuple[int, int]] = field(default_factory=dict)  # key -> (ingress dpid, in_port)
+    hops: dict[FlowKey, dict[int, int]] = field(default_factory=dict)  # key -> {dpid: pinned output port}
+    host_routes: dict[str, dict[int, int]] = field(default_factory=dict)  # ip -> {dpid: single output port}
+
+    def read(self, dpid: int, flows: Iterable[FlowRule]) -> None:
+        for rule in flows:
+            fields = dict(rule.match)
+            outputs = [a[1] for a in rule.actions if a[0] == "output"]
+            if rule.cookie == COOKIE_FLOW and "in_port" in fields:
+                key = _key(fields)
+                if key is not None:
+                    self.counting[key] = (dpid, fields["in_port"])
+                    if outputs:
+                        self.hops.setdefault(key, {})[dpid] = outputs[0]
+            elif rule.cookie == COOKIE_ELEPHANT and outputs:
+                key = _key(fields)
+                if key is not None:
+                    self.hops.setdefault(key, {})[dpid] = outputs[0]
+            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
+                  and len(rule.actions) == 1 and outputs and "ipv4_dst" in fields):
+                self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
+
+    def resolve_hosts(self, topology: Topology) -> list[tuple[str, int, int]]:
+        """(ip, dpid, port) of hosts whose own switch is now certain: exactly one switch sends that IP out of
+        a live port that carries no fabric link. Resolved hosts leave the candidate set."""
+        found = []
+        for ip, routes in list(self.host_routes.items()):
+            if ip in topology.hosts:
+                del self.host_routes[ip]
+                continue
+            access = [(d, p) for d, p in routes.items()
+                      if d in topology.ports and p in topology.ports[d] and not topology.is_fabric_port(d, p)]
+            if len(access) == 1 and len(topology.fabric_ports(access[0][0])) > 0:
+                found.append((ip, *access[0]))
+                del self.host_routes[ip]
+        return found
+
+    def pinned_path(self, key: FlowKey, topology: Topology, graph: nx.Graph, dst_switch: int) -> Path | None:
+        """The path an elephant's recovered rules pin: its pinned upward hops link by link from the ingress,
+        then the single way down from the top switch; None if the rules do not make a live path."""
+        hops = self.hops.get(key)
+        ingress = self.counting.get(key, (None,))[0]
+        if not hops or ingress not in hops:
+            return None
+        path, here = [ingress], ingress
+        while here in hops and len(path) <= len(graph):
+            link = topology.links.get((here, hops[here]))
+            if link is None or not graph.has_edge(here, link.dst):
+                return None
+            here = link.dst
+            path.append(here)
+        if dst_switch not in graph or here not in graph:
+            return None
+        try:
+            down = nx.shortest_path(graph, here, dst_switch)
+        except nx.NetworkXNoPath:
+            return None
+        return tuple(path + down[1:])
+
+    def forget(self, key: FlowKey) -> None:
+        self.hops.pop(key, None)
+        self.counting.pop(key, None)
+
+
+def _key(fields) -> FlowKey | None:
+    try:
+        return key_from_fields(fields)
+    except (KeyError, TypeError, ValueError):
+        return None
