@@ -151,7 +151,8 @@ class MlrouteApp(app_manager.RyuApp):
             LOG.warning("switch %s: undecodable new-flow packet-in skipped", msg.datapath.id)
             return
         self.core.metrics.packet_in.labels("newflow").inc()
-        self.core.new_transport_flow(key, msg.datapath.id, msg.match["in_port"])
+        for change in self.core.new_transport_flow(key, msg.datapath.id, msg.match["in_port"]):
+            msg.datapath.send_msg(ofmsg.compile_change(msg.datapath, change))
         self.wake()
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)

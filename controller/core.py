@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import networkx as nx
+
 from controller import sync, te
 from controller.accounting import Accounting
 from controller.flowkey import FlowKey, key_from_fields
@@ -20,7 +22,7 @@ from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.packet_in import Decision, PacketIn, PacketInHandler
 from controller.recovery import Recovered
-from controller.rules import FlowRule, GroupRule, SwitchRules
+from controller.rules import Change, FlowRule, GroupRule, SwitchRules
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import UNKNOWN_MAC, Topology
 from mlroute.routing import metric
@@ -134,10 +136,21 @@ class ControllerCore:
             self.dirty = True
         return decision
 
-    def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> None:
-        """First packet of a TCP/UDP flow at its ingress: give it a counting rule (one packet-in per flow)."""
-        if self.accounting.observe(key, dpid, in_port):
-            self.dirty = True
+    def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
+        """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
+        resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
+        if not self.accounting.observe(key, dpid, in_port):
+            return []
+        held = self.installed.get(dpid)
+        if held is None or self.recovering():
+            self.dirty = True  # the switch's tables are not known yet: the resync will add it
+            return []
+        graph = self.topology.graph() if self.te.pinned else nx.Graph()
+        rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
+        change = Change("modify" if rule.key in held.flows else "add", rule)
+        held.add_flow(rule)
+        self.metrics.rule_changes.inc()
+        return [change]
 
     def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any]) -> None:
         """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the

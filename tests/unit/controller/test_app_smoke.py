@@ -267,3 +267,16 @@ def test_malformed_replies_do_not_disturb_the_controller(lab):
     lab.packet_in(lab.ref.hosts["10.0.0.1"].dpid, 1, b"\x00garbage")
     t = lab.trace("10.0.0.1", "10.0.0.16")
     assert t.delivered == {(lab.ref.hosts["10.0.0.16"].dpid, lab.ref.hosts["10.0.0.16"].port)}
+
+
+def test_a_new_transport_flow_gets_its_counting_rule_at_once_and_the_resync_sends_nothing_more(lab):
+    key = FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201)
+    src = lab.ref.hosts[key.src_ip]
+    before = {d: sw.flow_mods for d, sw in lab.switches.items()}
+    lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+    sent = {d: sw.flow_mods - before[d] for d, sw in lab.switches.items() if sw.flow_mods != before[d]}
+    assert sent == {src.dpid: 1}  # one flow-mod, straight from the packet-in handler
+    assert any(r.cookie == COOKIE_FLOW for r in lab.switches[src.dpid].table.flows.values())
+    lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)  # a copy already in flight
+    lab.app.resync()
+    assert lab.switches[src.dpid].flow_mods == before[src.dpid] + 1
