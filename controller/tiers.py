@@ -9,13 +9,15 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from mlroute.routing.tiers import FAT_TREE_TIERS, LEAF_SPINE_TIERS
+
 LEAF_SPINE = "leafspine"
 FAT_TREE = "fattree"
 UNKNOWN = "unknown"
 
 TIER_NAMES = {
-    LEAF_SPINE: ("leaf", "spine"),
-    FAT_TREE: ("edge", "aggregation", "core"),
+    LEAF_SPINE: LEAF_SPINE_TIERS,
+    FAT_TREE: FAT_TREE_TIERS,
 }
 
 

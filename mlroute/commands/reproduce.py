@@ -68,7 +68,8 @@ def _command_line(args) -> str:
 def run(args) -> int:
     from mlroute.cli import UsageError
     from mlroute.sim.report import load_results, write_report
-    from mlroute.sim.reproduce import ALGOS, GridConfig, run_grid
+    from mlroute.routing.optimisers import ALGORITHMS
+    from mlroute.sim.reproduce import GridConfig, run_grid
     from mlroute.workloads.jobs import WorkloadError, min_gpus_per_host
 
     cmd = _command_line(args)
@@ -102,9 +103,9 @@ def run(args) -> int:
         cfg.failed = _ints(args.failed, "--failed")
     if args.algos:
         cfg.algos = tuple(a.strip() for a in args.algos.split(",") if a.strip())
-        bad = [a for a in cfg.algos if a not in ALGOS]
+        bad = [a for a in cfg.algos if a not in ALGORITHMS]
         if bad:
-            raise UsageError(f"--algos: unknown algorithm {bad[0]!r} (known: {', '.join(ALGOS)})")
+            raise UsageError(f"--algos: unknown algorithm {bad[0]!r} (known: {', '.join(ALGORITHMS)})")
     if args.ilp_time_limit is not None:
         if args.ilp_time_limit <= 0:
             raise UsageError("--ilp-time-limit must be positive")
@@ -128,9 +129,9 @@ def run(args) -> int:
             extra_cfg.algos = tuple(a.strip() for a in args.random_algos.split(",") if a.strip())
         else:
             extra_cfg.algos = tuple(a for a in cfg.algos if a not in ("ecmp", "annealing"))
-        bad = [a for a in extra_cfg.algos if a not in ALGOS]
+        bad = [a for a in extra_cfg.algos if a not in ALGORITHMS]
         if bad or not extra_cfg.algos:
-            raise UsageError(f"--random-algos: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGOS)})")
+            raise UsageError(f"--random-algos: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGORITHMS)})")
         for j in extra_cfg.jobs:
             for r in extra_cfg.rings:
                 try:

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from mlroute.cli import UsageError
+from mlroute.routing.optimisers import ALGORITHMS
 
 NAME = "route"
 HELP = ("route elephant flows (traffic files or a standard pattern) on a Clos or fat-tree fabric with one "
         "optimiser and print the paths and the metric")
 
-ALGOS = ("mlroute", "greedy", "ecmp", "coloring", "annealing", "ilp", "gff")
 
 
 def add_arguments(p):
@@ -25,9 +25,9 @@ def add_arguments(p):
     p.add_argument("--hosts-per-tor", type=int, default=32, help="Clos: hosts under each ToR (default 32)")
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (even; default 4)")
     p.add_argument("--failed-spines", default="", metavar="LIST",
-                   help="comma-separated failed spine (Clos) / core (fat-tree) indices, e.g. 28,29,30,31")
+                   help="comma-separated failed spine (Clos) / core (fat-tree) indices, e.g. 28,29,30,31 or 28-31")
     p.add_argument("--failed-links", default="", metavar="LIST",
-                   help="comma-separated failed cables as SWITCH-SWITCH, e.g. tor0-spine3,tor5-spine1")
+                   help="comma-separated failed cables as SWITCH:SWITCH, e.g. tor0:spine3,tor5:spine1")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--traffic", nargs="+", metavar="FILE",
                      help="flow files: the paper authors' traffic-pair files (one job per file) or the "
@@ -35,7 +35,7 @@ def add_arguments(p):
     src.add_argument("--pattern", metavar="NAME[:ARGS]",
                      help="a standard pattern: stride:i, randbij, random, stag:pe,pp, hotspot[:n]")
     p.add_argument("--seed", type=int, default=0, help="seed of the pattern and of seeded optimisers (default 0)")
-    p.add_argument("--algo", choices=ALGOS, default="mlroute", help="optimiser (default mlroute)")
+    p.add_argument("--algo", choices=ALGORITHMS, default="mlroute", help="optimiser (default mlroute)")
     p.add_argument("--objective", choices=("flow", "job"), default="flow",
                    help="leximin over flow rates (default) or over job rates first")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
@@ -45,78 +45,29 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
-def _int_list(text: str, what: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            out.append(int(part))
-        except ValueError:
-            raise UsageError(f"{what}: {part!r} is not an integer") from None
-    return out
-
-
 def build_fabric(args):
-    from mlroute.routing.fabric import Fabric, FabricError
+    """The fabric of ``--fabric`` / ``--tors`` ... with ``--failed-spines`` and ``--failed-links`` failed."""
+    from mlroute.routing import spec
+    from mlroute.routing.fabric import FabricError
 
     try:
-        if args.fabric == "clos":
-            for what, v in (("--tors", args.tors), ("--spines", args.spines), ("--hosts-per-tor", args.hosts_per_tor)):
-                if v < 1:
-                    raise UsageError(f"{what} must be at least 1 (got {v})")
-            fab = Fabric.clos(args.tors, args.spines, args.hosts_per_tor)
-            tops = [f"spine{j}" for j in range(args.spines)]
-            top_word = "spine"
-        else:
-            if args.k < 2 or args.k % 2:
-                raise UsageError(f"--k must be an even number >= 2 (got {args.k})")
-            fab = Fabric.fattree(args.k)
-            tops = [f"core{c}" for c in range((args.k // 2) ** 2)]
-            top_word = "core"
-        for j in _int_list(args.failed_spines, "--failed-spines"):
-            if not 0 <= j < len(tops):
-                raise UsageError(f"--failed-spines: {top_word} {j} does not exist (0..{len(tops) - 1})")
-            fab.fail_switch(tops[j])
-        for part in args.failed_links.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            u, sep, v = part.partition("-")
-            if not sep or not fab.graph.has_edge(u, v):
-                raise UsageError(f"--failed-links: {part!r} is not a link of the fabric (e.g. tor0-spine1)")
-            fab.fail_link(u, v)
+        fab = spec.build_fabric(args.fabric, args.tors, args.spines, args.hosts_per_tor, args.k)
+        switches = spec.top_switches(fab, spec.parse_index_list(args.failed_spines, "--failed-spines"))
+        links = spec.parse_links(args.failed_links)
+        spec.check_links(fab, links)
     except FabricError as exc:
         raise UsageError(str(exc)) from None
-    return fab
+    return spec.fail(fab, switches, links)
 
 
 def _authors_flows(paths, fab):
-    from mlroute.workloads.jobs import WorkloadError, jobs_to_flows, read_traffic_file
+    from mlroute.workloads.jobs import WorkloadError, jobs_to_flows, read_traffic_files
 
-    host_tor: dict = {}
     tor_where: dict = {}
-    jobs, names = [], {}
     try:
-        for path in paths:
-            stem = Path(str(path)).stem
-            names[stem] = names.get(stem, 0) + 1
-            name = stem if names[stem] == 1 else f"{stem}#{names[stem]}"
-            jobs.append(read_traffic_file(path, name=name, host_tor=host_tor, tor_where=tor_where))
+        jobs = read_traffic_files(paths, fab.hosts_per_tor, tor_where=tor_where, tors=len(fab.leaves))
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
-    n_tors = len(fab.leaves)
-    per_tor: dict = {}
-    for h, t in host_tor.items():
-        if t >= n_tors:
-            raise UsageError(f"{tor_where[h]}: ToR {t} is beyond the fabric ({n_tors} ToRs, 0..{n_tors - 1})")
-        per_tor.setdefault(t, []).append(h)
-    cap = fab.hosts_per_tor
-    for t, hs in per_tor.items():
-        if cap is not None and len(hs) > cap:
-            raise UsageError(f"{tor_where[hs[cap]]}: host {hs[cap]} is host number {cap + 1} under ToR {t}, "
-                             f"which has only {cap} hosts")
     flows = jobs_to_flows(jobs)
     origins = [tor_where.get(f.src, "?") for f in flows]
     job_specs = {j.name: {"ring": j.ring_size, "bytes": j.step_bytes * j.ring_size} for j in jobs
@@ -225,13 +176,15 @@ def run(args) -> int:
 
 
 def _fabric_desc(args, fab) -> dict:
+    from mlroute.routing.spec import format_link
+
     d = {"kind": args.fabric}
     if args.fabric == "clos":
         d.update(tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor)
     else:
         d.update(k=args.k)
     d["failed_switches"] = sorted(fab.failed_nodes, key=str)
-    d["failed_links"] = sorted("-".join(sorted(map(str, l))) for l in fab.failed_links)
+    d["failed_links"] = sorted(format_link(*sorted(map(str, link))) for link in fab.failed_links)
     return d
 
 

@@ -7,10 +7,11 @@ import sys
 
 import numpy as np
 
+from mlroute.routing.optimisers import ALGORITHMS
+
 NAME = "simulate"
 HELP = "simulate ML training jobs (ring all-reduce / pipeline) on a fabric routed by an algorithm"
 
-ALGOS = ("mlroute", "greedy", "ecmp", "coloring", "annealing", "ilp", "gff")
 
 
 def add_arguments(p):
@@ -29,7 +30,7 @@ def add_arguments(p):
                    help="time of the failures (default 0: failed from the start); the controller re-routes then")
     w = p.add_argument_group("workload (either --traffic or --jobs/--ring)")
     w.add_argument("--traffic", nargs="+", metavar="FILE",
-                   help="the paper authors' traffic files, one per job (PAPER.md format)")
+                   help="the paper authors' traffic files, one per job (format: docs/paper.md)")
     w.add_argument("--jobs", type=int, default=None, help="number of concurrent generated jobs (paper: 1-5)")
     w.add_argument("--ring", type=int, default=None, help="data-parallel degree = ring size (paper: 2, 4, 8)")
     w.add_argument("--seed", type=int, default=1, help="seed of the generated workload and of ECMP/annealing")
@@ -46,7 +47,7 @@ def add_arguments(p):
     w.add_argument("--save-traffic", metavar="DIR", default=None,
                    help="also write the generated jobs as traffic files (authors' format, node ids) into DIR")
     r = p.add_argument_group("routing")
-    r.add_argument("--algo", choices=ALGOS, default="mlroute", help="routing algorithm (default mlroute)")
+    r.add_argument("--algo", choices=ALGORITHMS, default="mlroute", help="routing algorithm (default mlroute)")
     r.add_argument("--objective", choices=("flow", "job"), default="flow",
                    help="metric variant the optimisers use (default flow)")
     r.add_argument("--mode", choices=("iteration", "period"), default="iteration",
@@ -70,8 +71,10 @@ def _positive(name, v):
 
 def run(args) -> int:
     from mlroute.cli import UsageError
+    from mlroute.routing import spec
+    from mlroute.routing.fabric import FabricError
     from mlroute.sim.engine import SimulationError, simulate
-    from mlroute.sim.scenario import ScenarioError, build, parse_int_list, parse_links
+    from mlroute.sim.scenario import ScenarioError, build
     from mlroute.workloads.jobs import authors_node_id, write_traffic_files
 
     _positive("--jobs", args.jobs)
@@ -87,13 +90,13 @@ def run(args) -> int:
     try:
         scen = build(
             fabric=args.fabric, tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor, k=args.k,
-            link_gbps=args.link_gbps, failed_spines=parse_int_list(args.failed_spines, "--failed-spines"),
-            failed_links=parse_links(args.failed_links), fail_at_s=args.fail_at, traffic=args.traffic,
+            link_gbps=args.link_gbps, failed_spines=spec.parse_index_list(args.failed_spines, "--failed-spines"),
+            failed_links=spec.parse_links(args.failed_links), fail_at_s=args.fail_at, traffic=args.traffic,
             n_jobs=args.jobs, ring=args.ring, seed=args.seed, iterations=args.iterations,
             models=[m.strip() for m in args.models.split(",") if m.strip()], gpus_per_host=args.gpus_per_host,
             kind=args.kind, placement=args.placement,
         )
-    except ScenarioError as exc:
+    except (ScenarioError, FabricError) as exc:
         raise UsageError(str(exc)) from None
     if args.save_traffic and not args.traffic:
         d = scen.description

@@ -1,7 +1,8 @@
 """The fabric model: a tiered switch graph with hosts, directed per-link capacities, failures and paths.
 
-Switches carry a ``tier``: ``"leaf"`` / ``"spine"`` for a 2-tier Clos, ``"edge"`` / ``"aggregation"`` /
-``"core"`` for a 3-tier fat-tree (``"tor"`` and ``"agg"`` are accepted as synonyms).  Leaves (ToRs, edge
+Switches carry a ``tier`` (names in :mod:`mlroute.routing.tiers`): ``"leaf"`` / ``"spine"`` for a 2-tier Clos,
+``"edge"`` / ``"aggregation"`` / ``"core"`` for a 3-tier fat-tree (``"tor"`` and ``"agg"`` are accepted as
+synonyms).  Leaves (ToRs, edge
 switches) are tier rank 0; a path is *valley-free* if it first only moves up in rank and then only down.
 Every undirected cable is two directed links (``u -> v`` and ``v -> u``) with their own index, and every host
 NIC is two directed links too (host -> leaf "up", leaf -> host "down"), so that a flow's rate is limited by its
@@ -28,10 +29,8 @@ from typing import Hashable, Iterable
 import networkx as nx
 import numpy as np
 
+from mlroute.routing import tiers as _tiers
 from mlroute.routing.flow import Flow
-
-_TIER_RANK = {"leaf": 0, "tor": 0, "edge": 0, "aggregation": 1, "agg": 1}
-_TOP_TIERS = ("spine", "core")
 
 
 class FabricError(ValueError):
@@ -185,16 +184,13 @@ class Fabric:
         self.default_capacity = float(capacity)
         self.host_capacity = float(capacity if host_capacity is None else host_capacity)
         ranks = {}
-        tiers = nx.get_node_attributes(self.graph, "tier")
-        has_agg = any(t in ("aggregation", "agg") for t in tiers.values())
-        for node in self.graph.nodes:
-            tier = tiers.get(node)
-            if tier in _TIER_RANK:
-                ranks[node] = _TIER_RANK[tier]
-            elif tier in _TOP_TIERS:
-                ranks[node] = 2 if has_agg else 1
-            else:
-                raise FabricError(f"switch {node!r} has no valid tier attribute (got {tier!r})")
+        given = nx.get_node_attributes(self.graph, "tier")
+        named = {node: _tiers.canonical(given.get(node)) for node in self.graph.nodes}
+        has_agg = _tiers.AGGREGATION in named.values()
+        for node, tier in named.items():
+            if tier is None:
+                raise FabricError(f"switch {node!r} has no valid tier attribute (got {given.get(node)!r})")
+            ranks[node] = _tiers.rank(tier, has_agg)
         self.rank = ranks
         self.n_tiers = 3 if has_agg else 2
         order = _stable_order(self.graph.nodes)
@@ -247,9 +243,9 @@ class Fabric:
             raise FabricError("a Clos fabric needs at least one ToR, one spine and one host per ToR")
         g = nx.Graph()
         for i in range(tors):
-            g.add_node(f"tor{i}", tier="leaf")
+            g.add_node(f"tor{i}", tier=_tiers.LEAF)
         for j in range(spines):
-            g.add_node(f"spine{j}", tier="spine")
+            g.add_node(f"spine{j}", tier=_tiers.SPINE)
         for i in range(tors):
             for j in range(spines):
                 g.add_edge(f"tor{i}", f"spine{j}")
@@ -268,11 +264,11 @@ class Fabric:
         half = k // 2
         g = nx.Graph()
         for c in range(half * half):
-            g.add_node(f"core{c}", tier="core")
+            g.add_node(f"core{c}", tier=_tiers.CORE)
         for p in range(k):
             for i in range(half):
-                g.add_node(f"agg{p}_{i}", tier="aggregation")
-                g.add_node(f"edge{p}_{i}", tier="edge")
+                g.add_node(f"agg{p}_{i}", tier=_tiers.AGGREGATION)
+                g.add_node(f"edge{p}_{i}", tier=_tiers.EDGE)
         for p in range(k):
             for i in range(half):
                 for j in range(half):

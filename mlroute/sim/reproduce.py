@@ -29,6 +29,8 @@ import numpy as np
 from mlroute.sim.engine import simulate
 from mlroute.workloads.jobs import min_gpus_per_host, paper_jobs
 
+#: The grid's algorithms in report order: every name of :data:`mlroute.routing.optimisers.ALGORITHMS` (a unit
+#: test keeps the two sets equal), mlroute first, the exact ILP last.
 ALGOS = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
 QUANTILES = np.linspace(0.0, 1.0, 101)
 

@@ -349,15 +349,16 @@ def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, ho
 
 
 def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11,
-                       tor_where: dict | None = None) -> list:
+                       tor_where: dict | None = None, tors: int | None = None) -> list:
     """Read one job per file (authors' format). Jobs are named after the file stems (made unique).
 
-    A host must sit under the same ToR in every file. With ``hosts_per_tor``, a ToR with more distinct hosts
-    than that is an error (the fabric could not hold them)."""
+    A host must sit under the same ToR in every file. With ``tors``, a host under a ToR outside ``0..tors-1``
+    is an error; with ``hosts_per_tor``, so is a ToR with more distinct hosts than that (the fabric could not
+    hold them). ``tor_where`` is filled with host -> "FILE:LINE" where the host first appears."""
     if not paths:
         raise WorkloadError("no traffic files given")
     host_tor: dict = {}
-    tor_where = {} if tor_where is None else tor_where  # filled: host -> "FILE:LINE" where it first appears
+    tor_where = {} if tor_where is None else tor_where
     jobs = []
     names: dict = {}
     for path in paths:
@@ -366,15 +367,28 @@ def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, ite
         name = stem if names[stem] == 1 else f"{stem}#{names[stem]}"
         jobs.append(read_traffic_file(path, iterations=iterations, name=name, host_tor=host_tor,
                                       tor_where=tor_where))
+    if tors is not None:
+        _check_tors_exist(host_tor, tor_where, tors)
     if hosts_per_tor is not None:
-        per_tor: dict = {}
-        for h, t in host_tor.items():
-            per_tor.setdefault(t, set()).add(h)
-        for t, hs in sorted(per_tor.items()):
-            if len(hs) > hosts_per_tor:
-                raise WorkloadError(f"ToR {t} has {len(hs)} distinct hosts in the traffic files, more than "
-                                    f"--hosts-per-tor {hosts_per_tor}")
+        _check_tors_hold(host_tor, tor_where, hosts_per_tor)
     return jobs
+
+
+def _check_tors_exist(host_tor: dict, tor_where: dict, tors: int) -> None:
+    for h, t in host_tor.items():
+        if not 0 <= t < tors:
+            raise WorkloadError(f"{tor_where[h]}: host {h} is under ToR {t}, but the fabric has ToRs 0..{tors - 1} "
+                                f"(ToR {t} is beyond the fabric)")
+
+
+def _check_tors_hold(host_tor: dict, tor_where: dict, hosts_per_tor: int) -> None:
+    per_tor: dict = {}
+    for h, t in host_tor.items():
+        per_tor.setdefault(t, []).append(h)
+    for t, hs in sorted(per_tor.items()):
+        if len(hs) > hosts_per_tor:
+            raise WorkloadError(f"{tor_where[hs[hosts_per_tor]]}: ToR {t} has {len(hs)} distinct hosts in the "
+                                f"traffic files, more than --hosts-per-tor {hosts_per_tor}")
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -68,3 +68,10 @@ def test_ilp_skipped_where_it_does_not_prove_optimality(tmp_path):
     assert calls == [0.5]  # the probe only
     text = write_report(res, str(tmp_path))
     assert "## Skipped runs" in text
+
+
+def test_grid_runs_every_algorithm():
+    from mlroute.routing.optimisers import ALGORITHMS
+    from mlroute.sim.reproduce import ALGOS
+
+    assert sorted(ALGOS) == sorted(ALGORITHMS) and len(ALGOS) == len(set(ALGOS))

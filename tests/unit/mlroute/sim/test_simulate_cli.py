@@ -169,7 +169,10 @@ def test_failed_links_are_avoided(capsys):
 
 
 def test_parse_lists():
-    from mlroute.sim.scenario import ScenarioError, parse_int_list, parse_links
+    # the one parser of the fabric options (mlroute.routing.spec), which mlroute route shares
+    from mlroute.routing.fabric import FabricError as ScenarioError
+    from mlroute.routing.spec import parse_index_list as parse_int_list
+    from mlroute.routing.spec import parse_links
 
     assert parse_int_list("28-31", "x") == [28, 29, 30, 31]
     assert parse_int_list("1, 3,5", "x") == [1, 3, 5]
