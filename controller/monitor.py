@@ -3,7 +3,9 @@
 Rates come from the switch-reported byte counts and rule durations, never from the controller's wall clock
 (polls arrive late on a busy machine; the switch knows how long its rule lived). A flow becomes an elephant
 after ``polls_needed`` consecutive polls at or above the threshold. An elephant that goes quiet (a training
-job's compute phase) stays known, idle, for ``memory_s`` so its route is still in place when it comes back.
+job's compute phase) stays known, idle, for ``memory_s`` so its route is still in place when it comes back --
+but only while its counting rule exists: a flow whose rule was removed (idle timeout, flow-removed) or whose
+job ended (``job_ended``) stops counting at once, so finished flows never hold routes against new ones.
 Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`` values.
 """
 
@@ -113,13 +115,12 @@ class FlowMonitor:
             if st is None or st.dpid != dpid:  # forgotten, or now counted on another switch
                 keys.discard(key)
                 continue
-            # its rule expired: the flow is silent
-            if not st.elephant:
-                del self.flows[key]
-                keys.discard(key)
-                continue
-            st.rate_bps = 0.0
-            self._judge(st, now)
+            # its counting rule is gone (idle timeout, removed): the flow has ended and stops counting now,
+            # even if the flow-removed message was lost; a flow that comes back gets a new rule and is re-learnt
+            if st.elephant:
+                LOG.info("elephant %s ended (counting rule gone)", key)
+            del self.flows[key]
+            keys.discard(key)
 
     def _judge(self, st, now):
         if st.rate_bps >= self.config.threshold_bps:
@@ -130,6 +131,23 @@ class FlowMonitor:
                 LOG.info("elephant %s (%.2f Mb/s)", st.key, st.rate_bps / 1e6)
         else:
             st.streak = 0
+
+    def forget(self, key):
+        """The flow ended (its counting rule was removed): it stops counting toward routing at once.
+        Returns whether it was known."""
+        st = self.flows.pop(key, None)
+        if st is not None and st.elephant:
+            LOG.info("elephant %s ended (counting rule removed)", key)
+        return st is not None
+
+    def job_ended(self, hosts):
+        """A job ended (undeclared, or its last iteration): its flows (those sent by ``hosts``) stop counting,
+        idle or not, so pattern memory keeps only flows of jobs still running. Returns the keys forgotten."""
+        hosts = set(hosts)
+        gone = [k for k in self.flows if k.src_ip in hosts]
+        for k in gone:
+            self.forget(k)
+        return gone
 
     def expire(self, now):
         """Forget elephants idle for longer than the pattern memory; returns the keys forgotten."""

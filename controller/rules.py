@@ -25,7 +25,9 @@ PRIO_TABLE_MISS = 0
 PRIO_IPV4_MISS = 1  # IPv4 toward a host not known yet: to the controller (learning)
 PRIO_FLOW_MISS = 5  # table 0: new TCP/UDP flow from a host port -> controller copy + forwarding
 PRIO_HOST = 10  # IPv4 toward a known host: output or ECMP group
+PRIO_PAIR = 15  # table 0: a declared job's host pair at its ingress (copy to the controller, pinned first hop)
 PRIO_FLOW = 20  # table 0: one transport flow at its ingress switch (counts; pins an elephant's first hop)
+PRIO_PAIR_HOP = 25  # table 0: a declared host pair's upward hop beyond the ingress (a pinned 5-tuple wins)
 PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress switch
 PRIO_ARP = 100
 PRIO_IPV6_DROP = 100
@@ -106,18 +108,19 @@ def diff_switch(installed, desired):
 def _upserts(installed, desired, order=None):
     """Adds and modifies turning one rule table (key -> rule) of ``installed`` into ``desired``, keys sorted by
     ``order`` (group ids: by value)."""
+    # only the keys that change are sorted: a resync that changes a few rules of a large table stays cheap,
+    # and unchanged rules are usually the very same objects (``is`` before the field-by-field ``!=``)
+    get = installed.get
+    changed = [key for key, rule in desired.items() if (old := get(key)) is not rule and old != rule]
     changes = []
-    for key in sorted(desired, key=order):
-        old, rule = installed.get(key), desired[key]
-        if old is None:
-            changes.append(Change("add", rule))
-        elif old != rule:
-            changes.append(Change("modify", rule))
+    for key in sorted(changed, key=order):
+        changes.append(Change("add" if get(key) is None else "modify", desired[key]))
     return changes
 
 
 def _deletes(installed, desired, order=None):
-    return [Change("delete", installed[key]) for key in sorted(installed, key=order) if key not in desired]
+    gone = [key for key in installed if key not in desired]
+    return [Change("delete", installed[key]) for key in sorted(gone, key=order)]
 
 
 def _flow_order(key):

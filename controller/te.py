@@ -21,8 +21,9 @@ from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
-                              PRIO_FLOW_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
+                              PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
 from controller.flowkey import PROTO_TCP, PROTO_UDP, five_tuple_match
+from controller.jobs import HostPair
 
 LOG = logging.getLogger("mlroute.te")
 
@@ -62,25 +63,34 @@ class TrafficEngineer:
         self.pinned = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
         self.last = None  # last TEResult
 
-    def step(self, fabric, elephants, jobs=None):
-        """One decision over ``elephants`` (list of (FlowKey, demand fraction or None)).
+    def step(self, fabric, elephants, jobs=None, weights=None):
+        """One decision over ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow
+        (FlowKey) or a declared job's host pair (HostPair, routed before its first packet).
 
-        ``jobs`` maps a host IP to a job name (job awareness); with jobs the objective is job-level.
+        ``jobs`` maps a host IP to a job name (job awareness); with jobs the objective is job-level, and
+        ``weights`` (job name -> weight) weighs jobs in it. A new routing replaces the one in force only if it
+        is at least as good in that order (strictly better once every elephant is pinned, with hysteresis);
+        a worse one is never applied, first decision included: the routing in force is kept.
         """
-        jobs = jobs or {}
-        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=jobs.get(k.src_ip), key=k) for k, d in elephants
+        jobs, weights = jobs or {}, weights or {}
+        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=jobs.get(k.src_ip), key=k,
+                      weight=weights.get(jobs.get(k.src_ip), 1.0)) for k, d in elephants
                  if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
         keys = [f.key for f in flows]
-        self.pinned = {k: p for k, p in self.pinned.items() if k in set(keys)}
         if not flows:
+            self.pinned = {}
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
         ecmp = run_optimiser("ecmp", fabric, flows, seed=self.seed).paths
         current, valid = paths_in_force(fabric, flows, self.pinned, ecmp)
+        # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
+        # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
+        self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok}
         objective = "job" if any(f.job for f in flows) else self.objective
-        job_list = [f.job for f in flows]
+        job_list = metric.job_labels(flows)
         before = metric.report(fabric, flows, current, objective=objective)
         if self.mode == "ecmp":
+            self.pinned = {}
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
             return self.last
         t0 = self.clock()
@@ -88,9 +98,17 @@ class TrafficEngineer:
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
-        better = metric.compare(metric.rates(fabric, flows, new), metric.rates(fabric, flows, current),
-                                job_list, objective) > 0
-        if not must and self.hysteresis and not better:
+        order = metric.compare(metric.rates(fabric, flows, new), metric.rates(fabric, flows, current),
+                               job_list, objective)
+        if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
+            proposed = metric.report(fabric, flows, new, objective=objective)
+            LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
+                     "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
+                     before["min_rate"], proposed["min_rate"])
+            self.last = TEResult(False, [], before, before, runtime, len(flows),
+                                 "worse than the routing in force: kept")
+            return self.last
+        if not must and self.hysteresis and order == 0:
             self.last = TEResult(False, [], before, before, runtime, len(flows), "no improvement: routing kept")
             return self.last
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
@@ -103,9 +121,10 @@ class TrafficEngineer:
 
 
 def paths_in_force(fabric, flows, pinned, fallback):
-    """Each flow's pinned path where it is still valid on ``fabric``, else its ``fallback`` path (ECMP's
-    estimate): the routing that actually carries the traffic. Returns (paths, valid flags)."""
-    pins = [pinned.get(f.key) for f in flows]
+    """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
+    own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
+    routing that actually carries the traffic. Returns (paths, valid flags)."""
+    pins = [pinned[f.key] if f.key in pinned else pinned.get(HostPair(f.src, f.dst)) for f in flows]
     valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
 
@@ -116,13 +135,30 @@ def port_toward(graph, a, b):
     return graph.edges[a, b]["ports"][a]
 
 
+def counting_rule(graph, key, dpid, in_port, pinned, idle_timeout):
+    """One transport flow's exact counting rule at its ingress switch: on to the ECMP table, or to the pinned
+    first hop when the flow (or its host pair) is pinned."""
+    actions = (("goto", TABLE_FORWARD),)
+    path = pinned.get(key) or pinned.get(HostPair(key.src_ip, key.dst_ip))
+    if path and path[0] == dpid and len(path) > 1:
+        port = port_toward(graph, path[0], path[1])
+        if port is not None:
+            actions = (("output", port),)
+    return FlowRule(dpid, PRIO_FLOW, five_tuple_match(key, in_port), actions, table=TABLE_CLASSIFY,
+                    cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
+
+
 def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
     """Rules of the traffic-engineering layer for all switches (a flat list of FlowRule).
 
     * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple) and forwarded;
     * per known transport flow, an exact rule at its ingress switch counts it (idle timeout bounds the table)
-      and, for a pinned elephant, sends it to the pinned first hop instead of the ECMP table;
-    * per pinned elephant, exact rules on its upward hops above the ingress.
+      and, for a pinned elephant (or a flow of a pinned host pair), sends it to the pinned first hop instead
+      of the ECMP table;
+    * per pinned elephant, exact rules on its upward hops above the ingress;
+    * per pinned host pair (a declared job's send, before its flows are known): at the ingress, TCP and UDP
+      from the host to the peer are copied to the controller (cookie of the flow-miss copy, so the new flow
+      gets its counting rule) and sent to the pinned first hop; IPv4 src/dst rules on the upward hops.
     """
     graph = graph if graph is not None else topology.graph()
     rules = []
@@ -132,21 +168,44 @@ def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
                                   (("controller", FLOW_MISS_BYTES), ("goto", TABLE_FORWARD)),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
     for key, (dpid, in_port) in accounting.items():
-        actions = (("goto", TABLE_FORWARD),)
-        path = pinned.get(key)
-        if path and path[0] == dpid and len(path) > 1:
-            port = port_toward(graph, path[0], path[1])
-            if port is not None:
-                actions = (("output", port),)
-        rules.append(FlowRule(dpid, PRIO_FLOW, five_tuple_match(key, in_port), actions, table=TABLE_CLASSIFY,
-                              cookie=COOKIE_FLOW, idle_timeout=idle_timeout))
+        rules.append(counting_rule(graph, key, dpid, in_port, pinned, idle_timeout))
     tier_of = tiers.tiers if tiers is not None else {}
     for key, path in pinned.items():
+        pair = isinstance(key, HostPair)
+        if pair:
+            rules += _pair_ingress(topology, graph, key, path)
         ranks = [TIER_RANK.get(tier_of.get(d), 0) for d in path]
         top = ranks.index(max(ranks))
         for i in range(1, top):
             port = port_toward(graph, path[i], path[i + 1])
-            if port is not None:
+            if port is None:
+                continue
+            if pair:
+                rules.append(FlowRule(path[i], PRIO_PAIR_HOP, pair_match(key), (("output", port),),
+                                      table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
+            else:
                 rules.append(FlowRule(path[i], PRIO_ELEPHANT, five_tuple_match(key), (("output", port),),
                                       table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
     return rules
+
+
+def pair_match(pair, in_port=None, proto=None):
+    """IPv4 traffic of a host pair (of one transport protocol and from one port, for the ingress rule)."""
+    fields = {"eth_type": ETH_IPV4, "ipv4_src": pair.src_ip, "ipv4_dst": pair.dst_ip}
+    if proto is not None:
+        fields["ip_proto"] = proto
+    if in_port is not None:
+        fields["in_port"] = in_port
+    return match(**fields)
+
+
+def _pair_ingress(topology, graph, pair, path):
+    host = topology.hosts.get(pair.src_ip)
+    if host is None or host.dpid != path[0] or len(path) < 2:
+        return []
+    port = port_toward(graph, path[0], path[1])
+    if port is None:
+        return []
+    return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto),
+                     (("controller", FLOW_MISS_BYTES), ("output", port)), table=TABLE_CLASSIFY,
+                     cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

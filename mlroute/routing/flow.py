@@ -18,6 +18,9 @@ class Flow:
         "as much as it can get" (elephants in the paper are network-limited).
     job:  the training job the flow belongs to (job-level metric, All-Reduce estimate), or ``None``.
     key:  an opaque id for the caller (the controller uses a 5-tuple); never interpreted here.
+    weight:  the weight of the flow's job in the job-level objective (e.g. GPU intensity = compute per
+        iteration / communication time, as Crux does): a job's rate counts as rate / weight, so a heavier job
+        needs more bandwidth to be as well off. All flows of a job carry the same weight.
     """
 
     src: Hashable
@@ -27,3 +30,4 @@ class Flow:
     demand: float | None = None
     job: str | None = None
     key: Hashable | None = None
+    weight: float = 1.0

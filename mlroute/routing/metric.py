@@ -11,7 +11,7 @@ Rates are in the same unit as the capacities (with the generators' unit capaciti
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -251,8 +251,32 @@ def leximin_compare(a, b) -> int:
     return _cmp_sorted(a, b)
 
 
+class WeightedJob(NamedTuple):
+    """A job label with a weight other than 1 (:func:`job_labels`): the job's rate counts as rate / weight."""
+
+    name: str
+    weight: float
+
+
+def job_labels(flows) -> list:
+    """The job labels :func:`compare` takes for ``flows``: ``Flow.job``, or a :class:`WeightedJob` for a job
+    whose flows carry a weight other than 1 (weighted max-min over jobs). A job with two weights is an error."""
+    seen: dict = {}
+    out = []
+    for f in flows:
+        w = float(f.weight)
+        if f.job is not None:
+            if seen.setdefault(f.job, w) != w:
+                raise ValueError(f"job {f.job!r} has flows with different weights ({seen[f.job]:g}, {w:g})")
+        if not w > 0 or not math.isfinite(w):
+            raise ValueError(f"a job weight must be a positive number, got {w!r}")
+        out.append(f.job if w == 1.0 or f.job is None else WeightedJob(f.job, w))
+    return out
+
+
 def job_rates(rates_vec, jobs) -> np.ndarray:
-    """Per-job rate (the job's slowest flow), jobs in order of first appearance; ``None`` = a job per flow."""
+    """Per-job rate (the job's slowest flow, divided by its weight for a :class:`WeightedJob`), jobs in order
+    of first appearance; ``None`` = a job per flow."""
     groups: dict = {}
     out_keys = []
     for i, j in enumerate(jobs):
@@ -262,7 +286,7 @@ def job_rates(rates_vec, jobs) -> np.ndarray:
             out_keys.append(k)
         groups[k].append(i)
     r = np.asarray(rates_vec, dtype=float)
-    return np.array([r[groups[k]].min() for k in out_keys])
+    return np.array([r[groups[k]].min() / (k.weight if isinstance(k, WeightedJob) else 1.0) for k in out_keys])
 
 
 def job_leximin_compare(a, b, jobs) -> int:

@@ -203,7 +203,9 @@ class Problem:
 
     @property
     def jobs(self) -> list:
-        return [f.job for f in self.flows]
+        from mlroute.routing.metric import job_labels
+
+        return job_labels(self.flows)
 
     def max_load(self, choice) -> int:
         ld = self.loads(choice)

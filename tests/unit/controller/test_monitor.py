@@ -55,9 +55,35 @@ def test_pattern_memory_keeps_an_idle_elephant_then_forgets_it():
     poll(m, 1, 0, (KEY, mb(5, 1), 1.0))
     poll(m, 1, 5, (KEY, mb(5, 1), 6.0))  # compute phase: no bytes
     assert [e.key for e in m.elephants()] == [KEY] and m.flows[KEY].streak == 0
-    poll(m, 1, 8)  # rule expired on the switch
     assert m.expire(8) == [] and [e.key for e in m.elephants()] == [KEY]
+    poll(m, 1, 10.5, (KEY, mb(5, 1), 11.0))  # still idle, rule still there: past the memory it is forgotten
     assert m.expire(11) == [KEY] and m.elephants() == []
+
+
+def test_an_elephant_whose_rule_expired_stops_counting_within_one_poll():
+    # issue 12: finished flows were kept for the pattern memory (30 s) and routed as if live
+    m = make(polls=1, memory=30)
+    poll(m, 1, 0, (KEY, mb(5, 1), 1.0), (KEY2, mb(5, 1), 1.0))
+    poll(m, 1, 2, (KEY2, mb(5, 3), 3.0))  # KEY's counting rule idled out on the switch: absent from the poll
+    assert [e.key for e in m.elephants()] == [KEY2]
+
+
+def test_a_removed_flow_stops_counting_at_once():
+    m = make(polls=1, memory=30)
+    poll(m, 1, 0, (KEY, mb(5, 1), 1.0), (KEY2, mb(5, 1), 1.0))
+    assert m.forget(KEY) and not m.forget(KEY)  # flow-removed for KEY
+    assert [e.key for e in m.elephants()] == [KEY2]
+    poll(m, 1, 2, (KEY2, mb(5, 3), 3.0))
+    assert [e.key for e in m.elephants()] == [KEY2]  # the switch index does not bring it back
+
+
+def test_an_ended_job_leaves_pattern_memory():
+    other = FlowKey("10.0.0.2", "10.0.0.6", 6, 1, 2)
+    m = make(polls=1, memory=30)
+    poll(m, 1, 0, (KEY, mb(5, 1), 1.0), (KEY2, mb(5, 1), 1.0), (other, mb(5, 1), 1.0))
+    poll(m, 1, 2, (KEY, mb(5, 1), 3.0), (KEY2, mb(5, 1), 3.0), (other, mb(5, 3), 3.0))  # KEY, KEY2 idle
+    assert sorted(m.job_ended(["10.0.0.1"])) == [KEY, KEY2]
+    assert [e.key for e in m.elephants()] == [other]
 
 
 def test_recreated_rule_is_measured_over_its_own_lifetime():

@@ -1,9 +1,13 @@
 import itertools
+import random
 
 from controller import sync, te
+from controller.jobs import HostPair
 from controller.monitor import FlowKey
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW
+from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
 from controller.tiers import infer_tiers
+from mlroute.routing import metric
+from mlroute.routing.flow import Flow
 from tests import topologies
 from tests.oftable import trace
 
@@ -141,3 +145,115 @@ def test_ended_elephants_are_unpinned_even_without_a_new_routing():
     engineer.step(fabric, [(k, None) for k in keys])
     engineer.step(fabric, [(k, None) for k in keys[:6]])
     assert set(engineer.pinned) == set(keys[:6])
+
+
+def random_keys(topo, n, seed):
+    rng = random.Random(seed)
+    ips = sorted(topo.hosts)
+    return [FlowKey(*rng.sample(ips, 2), 6, 40000 + i, 5201) for i in range(n)]
+
+
+def test_a_first_decision_worse_than_ecmp_is_never_applied():
+    # issue 12: coloring on a k=16 fat-tree's first decision raised the max link load above ECMP's (2 -> 5)
+    topo, _, fabric = setup(topologies.fat_tree(16))
+    keys = random_keys(topo, 100, seed=0)
+    engineer = te.TrafficEngineer("coloring")
+    proposal = te.run_optimiser("coloring", fabric, [Flow(k.src_ip, k.dst_ip, key=k) for k in keys]).paths
+    ecmp_load = engineer.step(fabric, [(k, None) for k in keys]).before["max_link_load"]
+    assert metric.report(fabric, [Flow(k.src_ip, k.dst_ip, key=k) for k in keys], proposal)["max_link_load"] \
+        > ecmp_load  # the optimiser's proposal is worse than ECMP here ...
+    result = engineer.last
+    assert not result.applied and result.moved == [] and engineer.pinned == {}  # ... so nothing is pinned
+    assert result.after["max_link_load"] == ecmp_load and "worse" in result.reason
+
+
+def test_a_worse_routing_is_never_applied_over_pinned_paths():
+    # an optimiser that proposes all flows over one core: worse than the installed disjoint routing
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute")
+    keys = stride4_keys()
+    engineer.step(fabric, [(k, None) for k in keys])
+    installed = dict(engineer.pinned)
+    engineer.mode, engineer.hysteresis = "gff", False  # no hysteresis: only "never worse" guards
+    crowded = keys + [FlowKey("10.0.0.1", "10.0.0.16", 6, 1, 2)]  # a newcomer forces a decision
+    result = engineer.step(fabric, [(k, None) for k in crowded])
+    if not result.applied:
+        assert {k: engineer.pinned[k] for k in keys} == installed
+    else:
+        assert metric.compare(metric.rates(fabric, flows_of(crowded), paths_of(engineer, crowded)),
+                              metric.rates(fabric, flows_of(crowded), ecmp_with(fabric, installed, crowded)),
+                              None, "flow") >= 0
+
+
+def flows_of(keys):
+    return [Flow(k.src_ip, k.dst_ip, key=k) for k in keys]
+
+
+def paths_of(engineer, keys):
+    return [engineer.pinned[k] for k in keys]
+
+
+def ecmp_with(fabric, pinned, keys):
+    flows = flows_of(keys)
+    return te.paths_in_force(fabric, flows, pinned, te.run_optimiser("ecmp", fabric, flows).paths)[0]
+
+
+def test_strictly_better_still_moves_and_equal_still_keeps():
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("ecmp")
+    keys = stride4_keys()
+    engineer.step(fabric, [(k, None) for k in keys])
+    engineer.mode = "mlroute"
+    first = engineer.step(fabric, [(k, None) for k in keys])
+    assert first.applied and first.after["max_link_load"] == 1  # better than ECMP's estimate: applied
+    again = engineer.step(fabric, [(k, None) for k in keys])
+    assert not again.applied and again.reason == "no improvement: routing kept"
+
+
+def pair_keys():
+    return [HostPair(k.src_ip, k.dst_ip) for k in stride4_keys()]
+
+
+def test_declared_host_pairs_are_routed_before_any_packet():
+    topo, tiers, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute")
+    pairs = pair_keys()
+    result = engineer.step(fabric, [(p, None) for p in pairs], jobs={p.src_ip: "ring" for p in pairs})
+    assert result.applied and result.after["max_link_load"] == 1 and set(engineer.pinned) == set(pairs)
+    # no counting rule exists yet: the pair rules alone carry a new connection along the pinned path
+    desired = sync.desired_state(topo, tiers, {}, engineer.pinned, stagger=False, idle_timeout=10)
+    for p, k in zip(pairs, stride4_keys()):
+        src, dst = topo.hosts[p.src_ip], topo.hosts[p.dst_ip]
+        t = trace(desired, topo, src.dpid, src.port, packet(k))
+        assert t.delivered == {(dst.dpid, dst.port)} and [tuple(x) for x in t.paths] == [engineer.pinned[p]]
+    ingress = [r for r in te.te_rules(topo, tiers, {}, engineer.pinned, 10) if r.priority == PRIO_PAIR]
+    assert len(ingress) == 2 * len(pairs) and all(r.actions[0][0] == "controller" for r in ingress)
+
+
+def test_a_detected_flow_of_a_pinned_pair_inherits_its_path_without_moving():
+    topo, tiers, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute")
+    pairs, keys = pair_keys(), stride4_keys()
+    engineer.step(fabric, [(p, None) for p in pairs])
+    by_pair = dict(engineer.pinned)
+    # the 5-tuples appear and replace their pairs (controller.jobs.uncovered_pairs): same paths, nothing moves
+    result = engineer.step(fabric, [(k, None) for k in keys])
+    assert result.moved == [] and {k: engineer.pinned[k] for k in keys} == \
+        {k: by_pair[HostPair(k.src_ip, k.dst_ip)] for k in keys}
+    # and a counting rule of a not-yet-elephant flow of a pinned pair outputs to the pair's first hop
+    engineer.pinned = by_pair
+    accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
+    counting = [r for r in te.te_rules(topo, tiers, accounting, by_pair, 10) if r.cookie == COOKIE_FLOW]
+    assert all(r.actions[0][0] == "output" for r in counting)
+
+
+def test_job_weights_reach_the_job_objective():
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute")
+    keys = stride4_keys()
+    jobs = {k.src_ip: ("a" if i < 4 else "b") for i, k in enumerate(keys)}
+    result = engineer.step(fabric, [(k, None) for k in keys], jobs=jobs, weights={"a": 2.0})
+    assert result.applied and result.after["objective"] == "job"
+    flows = [Flow(k.src_ip, k.dst_ip, job=jobs[k.src_ip], weight={"a": 2.0}.get(jobs[k.src_ip], 1.0))
+             for k in keys]
+    assert metric.job_labels(flows)[0] == metric.WeightedJob("a", 2.0) and metric.job_labels(flows)[4] == "b"
