@@ -72,9 +72,11 @@ class ControllerCore:
         self.dirty = True
 
     def switch_left(self, dpid: int) -> None:
-        self.topology.remove_switch(dpid)
+        """The switch's OpenFlow connection is gone. It is not a topology change: the switch keeps forwarding
+        with the rules it holds (fail mode secure), so its ports, links and hosts stay and nobody else's routes
+        move; only link and port events of connected switches remove links (``link_deleted``)."""
         self.connection_lost(dpid)
-        LOG.info("switch %s left", dpid)
+        LOG.info("switch %s disconnected: keeping its links and hosts while it forwards on its own", dpid)
         self.dirty = True
 
     def connection_lost(self, dpid: int) -> None:
@@ -115,6 +117,8 @@ class ControllerCore:
             self.dirty = True
 
     def link_deleted(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
+        if src not in self.connected or dst not in self.connected:
+            return  # discovery cannot see through a disconnected switch; its port events will tell on reconnect
         if self.topology.remove_link(src, src_port, dst, dst_port):
             LOG.info("link %s:%s -> %s:%s down", src, src_port, dst, dst_port)
             self.dirty = True

@@ -71,9 +71,14 @@ class Lab:
         self.app.switch_enter(topo_event.EventSwitchEnter(switch))
 
     def disconnect(self, dpid):
+        """What Ryu reports when a switch's connection drops: dead datapath, switch leave, its links deleted."""
         dp = self.switches[dpid]
         dp.connected = False
         self.app.datapath_dead(ofp_event.EventOFPStateChange(dp))
+        self.app.switch_leave(topo_event.EventSwitchLeave(Switch(dp)))
+        for link in [l for l in self.ref.links.values() if dpid in (l.src, l.dst)]:
+            src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
+            self.app.link_delete(topo_event.EventLinkDelete(Link(src, dst)))
 
     def bring_up(self):
         for dpid in self.switches:
@@ -280,3 +285,16 @@ def test_a_new_transport_flow_gets_its_counting_rule_at_once_and_the_resync_send
     lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)  # a copy already in flight
     lab.app.resync()
     assert lab.switches[src.dpid].flow_mods == before[src.dpid] + 1
+
+
+def test_a_switch_that_loses_its_controller_is_not_a_topology_change(lab):
+    agg = next(d for d, t in lab.app.core.tiers.tiers.items() if t == "aggregation")
+    edge = lab.ref.hosts["10.0.0.1"].dpid
+    before = {d: sw.flow_mods for d, sw in lab.switches.items()}
+    lab.disconnect(agg)
+    lab.disconnect(edge)
+    lab.app.resync()
+    assert {d: sw.flow_mods for d, sw in lab.switches.items()} == before, "other switches' routes moved"
+    assert sorted(lab.app.core.topology.hosts) == sorted(lab.ref.hosts)  # its hosts are not forgotten
+    t = lab.trace("10.0.0.1", "10.0.0.16")  # the disconnected switches still forward with what they hold
+    assert t.delivered == {(lab.ref.hosts["10.0.0.16"].dpid, lab.ref.hosts["10.0.0.16"].port)}
