@@ -8,6 +8,7 @@ never floods on fabric links), IPv6 is dropped, and IPv4 toward an unknown host 
 """
 
 import zlib
+from functools import lru_cache
 
 import networkx as nx
 
@@ -27,6 +28,11 @@ def staggered_buckets(ports, level):
     switch receives goes to the same core (hash polarisation). Listing each port n^level times in blocks makes
     tier ``level`` read the next base-n digit of the hash instead. Used when the bucket count stays small.
     """
+    return _staggered(tuple(ports), level)
+
+
+@lru_cache(maxsize=65536)
+def _staggered(ports, level):  # a plan asks for the same few bucket lists once per (host, switch) pair
     n = len(ports)
     reps = n ** level
     if level <= 0 or n * reps > MAX_STAGGERED_BUCKETS:
@@ -34,10 +40,16 @@ def staggered_buckets(ports, level):
     return tuple(p for p in ports for _ in range(reps))
 
 
+@lru_cache(maxsize=65536)
+def _base_group_id(ports):
+    return zlib.crc32(",".join(map(str, ports)).encode()) % 0x7FFF0000 + 1
+
+
 def group_id_for(ports, taken):
     """A stable group id for a bucket list (same list, same id across recomputations and restarts)."""
-    gid = zlib.crc32(",".join(map(str, ports)).encode()) % 0x7FFF0000 + 1
-    while gid in taken and taken[gid] != tuple(ports):
+    ports = tuple(ports)
+    gid = _base_group_id(ports)
+    while gid in taken and taken[gid] != ports:
         gid = gid % 0x7FFF0000 + 1
     return gid
 
@@ -59,11 +71,12 @@ def next_hop_ports(graph, dst_switch):
     if dst_switch not in graph:
         return {}
     dist = nx.single_source_shortest_path_length(graph, dst_switch)
+    adj = graph.adj
     hops = {}
     for s, d in dist.items():
         if s == dst_switch:
             continue
-        hops[s] = tuple(sorted(graph.edges[s, n]["ports"][s] for n in graph.neighbors(s) if dist.get(n) == d - 1))
+        hops[s] = tuple(sorted(attrs["ports"][s] for n, attrs in adj[s].items() if dist.get(n) == d - 1))
     return hops
 
 
@@ -80,6 +93,10 @@ def plan(topology, levels=None, stagger=True, graph=None):
         for rule in base_rules(dpid):
             rules.add_flow(rule)
     hops_cache = {}
+    # per switch: bucket list -> group id and group id -> bucket list, kept as groups are added (building
+    # ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)
+    gids = {dpid: {} for dpid in desired}
+    taken = {dpid: {} for dpid in desired}
     for host in topology.hosts.values():
         if host.dpid not in desired:
             continue
@@ -95,9 +112,12 @@ def plan(topology, levels=None, stagger=True, graph=None):
                 actions = (("output", ports[0]),)
             else:
                 buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
-                taken = {g.group_id: g.ports for g in rules.groups.values()}
-                gid = group_id_for(buckets, taken)
-                rules.add_group(GroupRule(dpid, gid, buckets))
+                gid = gids[dpid].get(buckets)
+                if gid is None:  # a bucket list new on this switch; a known one keeps its id (same probe)
+                    gid = group_id_for(buckets, taken[dpid])
+                    gids[dpid][buckets] = gid
+                    taken[dpid][gid] = buckets
+                    rules.add_group(GroupRule(dpid, gid, buckets))
                 actions = (("group", gid),)
             rules.add_flow(FlowRule(dpid, PRIO_HOST, ip_match, actions))
     return desired
