@@ -20,6 +20,7 @@ from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
+from mlroute.routing.tiers import TIER_RANK
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
                               PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
 from controller.flowkey import PROTO_TCP, PROTO_UDP, five_tuple_match
@@ -27,7 +28,6 @@ from controller.jobs import HostPair
 
 LOG = logging.getLogger("mlroute.te")
 
-TIER_RANK = {"leaf": 0, "edge": 0, "aggregation": 1, "spine": 1, "core": 2}
 FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
 
 

@@ -4,6 +4,8 @@ import json
 import sys
 import time
 
+from mlroute.tolerances import TIME_TOL_S
+
 
 class Iperf3Flows:
     """One iperf3 server per flow on its destination, then the clients (each under a hard timeout), each on
@@ -56,7 +58,7 @@ def total_mbps(report):
 def steady_mbps(report, warmup_s):
     """Mean rate over the 1-second intervals that start after ``warmup_s`` (the steady part of the run)."""
     try:
-        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"] if iv["sum"]["start"] >= warmup_s - 1e-6]
+        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"] if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
     except (KeyError, TypeError):
         return 0.0
     return sum(rates) / len(rates) / 1e6 if rates else 0.0

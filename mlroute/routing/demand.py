@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-_EPS = 1e-12
+from mlroute.tolerances import ABS_TOL
 
 
 def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
@@ -46,13 +46,13 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
             if n_u:
                 e_s = max(1.0 - d_f, 0.0) / n_u
                 for i in fl:
-                    if not converged[i] and abs(demand[i] - e_s) > _EPS:
+                    if not converged[i] and abs(demand[i] - e_s) > ABS_TOL:
                         demand[i] = e_s
                         changed = True
         # receivers
         for fl in receivers:
             d_t = sum(demand[i] for i in fl)
-            if d_t <= 1.0 + _EPS:
+            if d_t <= 1.0 + ABS_TOL:
                 continue
             limited = {i: True for i in fl}  # "receiver-limited"
             n_r = len(fl)
@@ -63,7 +63,7 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
                 moved = False
                 for i in fl:
                     if limited[i]:
-                        if demand[i] < e_s - _EPS:
+                        if demand[i] < e_s - ABS_TOL:
                             d_s += demand[i]
                             limited[i] = False
                             moved = True
@@ -74,8 +74,8 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
                 e_s = (1.0 - d_s) / n_r
             for i in fl:
                 if limited[i]:
-                    if abs(demand[i] - e_s) > _EPS or not converged[i]:
-                        changed = changed or abs(demand[i] - e_s) > _EPS or not converged[i]
+                    if abs(demand[i] - e_s) > ABS_TOL or not converged[i]:
+                        changed = changed or abs(demand[i] - e_s) > ABS_TOL or not converged[i]
                     demand[i] = e_s
                     converged[i] = True
         if not changed:

@@ -16,9 +16,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from mlroute.routing.demand import estimate_demands
-
-#: relative tolerance used to decide that two rates/levels are equal (ties are exact up to rounding).
-REL_TOL = 1e-9
+from mlroute.tolerances import ABS_TOL, REL_TOL, TINY
 
 
 def _csr(flow_links: Sequence[np.ndarray]):
@@ -41,8 +39,8 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
     flow i.  All unfrozen flows rise together; at each step the fill level is computed directly from the
     capacities (``(cap - frozen rate on the link) / unfrozen flows on the link``), not by accumulating
     increments, so flows bottlenecked together get bit-identical rates and ties are exact.  Every link whose
-    level is within a relative 1e-9 of the minimum saturates in the same step.  A flow that crosses no link
-    gets its demand, or ``inf`` if it has none.  Runs level by level with numpy (O(levels x incidences));
+    level is within a relative ``REL_TOL`` (:mod:`mlroute.tolerances`) of the minimum saturates in the same
+    step.  A flow that crosses no link gets its demand, or ``inf`` if it has none.  Runs level by level with numpy (O(levels x incidences));
     a big instance that needs many levels finishes event-driven with a heap (O(incidences x log links)).
     """
     n = len(flow_links)
@@ -89,7 +87,7 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
         if not math.isfinite(level):
             rate[active] = np.inf
             break
-        tol = REL_TOL * max(abs(level), 1e-300)
+        tol = REL_TOL * max(abs(level), TINY)
         sat = lvl_links <= level + tol
         freeze = np.zeros(n, dtype=bool)
         if link_level <= level + tol:
@@ -156,7 +154,7 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
                 continue
         elif not act[-1 - key]:
             continue
-        top = lvl + REL_TOL * (lvl if lvl > 1e-300 else 1e-300)
+        top = lvl + REL_TOL * (lvl if lvl > TINY else TINY)
         batch = [key]
         while heap and heap[0][0] <= top:
             l2, k2 = pop(heap)
@@ -234,7 +232,7 @@ def _cmp_sorted(a: np.ndarray, b: np.ndarray) -> int:
     both_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
     with np.errstate(invalid="ignore"):
         diff = np.where(both_inf, 0.0, a - b)
-    scale = np.maximum(np.maximum(np.abs(np.where(np.isinf(a), 0, a)), np.abs(np.where(np.isinf(b), 0, b))), 1e-12)
+    scale = np.maximum(np.maximum(np.abs(np.where(np.isinf(a), 0, a)), np.abs(np.where(np.isinf(b), 0, b))), ABS_TOL)
     differ = np.abs(diff) > REL_TOL * scale
     if not differ.any():
         return 0
@@ -246,7 +244,7 @@ def leximin_compare(a, b) -> int:
     """Flow-level leximin order of two rate vectors: 1 if ``a`` is better, -1 if ``b`` is, 0 if equal.
 
     Both are sorted ascending and compared position by position (the worst flow first), with a relative
-    tolerance of 1e-9 for equality.
+    tolerance of ``REL_TOL`` for equality.
     """
     return _cmp_sorted(a, b)
 

@@ -11,6 +11,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from mlroute.tolerances import REL_TOL, REPORT_REL_TOL
+
 ALGO_ORDER = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
 COLOURS = {"mlroute": "#d62728", "greedy": "#1f77b4", "coloring": "#2ca02c", "annealing": "#9467bd",
            "gff": "#8c564b", "ecmp": "#7f7f7f", "ilp": "#ff7f0e"}
@@ -280,7 +282,7 @@ def by_cell_table(runs, failed, key="norm_mean"):
         for a in algos:
             if a in vals:
                 cell = _fmt(vals[a])
-                row.append(f"**{cell}**" if vals[a] <= best * (1 + 1e-9) else cell)
+                row.append(f"**{cell}**" if vals[a] <= best * (1 + REL_TOL) else cell)
             else:
                 row.append("–")
         rows.append(row)
@@ -348,10 +350,10 @@ def mlroute_vs(runs, other="greedy"):
     for c, d in byc.items():
         if "mlroute" in d and other in d:
             m, g = d["mlroute"]["norm_mean"], d[other]["norm_mean"]
-            if m < g * (1 - 1e-6):
+            if m < g * (1 - REPORT_REL_TOL):
                 better += 1
                 gains.append(1 - m / g)
-            elif m > g * (1 + 1e-6):
+            elif m > g * (1 + REPORT_REL_TOL):
                 worse += 1
                 losses.append(m / g - 1)
             else:
@@ -559,7 +561,7 @@ def extra_section(extra: dict, out_dir: str) -> str:
             others = {a: r["norm_mean"] for a, r in d.items() if a != "mlroute"}
             if others:
                 a, v = min(others.items(), key=lambda kv: kv[1])
-                if v < d["mlroute"]["norm_mean"] * (1 - 1e-6):
+                if v < d["mlroute"]["norm_mean"] * (1 - REPORT_REL_TOL):
                     beaten.append(f"{c[0]} jobs, {c[2]} failed: `{a}` {v:.3f} vs `mlroute` "
                                   f"{d['mlroute']['norm_mean']:.3f}")
     if beaten:
@@ -583,7 +585,7 @@ def discussion_section(runs, extra_runs, cfg) -> str:
     ilp_cells = [c for c, d in byc.items() if "ilp" in d and "greedy" in d]
     if ilp_cells:
         same = sum(1 for c in ilp_cells if byc[c]["greedy"]["max_link_load"] == byc[c]["ilp"]["max_link_load"])
-        ilp_worse = [c for c in ilp_cells if byc[c]["ilp"]["norm_mean"] > byc[c]["greedy"]["norm_mean"] * (1 + 1e-6)]
+        ilp_worse = [c for c in ilp_cells if byc[c]["ilp"]["norm_mean"] > byc[c]["greedy"]["norm_mean"] * (1 + REPORT_REL_TOL)]
         if same == len(ilp_cells):
             L.append(f"- **On the paper's grid the greedy is already optimal.** Its max link load equals the ILP's "
                      f"proven optimum in all {len(ilp_cells)} cells where `ilp` ran. With the paper's placement every "

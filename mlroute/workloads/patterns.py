@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlroute.routing.flow import Flow
+from mlroute.tolerances import ABS_TOL
 
 
 class PatternError(ValueError):
@@ -74,7 +75,7 @@ def pattern_pairs(spec: str, n_hosts: int, seed: int = 0, *, hosts_per_edge: int
             pe, pp = float(args[0]), float(args[1])
         except ValueError:
             raise PatternError(f"stag probabilities must be numbers, not {','.join(args)}") from None
-        if pe < 0 or pp < 0 or pe + pp > 1 + 1e-12:
+        if pe < 0 or pp < 0 or pe + pp > 1 + ABS_TOL:
             raise PatternError(f"stag probabilities must be >= 0 and sum to at most 1 (got {pe}, {pp})")
         he = hosts_per_edge or 1
         hp = hosts_per_pod or n

@@ -13,8 +13,7 @@ import numpy as np
 
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.optimisers.base import Problem, stable_hash
-
-_TOL = 1e-9
+from mlroute.tolerances import REL_TOL
 
 
 def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
@@ -28,7 +27,7 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     unplaced = 0
     for i in prob.inter.tolist():
         opts = prob.option_links(i)
-        room = ((reserved[opts] + dem[i]) <= caps[opts] * (1 + _TOL)).all(1)
+        room = ((reserved[opts] + dem[i]) <= caps[opts] * (1 + REL_TOL)).all(1)
         fits = np.flatnonzero(room)
         if len(fits):
             c = int(fits[0])

@@ -20,6 +20,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.greedy import greedy_choice
+from mlroute.tolerances import SOLVER_TOL
 
 DEFAULT_TIME_LIMIT = 60.0
 
@@ -72,7 +73,7 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         g, ld = greedy_choice(prob)
         info.update(proved_optimal=False, fallback="greedy", max_link_load=int(ld.max()))
         if bound is not None and math.isfinite(bound):
-            info["lower_bound"] = int(math.ceil(bound - 1e-6))
+            info["lower_bound"] = int(math.ceil(bound - SOLVER_TOL))
         return prob.routing(g, "ilp", objective, **info)
     x = res.x
     for j, i in enumerate(idx.tolist()):
@@ -85,6 +86,6 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     if proved:
         info["lower_bound"] = max_load
     elif bound is not None and math.isfinite(bound):
-        info["lower_bound"] = int(math.ceil(bound - 1e-6))
+        info["lower_bound"] = int(math.ceil(bound - SOLVER_TOL))
     info["max_link_load"] = max_load
     return prob.routing(choice, "ilp", objective, **info)

@@ -38,6 +38,7 @@ from mlroute.routing.metric import compare
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
 from mlroute.routing.optimisers.greedy import greedy_choice
+from mlroute.tolerances import ABS_TOL, RATE_DECIMALS, REL_TOL
 
 #: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
 #: construction's own time, but at least MIN_SEARCH_BUDGET and at most MAX_SEARCH_BUDGET seconds: an anytime
@@ -404,7 +405,7 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
         sd = free[dn] / (n_ge[dn] + 1)
         score = np.minimum(su[prob.src_pos[at]], sd[prob.dst_pos[at]])
         score[np.arange(len(at)), choice[at]] = -np.inf
-        return (score > lam * (1 + 1e-9)).any(1)
+        return (score > lam * (1 + REL_TOL)).any(1)
     chunks = _option_chunks(prob, at)
     if chunks is None:
         return np.ones(len(at), dtype=bool)
@@ -412,7 +413,7 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
     for part, fl, opts in chunks:
         score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy)
         score[np.arange(len(fl)), choice[fl]] = -np.inf
-        out[part] = (score > lam * (1 + 1e-9)).any(1)
+        out[part] = (score > lam * (1 + REL_TOL)).any(1)
     return out
 
 
@@ -452,19 +453,19 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
     tried: set = set()
     helpers_left = HELPER_TRIES
     while time.perf_counter() < deadline:
-        slow = np.flatnonzero(movable & (rates < ideal * (1 - 1e-9)))
+        slow = np.flatnonzero(movable & (rates < ideal * (1 - REL_TOL)))
         if not len(slow):
             break
         improved = False
-        levels = np.unique(np.round(rates[slow], 12))[:MAX_LEVELS_PER_ROUND]
+        levels = np.unique(np.round(rates[slow], RATE_DECIMALS))[:MAX_LEVELS_PER_ROUND]
         for lam in levels.tolist():
             if time.perf_counter() >= deadline:
                 break
-            at = slow[np.abs(rates[slow] - lam) <= 1e-9 * max(lam, 1e-12)]
+            at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
             flat = mat.ravel()
             rr = np.repeat(rates, mat.shape[1])
-            below = np.bincount(flat, weights=np.where(rr < lam * (1 - 1e-9), rr, 0.0), minlength=dummy + 1)
-            n_ge = np.bincount(flat, weights=(rr >= lam * (1 - 1e-9)).astype(float), minlength=dummy + 1)
+            below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
+            n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
             free = caps - below
             promising = _promising(prob, at, mat, choice, free, n_ge, lam)
             for i in at[promising].tolist():
@@ -474,7 +475,7 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                 score[choice[i]] = -np.inf
                 opts = prob.option_links(i)
                 for q in np.argsort(-score, kind="stable").tolist():
-                    if score[q] <= lam * (1 + 1e-9):
+                    if score[q] <= lam * (1 + REL_TOL):
                         break
                     key = (i, q, int(choice[i]))
                     if key in tried:
@@ -494,7 +495,7 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                 # no slow flow at this level can move: try moving a faster flow off a saturated fabric link of a
                 # slow one, onto a path where it fits without taking anything from anyone
                 link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
-                sat = link_sum >= caps * (1 - 1e-9)
+                sat = link_sum >= caps * (1 - REL_TOL)
                 sat[dummy] = False
                 for i in at.tolist():
                     if improved or helpers_left <= 0 or time.perf_counter() >= deadline:
@@ -502,10 +503,10 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
                     for l in mat[i][sat[mat[i]]].tolist():
                         if improved or helpers_left <= 0:
                             break
-                        users = np.flatnonzero((mat == l).any(1) & movable & (rates > lam * (1 + 1e-9)))
+                        users = np.flatnonzero((mat == l).any(1) & movable & (rates > lam * (1 + REL_TOL)))
                         for g in users.tolist():
                             gopts = prob.option_links(g)
-                            fits = ((link_sum[gopts] + rates[g] <= caps[gopts] * (1 + 1e-9)) | (gopts == dummy)
+                            fits = ((link_sum[gopts] + rates[g] <= caps[gopts] * (1 + REL_TOL)) | (gopts == dummy)
                                     | (gopts == mat[g][None, :].repeat(1, 0)[:, :gopts.shape[1]])).all(1)
                             fits[choice[g]] = False
                             for q in np.flatnonzero(fits).tolist():
