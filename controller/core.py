@@ -24,7 +24,7 @@ from controller.packet_in import Decision, PacketIn, PacketInHandler
 from controller.recovery import Recovered
 from controller.rules import Change, FlowRule, GroupRule, SwitchRules
 from controller.tiers import TierInference, infer_tiers
-from controller.topology import UNKNOWN_MAC, Topology
+from controller.topology import Topology
 from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.flow import Flow
@@ -237,8 +237,8 @@ class ControllerCore:
         """The rule changes that bring every connected, read-back switch to its desired state (in order); the
         shell sends them, with a barrier after each step whose phase needs one."""
         self.dirty = False
-        for ip, dpid, port in self.recovered.resolve_hosts(self.topology):
-            self.topology.learn_host(ip, UNKNOWN_MAC, dpid, port)  # until the host speaks again
+        for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology):
+            self.topology.learn_host(ip, mac, dpid, port)
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
         graph = self.topology.graph()  # one snapshot of the live switch graph for this whole resync
         self._update_tiers(graph)

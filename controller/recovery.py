@@ -18,7 +18,7 @@ import networkx as nx
 
 from controller.flowkey import FlowKey, key_from_fields
 from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_HOST, TABLE_FORWARD, FlowRule
-from controller.topology import Topology
+from controller.topology import UNKNOWN_MAC, Topology
 
 Path = tuple[int, ...]
 
@@ -30,6 +30,7 @@ class Recovered:
     counting: dict[FlowKey, tuple[int, int]] = field(default_factory=dict)  # key -> (ingress dpid, in_port)
     hops: dict[FlowKey, dict[int, int]] = field(default_factory=dict)  # key -> {dpid: pinned output port}
     host_routes: dict[str, dict[int, int]] = field(default_factory=dict)  # ip -> {dpid: single output port}
+    bound: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # ip -> (mac, dpid, port): host guards
 
     def read(self, dpid: int, flows: Iterable[FlowRule]) -> None:
         for rule in flows:
@@ -45,14 +46,20 @@ class Recovered:
                 key = _key(fields)
                 if key is not None:
                     self.hops.setdefault(key, {})[dpid] = outputs[0]
+            elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
+                self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
             elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
                   and len(rule.actions) == 1 and outputs and "ipv4_dst" in fields):
                 self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
 
-    def resolve_hosts(self, topology: Topology) -> list[tuple[str, int, int]]:
-        """(ip, dpid, port) of hosts whose own switch is now certain: exactly one switch sends that IP out of
-        a live port that carries no fabric link. Resolved hosts leave the candidate set."""
-        found = []
+    def resolve_hosts(self, topology: Topology) -> list[tuple[str, str, int, int]]:
+        """(ip, mac, dpid, port) of hosts now certain: bound by a host-guard rule (MAC known), or else the one
+        switch that sends that IP out of a live port carrying no fabric link (MAC ``UNKNOWN_MAC`` until the host
+        speaks). Resolved hosts leave the candidate sets."""
+        found = [(ip, mac, dpid, port) for ip, (mac, dpid, port) in self.bound.items() if ip not in topology.hosts]
+        for ip, *_ in found:
+            self.host_routes.pop(ip, None)
+        self.bound.clear()
         for ip, routes in list(self.host_routes.items()):
             if ip in topology.hosts:
                 del self.host_routes[ip]
@@ -60,7 +67,7 @@ class Recovered:
             access = [(d, p) for d, p in routes.items()
                       if d in topology.ports and p in topology.ports[d] and not topology.is_fabric_port(d, p)]
             if len(access) == 1 and len(topology.fabric_ports(access[0][0])) > 0:
-                found.append((ip, *access[0]))
+                found.append((ip, UNKNOWN_MAC, *access[0]))
                 del self.host_routes[ip]
         return found
 
