@@ -3,6 +3,11 @@
 The bottom tier is the set of switches that face hosts (they have hosts or access ports). Every other switch is
 placed by its hop distance from that tier. The graph is a Clos when every link joins adjacent levels (no link
 inside a level, nothing skips a level): two levels make a leaf-spine, three a fat-tree. No DPID or name rules.
+
+Faults are not re-cablings: while a switch reconnects or a link comes back, the graph is half-known (a live port
+without its link yet looks host-facing; a switch without links reaches nothing). Given the ``previous``
+inference, tiers that the graph known so far still agrees with are kept, so no transient "not a Clos" turns
+traffic engineering off and drops every pin.
 """
 
 from dataclasses import dataclass, field
@@ -33,11 +38,15 @@ class TierInference:
         return self.kind != UNKNOWN
 
 
-def infer_tiers(graph, access_switches, pinned=None):
+def infer_tiers(graph, access_switches, pinned=None, previous=None, hosted=()):
     """Classify ``graph`` (undirected switch graph) given the host-facing switches.
 
     ``pinned`` (dpid -> tier name, from configuration) overrides inference for odd labs; the layout is then
-    judged on the pinned tiers. Returns a TierInference; ``reason`` says why a graph is not a Clos.
+    judged on the pinned tiers. ``previous`` (the last TierInference) keeps the tiers of a Clos through a
+    half-known graph: a switch it placed above the host-facing tier is not taken for host-facing because a port
+    lost its link (unless it is in ``hosted``: it has hosts), and when the graph alone reads differently but
+    every known link still joins adjacent previous levels, the previous levels stand. Returns a TierInference;
+    ``reason`` says why a graph is not a Clos.
     """
     pinned = dict(pinned or {})
     switches = set(graph.nodes)
@@ -45,7 +54,28 @@ def infer_tiers(graph, access_switches, pinned=None):
         return TierInference(UNKNOWN, {}, "no switches")
     if pinned:
         return _judge_pinned(graph, pinned)
-    bottom = set(access_switches) & switches
+    before = previous.levels if previous is not None and previous.is_clos else {}
+    upper = {d for d in switches if before.get(d, 0) > 0} - set(hosted)
+    fresh = _from_graph(graph, switches, (set(access_switches) & switches) - upper)
+    if not before or fresh.is_clos and all(fresh.levels[d] == before[d] for d in switches if d in before):
+        return fresh
+    return _kept(graph, switches, before, previous.kind) or fresh
+
+
+def _kept(graph, switches, before, kind):
+    """The previous levels, when the graph known so far agrees with them (every switch placed, every link
+    between adjacent levels, the top level still there); else None: the fabric really changed."""
+    if not switches <= set(before):
+        return None
+    level = {d: before[d] for d in switches}
+    if any(abs(level[u] - level[v]) != 1 for u, v in graph.edges):
+        return None
+    if max(level.values()) != len(TIER_NAMES[kind]) - 1:
+        return None
+    return TierInference(kind, _named(level, switches, kind), levels=level)
+
+
+def _from_graph(graph, switches, bottom):
     if not bottom:
         return TierInference(UNKNOWN, {d: "unknown" for d in switches}, "no host-facing switch")
     level = nx.multi_source_dijkstra_path_length(graph, bottom, weight=None)

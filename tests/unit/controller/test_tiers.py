@@ -59,3 +59,68 @@ def test_pinned_tiers_override_inference_and_are_checked():
     bad = {**pins, 201: "leaf"}
     result = infer(topo, bad)
     assert result.kind == UNKNOWN and "pinned" in result.reason
+
+
+# -- issue 10: no "not a Clos" flap while a switch reconnects or a link comes back ---------------------------
+
+import pytest  # noqa: E402
+
+
+def still(topo, previous, before):
+    """Tiers of ``topo`` given the previous inference: the same fat-tree as ``before``."""
+    result = infer_tiers(topo.graph(), topo.access_switches(), previous=previous)
+    assert result.kind == FAT_TREE, result.reason
+    assert result.tiers == before.tiers and result.levels == before.levels
+    return result
+
+
+@pytest.mark.parametrize("dpid", [2000, 3001, 1000])  # an aggregation, a core and an edge switch
+def test_a_reconnecting_switch_keeps_its_tier_while_its_links_come_back(dpid):
+    topo = topologies.fat_tree(4)
+    before = infer(topo)
+    links = [l for l in topo.links.values() if dpid in (l.src, l.dst)]
+    ports = set(topo.ports[dpid])
+    topo.remove_switch(dpid)
+    topo.add_switch(dpid, ports)  # reconnected: every port live, no link known yet
+    previous = still(topo, before, before)
+    for link in links:  # LLDP rediscovers them one direction at a time, as Ryu reports them
+        topo.add_link(link.src, link.src_port, link.dst, link.dst_port)
+        previous = still(topo, previous, before)
+
+
+def test_a_link_coming_back_before_lldp_sees_it_changes_no_tier():
+    topo = topologies.fat_tree(4)
+    before = infer(topo)
+    link = next(l for l in topo.live_links() if l.src == 2000 and l.dst == 3001)
+    ends = ((link.src, link.src_port), (link.dst, link.dst_port))
+    for end in ends:
+        topo.port_down(*end)
+    previous = still(topo, before, before)
+    for end in ends:
+        topo.port_up(*end)  # both ends up, the link not rediscovered yet: 3001 has a port without a link
+    previous = still(topo, previous, before)
+    topo.add_link(link.src, link.src_port, link.dst, link.dst_port)
+    previous = still(topo, previous, before)
+    topo.add_link(link.dst, link.dst_port, link.src, link.src_port)
+    still(topo, previous, before)
+
+
+def test_every_core_away_is_still_a_fat_tree():
+    topo = topologies.fat_tree(4)
+    before = infer(topo)
+    for core in range(3001, 3005):
+        ports = set(topo.ports[core])
+        topo.remove_switch(core)
+        topo.add_switch(core, ports)
+    still(topo, before, before)
+
+
+def test_without_a_previous_clos_inference_is_from_the_graph_alone():
+    ring = topologies.ring(5)
+    assert infer_tiers(ring.graph(), ring.access_switches(), previous=infer(ring)).kind == UNKNOWN
+    topo = topologies.fat_tree(4)
+    for core in range(3001, 3005):
+        ports = set(topo.ports[core])
+        topo.remove_switch(core)
+        topo.add_switch(core, ports)
+    assert infer(topo).kind != FAT_TREE  # what memory of the previous inference saves
