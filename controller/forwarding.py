@@ -55,11 +55,13 @@ def group_id_for(ports, taken):
 
 
 def base_rules(dpid):
-    """Rules independent of topology: ARP to the controller, IPv6 dropped, the rest on to forwarding (where
-    IPv4 toward an unknown host goes to the controller and anything else is dropped)."""
+    """Rules independent of topology: ARP copied to the controller (learning, proxy answers, asking for unknown
+    hosts) and on to forwarding (where ARP for a known host follows that host's rules), IPv6 dropped, the rest
+    on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped)."""
     to_controller = (("controller", PACKET_IN_BYTES),)
     return [
-        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller, table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller + (("goto", TABLE_FORWARD),),
+                 table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_IPV6_DROP, match(eth_type=ETH_IPV6), (), table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_TABLE_MISS, match(), (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_IPV4_MISS, match(eth_type=ETH_IPV4), to_controller, table=TABLE_FORWARD),
@@ -100,8 +102,10 @@ def plan(topology, levels=None, stagger=True, graph=None):
     for host in topology.hosts.values():
         if host.dpid not in desired:
             continue
-        ip_match = match(eth_type=ETH_IPV4, ipv4_dst=host.ip)
-        desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, ip_match, (("output", host.port),)))
+        # ARP for the host takes the same way as its IPv4, so ARP keeps working while the controller is away
+        matches = (match(eth_type=ETH_IPV4, ipv4_dst=host.ip), match(eth_type=ETH_ARP, arp_tpa=host.ip))
+        for m in matches:
+            desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, m, (("output", host.port),)))
         if host.dpid not in hops_cache:
             hops_cache[host.dpid] = next_hop_ports(graph, host.dpid)
         for dpid, ports in hops_cache[host.dpid].items():
@@ -119,5 +123,6 @@ def plan(topology, levels=None, stagger=True, graph=None):
                     taken[dpid][gid] = buckets
                     rules.add_group(GroupRule(dpid, gid, buckets))
                 actions = (("group", gid),)
-            rules.add_flow(FlowRule(dpid, PRIO_HOST, ip_match, actions))
+            for m in matches:
+                rules.add_flow(FlowRule(dpid, PRIO_HOST, m, actions))
     return desired
