@@ -6,10 +6,9 @@ import pkgutil
 import sys
 
 from mlroute import __version__, commands
+from mlroute.errors import UsageError
 
-
-class UsageError(Exception):
-    """Bad user input: printed as one line, exit status 2."""
+__all__ = ["build_parser", "main"]
 
 
 def _command_modules():
@@ -47,8 +46,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # Under `python -m mlroute.cli` this file is `__main__`; the commands raise mlroute.cli.UsageError,
-    # so dispatch through the imported module for one UsageError class.
-    from mlroute import cli
-
-    sys.exit(cli.main())
+    sys.exit(main())

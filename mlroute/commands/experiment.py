@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlroute.cli import UsageError
+from mlroute.errors import UsageError
 
 NAME = "experiment"
 HELP = ("run the controller in several routing modes on an emulated fat-tree / leaf-spine with iperf3 or ring "

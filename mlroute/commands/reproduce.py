@@ -39,7 +39,7 @@ def add_arguments(p):
 
 
 def _ints(text, what):
-    from mlroute.cli import UsageError
+    from mlroute.errors import UsageError
 
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
@@ -66,7 +66,7 @@ def _command_line(args) -> str:
 
 
 def run(args) -> int:
-    from mlroute.cli import UsageError
+    from mlroute.errors import UsageError
     from mlroute.sim.report import load_results, write_report
     from mlroute.routing.optimisers import ALGORITHMS
     from mlroute.sim.reproduce import GridConfig, run_grid

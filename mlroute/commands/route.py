@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlroute.cli import UsageError
+from mlroute.errors import UsageError
 from mlroute.routing.optimisers import ALGORITHMS
 
 NAME = "route"

@@ -63,14 +63,14 @@ def add_arguments(p):
 
 
 def _positive(name, v):
-    from mlroute.cli import UsageError
+    from mlroute.errors import UsageError
 
     if v is not None and v < 1:
         raise UsageError(f"{name} must be a positive integer (got {v})")
 
 
 def run(args) -> int:
-    from mlroute.cli import UsageError
+    from mlroute.errors import UsageError
     from mlroute.routing import spec
     from mlroute.routing.fabric import FabricError
     from mlroute.sim.engine import SimulationError, simulate

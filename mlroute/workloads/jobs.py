@@ -143,26 +143,6 @@ class Job:
         n = len(self.rings[ring_index])
         return 2 * (n - 1) if self.kind == "allreduce" else n - 1
 
-    def ideal_comm_s(self, link_bps: float) -> float:
-        """Communication time of one iteration alone on a non-blocking fabric (NIC-limited, max-min fair).
-
-        All-reduce: in every step each edge of every ring sends ``step_bytes`` at once, so a NIC carrying k of
-        the job's sends gives each 1/k of ``link_bps``: 2 (n - 1) * k * step_bytes / rate. Pipeline: sends of a
-        chain are sequential and chains overlap unevenly, so the flow-level simulator computes it
-        (:func:`mlroute.sim.engine.ideal_comm_time`)."""
-        if self.kind == "allreduce":
-            out_deg: dict = {}
-            in_deg: dict = {}
-            for s, d in self.all_edges():
-                out_deg[s] = out_deg.get(s, 0) + 1
-                in_deg[d] = in_deg.get(d, 0) + 1
-            k = max(max(out_deg.values()), max(in_deg.values()))
-            steps = max(self.steps_per_iteration(r) for r in range(len(self.rings)))
-            return steps * self.step_bytes * 8 * k / link_bps
-        from mlroute.sim.engine import ideal_comm_time
-
-        return ideal_comm_time(self, link_bps)
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Flows for the routing core

@@ -141,7 +141,6 @@ def test_ideal_counts_nic_sharing():
     tor = {0: 0, 2: 1}
     job = Job("g2", "allreduce", [[0, 2], [0, 2]], 1e9, 0.0, 0.0, 1, tor)
     assert ideal_comm_time(job, GBPS100) == pytest.approx(2 * 2 * 1e9 / C, rel=1e-12)
-    assert job.ideal_comm_s(GBPS100) == pytest.approx(2 * 2 * 1e9 / C, rel=1e-12)
 
 
 def test_failure_mid_run_reroutes_and_slows():
