@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from controller.tiers import TIER_NAMES
+from mlroute.errors import MlrouteError
 from mlroute.routing.optimisers import ALGORITHMS
 
 TIER_VALUES = tuple(name for names in TIER_NAMES.values() for name in names)
@@ -54,7 +55,7 @@ _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z
 _TOKEN = re.compile(r"[\x21-\x7e]{1,4096}")  # printable ASCII, no whitespace: an HTTP header value as is
 
 
-class ConfigError(ValueError):
+class ConfigError(MlrouteError, ValueError):
     """A configuration problem; the message names the file, line and key."""
 
 

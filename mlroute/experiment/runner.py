@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlroute.errors import MlrouteError
 from mlroute.experiment import emulation
 from mlroute.experiment.traffic import Iperf3Flows, RingAllReduce, steady_mbps
 from mlroute.routing.demand import estimate_demands
@@ -19,7 +20,7 @@ NONBLOCKING = "nonblocking"
 POLL_S = 2.0
 
 
-class ExperimentError(ValueError):
+class ExperimentError(MlrouteError, ValueError):
     """A bad experiment specification (reported as a usage error)."""
 
 

@@ -29,11 +29,12 @@ from typing import Hashable, Iterable
 import networkx as nx
 import numpy as np
 
+from mlroute.errors import MlrouteError
 from mlroute.routing import tiers as _tiers
 from mlroute.routing.flow import Flow
 
 
-class FabricError(ValueError):
+class FabricError(MlrouteError, ValueError):
     """The fabric or a host/flow does not make sense for it (unknown host, host beyond the fabric...)."""
 
 

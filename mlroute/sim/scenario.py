@@ -11,13 +11,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from mlroute.errors import MlrouteError
 from mlroute.routing import spec
 from mlroute.routing.fabric import Fabric, FabricError
 from mlroute.sim.engine import Failure
 from mlroute.workloads.jobs import MODELS, Job, WorkloadError, min_gpus_per_host, paper_jobs, read_traffic_files
 
 
-class ScenarioError(ValueError):
+class ScenarioError(MlrouteError, ValueError):
     pass
 
 

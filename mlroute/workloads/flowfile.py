@@ -27,13 +27,14 @@ from pathlib import Path
 
 import yaml
 
+from mlroute.errors import MlrouteError
 from mlroute.routing.flow import Flow
 
 FIELDS = ("src", "dst", "demand", "job")
 SUFFIXES = (".yaml", ".yml", ".csv")
 
 
-class FlowFileError(ValueError):
+class FlowFileError(MlrouteError, ValueError):
     """A malformed flow file; the message starts with ``file:line:``."""
 
 

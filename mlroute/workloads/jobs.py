@@ -58,13 +58,15 @@ from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
+from mlroute.errors import MlrouteError
+
 Host = Hashable
 
 KINDS = ("allreduce", "pipeline")
 PLACEMENTS = ("tor", "random")
 
 
-class WorkloadError(ValueError):
+class WorkloadError(MlrouteError, ValueError):
     """A malformed or impossible workload; the message names FILE:LINE where there is one."""
 
 

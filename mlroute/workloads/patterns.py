@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlroute.errors import MlrouteError
 from mlroute.routing.flow import Flow
 from mlroute.tolerances import ABS_TOL
 
 
-class PatternError(ValueError):
+class PatternError(MlrouteError, ValueError):
     """A pattern name or argument is wrong."""
 
 
