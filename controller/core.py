@@ -300,7 +300,9 @@ class ControllerCore:
         last = self.te.last
         if last is not None:
             out["last_decision"] = {"applied": last.applied, "reason": last.reason, "moved": len(last.moved),
-                                    "optimiser_ms": 1e3 * last.runtime_s}
+                                    "optimiser_ms": 1e3 * last.runtime_s,
+                                    "max_link_load_before": (last.before or {}).get("max_link_load"),
+                                    "max_link_load_after": (last.after or {}).get("max_link_load")}
         if not elephants:
             return out
         jobs = self.jobs_by_host()
