@@ -24,6 +24,7 @@ from mlroute.routing.tiers import TIER_RANK
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
                               PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
 from controller.flowkey import PROTO_TCP, PROTO_UDP, five_tuple_match
+from controller.host_guard import admitted_source, host_rules
 from controller.jobs import HostPair
 
 LOG = logging.getLogger("mlroute.te")
@@ -54,8 +55,10 @@ class TEResult:
 
 
 class TrafficEngineer:
-    def __init__(self, mode="mlroute", objective="flow", hysteresis=True, seed=0, clock=time.perf_counter):
+    def __init__(self, mode="mlroute", objective="flow", hysteresis=True, seed=0, clock=time.perf_counter,
+                 time_limit=None):
         self.mode = mode
+        self.time_limit = time_limit  # seconds the optimiser may search (config te.time_budget_s)
         self.objective = objective
         self.hysteresis = hysteresis
         self.seed = seed
@@ -94,7 +97,8 @@ class TrafficEngineer:
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
             return self.last
         t0 = self.clock()
-        routing = run_optimiser(self.mode, fabric, flows, seed=self.seed, objective=objective, previous=current)
+        routing = run_optimiser(self.mode, fabric, flows, seed=self.seed, objective=objective, previous=current,
+                                time_limit=self.time_limit)
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
@@ -163,8 +167,11 @@ def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
     graph = graph if graph is not None else topology.graph()
     rules = []
     for h in topology.hosts.values():
+        rules.extend(host_rules(h))  # anti-spoofing at the host's port (host_guard.py)
         for proto in (PROTO_TCP, PROTO_UDP):
-            rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto),
+            # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
+            rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto,
+                                                                **admitted_source(h)),
                                   (("controller", FLOW_MISS_BYTES), ("goto", TABLE_FORWARD)),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
     for key, (dpid, in_port) in accounting.items():

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-
 UNKNOWN_MAC = ""  # a host recovered from switch rules (controller restart) until it speaks again
+
 
 @dataclass(frozen=True)
 class Host:
@@ -241,8 +241,8 @@ class Topology:
         if held is not None and held != host and not (held.mac == UNKNOWN_MAC and held.location == host.location):
             out.append(held)  # (a binding recovered from switch rules has no MAC yet: the host's own port fills it)
         for ip in sorted(self._by_mac.get(host.mac, ()) if host.mac != UNKNOWN_MAC else ()):
-            other = self.hosts[ip]
-            if other.location != host.location and other not in out:
+            other = self.hosts.get(ip)
+            if other is not None and other.mac == host.mac and other.location != host.location and other not in out:
                 out.append(other)
         return tuple(out)
 
@@ -267,12 +267,21 @@ class Topology:
         self._by_port.setdefault(host.location, set()).add(host.ip)
         return True
 
+    def forget_host(self, ip):
+        """Drop ``ip``'s binding (nothing else changes). True when there was one."""
+        host = self.hosts.get(ip)
+        if host is None:
+            return False
+        self._unbind(host)
+        return True
+
     def _unbind(self, host):
-        del self.hosts[host.ip]
+        self.hosts.pop(host.ip, None)
         for index, key in ((self._by_mac, host.mac), (self._by_port, host.location)):
-            index[key].discard(host.ip)
-            if not index[key]:
-                del index[key]
+            ips = index.get(key, set())
+            ips.discard(host.ip)
+            if not ips:
+                index.pop(key, None)
                 if index is self._by_port:
                     self._admit_pending_pairs_at(key)
 
@@ -288,14 +297,16 @@ class Topology:
         return [l for l in self.pending.values() if (dpid, port) in ((l.src, l.src_port), (l.dst, l.dst_port))]
 
     def _has_host_at(self, dpid, port):
-        return (dpid, port) in self._by_port
+        return bool(self.hosts_at(dpid, port))
 
     def hosts_at(self, dpid, port):
-        return [self.hosts[ip] for ip in sorted(self._by_port.get((dpid, port), ()))]
+        """Hosts bound at (dpid, port) (index entries are checked against ``hosts``, the one truth)."""
+        found = (self.hosts.get(ip) for ip in sorted(self._by_port.get((dpid, port), ())))
+        return [h for h in found if h is not None and h.location == (dpid, port)]
 
     def host_by_mac(self, mac):
-        ips = self._by_mac.get(mac)
-        return self.hosts[min(ips)] if ips else None
+        found = (self.hosts.get(ip) for ip in sorted(self._by_mac.get(mac, ())))
+        return next((h for h in found if h is not None and h.mac == mac), None)
 
     # -- views ----------------------------------------------------------------------------------------------
     def graph(self):

@@ -100,7 +100,7 @@ class Lab:
 
     def trace(self, src_ip, dst_ip, **fields):
         src = self.ref.hosts[src_ip]
-        pkt = {"eth_type": 0x0800, "ipv4_src": src_ip, "ipv4_dst": dst_ip, **fields}
+        pkt = {"eth_type": 0x0800, "eth_src": src.mac, "ipv4_src": src_ip, "ipv4_dst": dst_ip, **fields}
         return trace(self.tables(), self.ref, src.dpid, src.port, pkt)
 
 

@@ -133,7 +133,8 @@ def test_every_pair_still_delivered_with_pins_installed():
     engineer.step(fabric, [(k, None) for k in keys])
     desired = desired_with(topo, tiers, engineer, keys)
     for src, dst in itertools.permutations(list(topo.hosts.values())[:6], 2):
-        t = trace(desired, topo, src.dpid, src.port, {"eth_type": 0x0800, "ipv4_src": src.ip, "ipv4_dst": dst.ip,
+        t = trace(desired, topo, src.dpid, src.port, {"eth_type": 0x0800, "eth_src": src.mac, "ipv4_src": src.ip,
+                                                     "ipv4_dst": dst.ip,
                                                      "ip_proto": 6, "tcp_src": 1, "tcp_dst": 2})
         assert t.delivered == {(dst.dpid, dst.port)}
 
