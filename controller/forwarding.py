@@ -82,6 +82,12 @@ def next_hop_ports(graph, dst_switch):
     return hops
 
 
+def host_matches(ip):
+    """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
+    its IPv4, so ARP keeps working while the controller is away)."""
+    return (match(eth_type=ETH_IPV4, ipv4_dst=ip), match(eth_type=ETH_ARP, arp_tpa=ip))
+
+
 def plan(topology, levels=None, stagger=True, graph=None):
     """Desired rules for every connected switch: dict dpid -> SwitchRules.
 
@@ -102,8 +108,7 @@ def plan(topology, levels=None, stagger=True, graph=None):
     for host in topology.hosts.values():
         if host.dpid not in desired:
             continue
-        # ARP for the host takes the same way as its IPv4, so ARP keeps working while the controller is away
-        matches = (match(eth_type=ETH_IPV4, ipv4_dst=host.ip), match(eth_type=ETH_ARP, arp_tpa=host.ip))
+        matches = host_matches(host.ip)
         for m in matches:
             desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, m, (("output", host.port),)))
         if host.dpid not in hops_cache:

@@ -1,0 +1,428 @@
+"""The desired state of every switch, kept up to date per event instead of rebuilt on every one.
+
+``sync.desired_state`` (the forwarding plan plus the TE layer, from scratch) stays the reference; ``PlanState``
+holds the same value and changes only what an event affects, returning the switches whose rules changed:
+
+* a new transport flow adds its counting rule on its ingress switch (nothing else is looked at);
+* a host (learned, moved, gone) adds or removes its forwarding rules on the switches of its shortest-path DAG;
+* a link / port / switch change updates, per destination switch, the BFS distances only where they can have
+  changed (a removed link whose farther end keeps another parent one hop closer changes nothing but that end's
+  next hops; an added link between adjacent levels only adds a next hop; anything else re-runs that
+  destination's BFS) and rewrites only the (destination host, switch) entries whose next hops changed;
+* pins (TE decisions) and tier changes recompute the TE-layer rules they feed.
+
+The TE layer is built by ``te.te_rules`` / ``te.counting_rule`` themselves over one host, flow or pin at a time,
+so there is one definition of those rules. Group ids come from ``forwarding.group_id_for`` per switch; they
+equal the reference's whenever no two bucket lists of a switch share a crc32 slot (a collision still gets a
+unique, stable id, possibly another one than a from-scratch build would pick).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from controller import forwarding, te
+from controller.flowkey import FlowKey
+from controller.rules import PRIO_HOST, FlowRule, GroupRule, SwitchRules
+from controller.tiers import TierInference
+from controller.topology import Host, Topology
+
+Adjacency = dict[int, dict[int, int]]  # switch -> {neighbour: own port toward it}
+PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
+
+
+@dataclass
+class _HostsOnly:
+    """The part of a Topology that ``te.te_rules`` reads (its hosts), restricted to some hosts."""
+
+    hosts: dict[str, Host] = field(default_factory=dict)
+
+
+def adjacency(graph: nx.Graph) -> Adjacency:
+    return {s: {n: attrs["ports"][s] for n, attrs in graph.adj[s].items()} for s in graph.nodes}
+
+
+def _bfs(adj: Adjacency, root: int) -> dict[int, int]:
+    dist = {root: 0}
+    frontier = [root]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            d = dist[s] + 1
+            for n in adj[s]:
+                if n not in dist:
+                    dist[n] = d
+                    nxt.append(n)
+        frontier = nxt
+    return dist
+
+
+def _hops_of(adj: Adjacency, dist: Mapping[int, int], s: int) -> tuple[int, ...]:
+    """Ports of ``s`` toward neighbours one hop closer (the DAG's next hops), as ``forwarding.next_hop_ports``."""
+    d = dist[s] - 1
+    return tuple(sorted(p for n, p in adj[s].items() if dist.get(n) == d))
+
+
+class PlanState:
+    """Every switch's desired rules (``desired``: dpid -> SwitchRules), updated per event.
+
+    ``pause`` is called every few thousand rule writes during long updates (the Ryu shell passes a green-thread
+    yield), so a first install on a large fabric does not hold the event loop.
+    """
+
+    def __init__(self, *, stagger: bool, idle_timeout: int, pause: Callable[[], None] | None = None) -> None:
+        self.stagger = stagger
+        self.idle_timeout = idle_timeout
+        self.pause = pause or (lambda: None)
+        self.desired: dict[int, SwitchRules] = {}
+        self._graph: nx.Graph | None = None
+        self._adj: Adjacency = {}
+        self._levels: dict[int, int] = {}
+        self._tier_of: dict[int, str] = {}
+        self._tiers: TierInference | None = None
+        self._hosts: dict[str, Host] = {}
+        self._ips_at: dict[int, set[str]] = {}  # destination switch -> IPs of its hosts
+        self._dist: dict[int, dict[int, int]] = {}  # destination switch -> BFS distance of every switch
+        self._hops: dict[int, dict[int, tuple[int, ...]]] = {}  # destination switch -> next hops per switch
+        self._gid: dict[int, dict[tuple, int]] = {}  # switch -> bucket list -> group id
+        self._taken: dict[int, dict[int, tuple]] = {}  # switch -> group id -> bucket list
+        self._grefs: dict[int, dict[int, int]] = {}  # switch -> group id -> rules using it
+        # TE layer: switch -> rule key -> {source: rule}; a rule may come from several sources (two IPs behind
+        # one port share their flow-miss rules; a pin's hop rules also come with its flows' counting rules)
+        self._te: dict[int, dict[tuple, dict[Any, FlowRule]]] = {}
+        self._te_keys: dict[Any, list[tuple[int, tuple]]] = {}  # source -> (dpid, rule key) it contributes
+        self._accounting: dict[FlowKey, tuple[int, int]] = {}
+        self._by_pair: dict[tuple[str, str], set[FlowKey]] = {}  # (src, dst) -> accounted flows of that pair
+        self._pinned: dict[Any, tuple] = {}
+        self._dirty: set[int] = set()
+        self._writes = 0
+
+    # -- the one entry point ----------------------------------------------------------------------------------
+    def update(self, topology: Topology, graph: nx.Graph, tiers: TierInference | None,
+               accounting: Mapping[FlowKey, tuple[int, int]], pinned: Mapping[Any, tuple],
+               flows: Iterable[FlowKey] | None = None) -> set[int]:
+        """Bring the state to ``sync.desired_state(topology, tiers, accounting, pinned, graph=graph)``; returns
+        the switches whose desired rules changed.
+
+        ``graph`` is compared by identity first: pass the same object while the live links are unchanged and
+        the graph is not looked at. ``flows`` names the accounting keys that may have changed since the last
+        update (None: compare the whole accounting).
+        """
+        self._dirty = set()
+        hosts = dict(topology.hosts)
+        pinned = dict(pinned)
+        tiers_changed = tiers is not self._tiers and self._apply_tiers(tiers)
+        graph_changed = graph is not self._graph
+        if graph_changed:
+            self._graph = graph
+            self._apply_graph(adjacency(graph))
+        hosts_changed = self._apply_hosts(hosts)
+        if flows is None:
+            flows = set(self._accounting) | set(accounting)
+        for key in flows:
+            self._apply_flow(key, accounting.get(key), pinned)
+        self._apply_pins(pinned, graph_changed or tiers_changed, hosts_changed)
+        return self._dirty
+
+    # -- switches and links ------------------------------------------------------------------------------------
+    def _apply_graph(self, adj: Adjacency) -> None:
+        old = self._adj
+        old_links, new_links = _links(old), _links(adj)
+        removed = [uv for uv in old_links if uv not in new_links]
+        added = [uv for uv in new_links if uv not in old_links]
+        moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
+        gone = old.keys() - adj.keys()
+        for s in gone:
+            self._drop_switch(s)
+        for s in adj.keys() - old.keys():
+            self._add_switch(s)
+        self._adj = adj
+        if removed or added or moved:
+            for dst in list(self._dist):
+                for s in self._update_destination(dst, removed, added, moved):
+                    self._write_host_entries(dst, s)
+        for s in gone:  # only now: the updates above needed the old distances through them
+            for dist in self._dist.values():
+                dist.pop(s, None)
+            for hops in self._hops.values():
+                hops.pop(s, None)
+
+    def _update_destination(self, dst: int, removed, added, moved) -> set[int]:
+        """Switches whose next hops toward ``dst`` changed with these link changes (distances updated)."""
+        adj, dist = self._adj, self._dist[dst]
+        if dst not in adj:
+            return set()
+        rerun = False
+        local: set[int] = set()
+        for u, v in removed:
+            du, dv = dist.get(u), dist.get(v)
+            if du is None or dv is None or du == dv:
+                continue  # not a DAG link toward dst
+            far = u if du > dv else v
+            if far not in adj:
+                continue  # the switch itself is gone
+            if any(dist.get(n) == dist[far] - 1 for n in adj[far]):
+                local.add(far)  # another parent at the same distance: only its next hops shrink
+            else:
+                rerun = True
+                break
+        if not rerun:
+            for u, v in added + moved:
+                du, dv = dist.get(u), dist.get(v)
+                if du is None and dv is None:
+                    continue
+                if du is None or dv is None or abs(du - dv) > 1:
+                    rerun = True  # distances shrink somewhere
+                    break
+                if du != dv:
+                    local.add(u if du > dv else v)
+        if rerun:
+            new = _bfs(adj, dst)
+            old_hops = self._hops[dst]
+            self._dist[dst] = new
+            hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
+            self._hops[dst] = hops
+            return {s for s in old_hops.keys() | hops.keys() if old_hops.get(s) != hops.get(s)}
+        hops = self._hops[dst]
+        changed = set()
+        for s in local:
+            h = _hops_of(adj, dist, s)
+            if hops.get(s) != h:
+                hops[s] = h
+                changed.add(s)
+        return changed
+
+    def _add_switch(self, dpid: int) -> None:
+        rules = self.desired[dpid] = SwitchRules()
+        for rule in forwarding.base_rules(dpid):
+            rules.add_flow(rule)
+        self._gid[dpid], self._taken[dpid], self._grefs[dpid] = {}, {}, {}
+        for key, holders in self._te.get(dpid, {}).items():
+            rules.add_flow(next(reversed(holders.values())))
+        self._dirty.add(dpid)
+
+    def _drop_switch(self, dpid: int) -> None:
+        del self.desired[dpid]
+        for table in (self._gid, self._taken, self._grefs):
+            table.pop(dpid, None)
+        self._dirty.discard(dpid)
+
+    def _apply_tiers(self, tiers: TierInference | None) -> bool:
+        """New tier levels re-stagger the groups of the switches whose level changed; True if tiers changed."""
+        self._tiers = tiers
+        levels = dict(tiers.levels) if tiers is not None else {}
+        tier_of = dict(tiers.tiers) if tiers is not None else {}
+        changed = tier_of != self._tier_of or levels != self._levels
+        moved = {s for s in levels.keys() | self._levels.keys() if levels.get(s, 0) != self._levels.get(s, 0)}
+        self._levels, self._tier_of = levels, tier_of
+        if self.stagger:
+            for dst in self._dist:
+                for s in moved & self._hops[dst].keys():
+                    self._write_host_entries(dst, s)
+        return changed
+
+    # -- hosts and their forwarding entries --------------------------------------------------------------------
+    def _apply_hosts(self, hosts: dict[str, Host]) -> bool:
+        """Hosts on switches that exist (the reference plans only those) learned, moved or gone."""
+        hosts = {ip: h for ip, h in hosts.items() if h.dpid in self.desired}
+        old = self._hosts
+        gone = [h for ip, h in old.items() if hosts.get(ip) is not h and hosts.get(ip) != h]
+        new = [h for ip, h in hosts.items() if old.get(ip) is not h and old.get(ip) != h]
+        for h in gone:
+            self._forget_host(h)
+        self._hosts = hosts
+        for h in new:
+            self._learn_host(h)
+        return bool(gone or new)
+
+    def _learn_host(self, host: Host) -> None:
+        dst = host.dpid
+        if dst not in self._dist:
+            self._dist[dst] = _bfs(self._adj, dst)
+            self._hops[dst] = {s: _hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
+        self._ips_at.setdefault(dst, set()).add(host.ip)
+        matches = forwarding.host_matches(host.ip)
+        for m in matches:
+            self._set_forward(dst, m, (("output", host.port),))
+        for s, ports in self._hops[dst].items():
+            actions = self._actions(s, ports)
+            for m in matches:
+                self._set_forward(s, m, actions)
+        self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
+                                                         self.idle_timeout, graph=self._graph))
+
+    def _forget_host(self, host: Host) -> None:
+        self._set_source(("miss", host.ip), [])
+        ips = self._ips_at.get(host.dpid)
+        if ips is None or host.ip not in ips:
+            return
+        ips.discard(host.ip)
+        for m in forwarding.host_matches(host.ip):
+            self._set_forward(host.dpid, m, None)
+            for s in self._hops.get(host.dpid, {}):
+                self._set_forward(s, m, None)
+        if not ips:  # no host left behind this switch: its BFS is no longer needed
+            del self._ips_at[host.dpid]
+            self._dist.pop(host.dpid, None)
+            self._hops.pop(host.dpid, None)
+
+    def _write_host_entries(self, dst: int, s: int) -> None:
+        """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed)."""
+        if s == dst or s not in self.desired:
+            return
+        ports = self._hops[dst].get(s)
+        actions = self._actions(s, ports) if ports else None
+        for ip in self._ips_at.get(dst, ()):
+            for m in forwarding.host_matches(ip):
+                self._set_forward(s, m, actions)
+
+    def _actions(self, s: int, ports: tuple[int, ...]) -> tuple:
+        if len(ports) == 1:
+            return (("output", ports[0]),)
+        buckets = forwarding.staggered_buckets(ports, self._levels.get(s, 0) if self.stagger else 0)
+        gid = self._gid[s].get(buckets)
+        if gid is None:
+            gid = forwarding.group_id_for(buckets, self._taken[s])
+        return (("group", gid, buckets),)  # the bucket list travels until _set_forward refcounts it
+
+    def _set_forward(self, s: int, m: tuple, actions: tuple | None) -> None:
+        """Set (or with None, remove) the forwarding rule toward one host on switch ``s``."""
+        rules = self.desired.get(s)
+        if rules is None:
+            return
+        key = (forwarding.TABLE_FORWARD, PRIO_HOST, m)
+        old = rules.flows.get(key)
+        group = None
+        if actions is not None and actions[0][0] == "group":
+            _, gid, buckets = actions[0]
+            group = (gid, buckets)
+            actions = (("group", gid),)
+        if old is not None and old.actions == actions:
+            return
+        if group is not None:
+            self._ref_group(s, *group)
+        if old is not None and old.actions[0][0] == "group":
+            self._unref_group(s, old.actions[0][1])
+        if actions is None:
+            del rules.flows[key]
+        else:
+            rules.add_flow(FlowRule(s, PRIO_HOST, m, actions))
+        self._dirty.add(s)
+        self._tick()
+
+    def _ref_group(self, s: int, gid: int, buckets: tuple) -> None:
+        refs = self._grefs[s]
+        if gid not in refs:
+            refs[gid] = 0
+            self._gid[s][buckets] = gid
+            self._taken[s][gid] = buckets
+            self.desired[s].add_group(GroupRule(s, gid, buckets))
+        refs[gid] += 1
+
+    def _unref_group(self, s: int, gid: int) -> None:
+        refs = self._grefs[s]
+        refs[gid] -= 1
+        if not refs[gid]:
+            del refs[gid]
+            buckets = self._taken[s].pop(gid)
+            del self._gid[s][buckets]
+            del self.desired[s].groups[gid]
+
+    # -- the traffic-engineering layer -------------------------------------------------------------------------
+    def _apply_flow(self, key: FlowKey, where: tuple[int, int] | None, pinned: Mapping[Any, tuple],
+                    force: bool = False) -> None:
+        old = self._accounting.get(key)
+        if old == where and not force:
+            return  # unchanged; a change of its pin is _apply_pins' business
+        pair = (key.src_ip, key.dst_ip)
+        if where is None:
+            if old is None:
+                return
+            del self._accounting[key]
+            self._by_pair[pair].discard(key)
+            if not self._by_pair[pair]:
+                del self._by_pair[pair]
+            self._set_source(("count", key), [])
+            return
+        self._accounting[key] = where
+        self._by_pair.setdefault(pair, set()).add(key)
+        self._set_source(("count", key), [te.counting_rule(self._graph, key, where[0], where[1], pinned,
+                                                           self.idle_timeout)])
+
+    def _apply_pins(self, pinned: dict[Any, tuple], graph_or_tiers_changed: bool, hosts_changed: bool) -> None:
+        old = self._pinned
+        changed = {k for k in old.keys() | pinned.keys() if old.get(k) != pinned.get(k)}
+        if graph_or_tiers_changed:
+            changed |= pinned.keys()
+        elif hosts_changed:  # a host pair's ingress rules hang on its source host
+            changed |= {k for k in pinned if not isinstance(k, FlowKey)}
+        self._pinned = pinned
+        if not changed:
+            return
+        counts: set[FlowKey] = set()
+        for k in changed:
+            path = pinned.get(k)
+            self._set_source(("pin", k), [] if path is None else self._pin_rules(k, path))
+            if isinstance(k, FlowKey):
+                if k in self._accounting:
+                    counts.add(k)
+            else:
+                counts |= self._by_pair.get((k.src_ip, k.dst_ip), set())
+        if graph_or_tiers_changed:  # counting rules of flows pinned through their pair or their own pin
+            counts |= {k for k in self._accounting if k in pinned}
+        for k in counts:
+            self._apply_flow(k, self._accounting[k], pinned, force=True)
+
+    def _pin_rules(self, key: Any, path: tuple) -> list[FlowRule]:
+        hosts = {}
+        if not isinstance(key, FlowKey) and key.src_ip in self._hosts:
+            hosts[key.src_ip] = self._hosts[key.src_ip]  # te_rules adds its flow-miss rules too: same values
+        return te.te_rules(_HostsOnly(hosts), self._tiers, {}, {key: path}, self.idle_timeout, graph=self._graph)
+
+    def _set_source(self, source: Any, rules: list[FlowRule]) -> None:
+        """Replace the TE-layer rules one source (a host's flow misses, a flow, a pin) contributes."""
+        new = {(r.dpid, r.key): r for r in rules}
+        for dpid, key in self._te_keys.pop(source, []):
+            if (dpid, key) not in new:
+                holders = self._te[dpid][key]
+                del holders[source]
+                self._show(dpid, key, holders)
+        for (dpid, key), rule in new.items():
+            holders = self._te.setdefault(dpid, {}).setdefault(key, {})
+            if holders.get(source) != rule:
+                holders.pop(source, None)
+                holders[source] = rule
+                self._show(dpid, key, holders)
+        if new:
+            self._te_keys[source] = list(new)
+
+    def _show(self, dpid: int, key: tuple, holders: dict[Any, FlowRule]) -> None:
+        """Put the rule now held for ``key`` (the latest contribution) into switch ``dpid``'s desired rules."""
+        if not holders:
+            del self._te[dpid][key]
+        rules = self.desired.get(dpid)
+        if rules is None:
+            return
+        rule = next(reversed(holders.values())) if holders else None
+        if rules.flows.get(key) == rule:
+            return
+        if rule is None:
+            del rules.flows[key]
+        else:
+            rules.add_flow(rule)
+        self._dirty.add(dpid)
+        self._tick()
+
+    def _tick(self) -> None:
+        self._writes += 1
+        if self._writes % PAUSE_EVERY == 0:
+            self.pause()
+
+
+def _links(adj: Adjacency) -> dict[tuple[int, int], tuple[int, int]]:
+    """Undirected links (u < v) with their ports at u and at v."""
+    return {(u, v): (p, adj[v][u]) for u, nbrs in adj.items() for v, p in nbrs.items() if u < v}
