@@ -255,45 +255,62 @@ def fattree_structure(fab):
     cores it reaches (the same set for aggregation index a in every pod); a core's index within its set is its
     rank in node order. Returns (pod of each leaf, {(pod, a): aggregation switch}, {(a, j): core}, k/2).
     """
-    g = fab.graph
-    rank = fab.rank
     if fab.n_tiers != 3:
         return None
-    leaves = fab.leaves
+    rank = fab.rank
     aggs = [n for n in fab.node_list if rank[n] == 1]
     cores = [n for n in fab.node_list if rank[n] == 2]
-    pods = [c for c in nx.connected_components(g.subgraph(leaves + aggs))]
+    pods = list(nx.connected_components(fab.graph.subgraph(fab.leaves + aggs)))
     k = len(pods)
     half = k // 2
     if k < 2 or k % 2 or len(cores) != half * half:
         return None
+    groups = _core_groups(fab, aggs, set(cores), half)
+    if groups is None:
+        return None
+    pods_found = _pods(fab, pods, groups, set(cores), half)
+    if pods_found is None:
+        return None
+    pod_of, agg_of = pods_found
+    core_of = {(a, j): core for a, grp in enumerate(groups)
+               for j, core in enumerate(sorted(grp, key=fab.node_pos.get))}
+    return pod_of, agg_of, core_of, half
+
+
+def _core_groups(fab, aggs: list, cores: set, half: int) -> list[frozenset] | None:
+    """The core sets the aggregation switches reach, by aggregation index (``half`` sets of ``half`` cores
+    covering every core), or None."""
     pos = fab.node_pos
-    pod_of, agg_of, core_of = {}, {}, {}
-    uplinks = {frozenset(g.neighbors(a)) & set(cores) for a in aggs}
+    uplinks = {frozenset(fab.graph.neighbors(a)) & cores for a in aggs}
     if frozenset() in uplinks:
         return None  # an aggregation switch lost every core link: not intact, the general search routes it
     groups = sorted(uplinks, key=lambda s: min(pos[c] for c in s))
     if len(groups) != half or any(len(grp) != half for grp in groups) or len(set().union(*groups)) != len(cores):
         return None
+    return groups
+
+
+def _pods(fab, pods: list, groups: list[frozenset], cores: set, half: int) -> tuple[dict, dict] | None:
+    """(pod of each leaf, {(pod, aggregation index): switch}) when every pod is ``half`` leaves fully linked to
+    ``half`` aggregation switches of distinct indices; else None."""
+    g, rank, pos = fab.graph, fab.rank, fab.node_pos
     group_index = {grp: i for i, grp in enumerate(groups)}
+    pod_of: dict = {}
+    agg_of: dict = {}
     for p, members in enumerate(sorted(pods, key=lambda m: min(pos[n] for n in m))):
         p_leaves = [n for n in members if rank[n] == 0]
         p_aggs = [n for n in members if rank[n] == 1]
         if len(p_leaves) != half or len(p_aggs) != half:
             return None
-        for leaf in p_leaves:
-            if set(g.neighbors(leaf)) != set(p_aggs):
-                return None
-            pod_of[leaf] = p
+        if any(set(g.neighbors(leaf)) != set(p_aggs) for leaf in p_leaves):
+            return None
+        pod_of.update((leaf, p) for leaf in p_leaves)
         for a in p_aggs:
-            idx = group_index.get(frozenset(g.neighbors(a)) & set(cores))
+            idx = group_index.get(frozenset(g.neighbors(a)) & cores)
             if idx is None or (p, idx) in agg_of:
                 return None
             agg_of[(p, idx)] = a
-    for a, grp in enumerate(groups):
-        for j, core in enumerate(sorted(grp, key=pos.get)):
-            core_of[(a, j)] = core
-    return pod_of, agg_of, core_of, half
+    return pod_of, agg_of
 
 
 def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
@@ -331,13 +348,19 @@ def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
     return choice
 
 
+def _moved(mat: np.ndarray, i: int, links: np.ndarray) -> np.ndarray:
+    """A copy of the link matrix with flow ``i`` on ``links``."""
+    out = mat.copy()
+    out[i] = links
+    return out
+
+
 def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective):
     """(choice, link matrix, rates) with flow ``i`` moved to option ``q``, if that keeps the max-load cap and is
     strictly better in the metric; else None."""
     trial = choice.copy()
     trial[i] = q
-    tmat = mat.copy()
-    tmat[i] = opts[q]
+    tmat = _moved(mat, i, opts[q])
     if _over_cap(prob, tmat, cap):
         return None
     r2 = prob.rates(trial, matrix=tmat)
@@ -444,96 +467,127 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
     if not len(prob.inter):
         return choice, rates, 0
     mat = prob.link_matrix(choice) if mat is None else mat.copy()
-    caps = np.append(prob.fabric.capacities[: prob.dummy], np.inf)
-    ideal = prob.ideal_rates()
-    movable = np.zeros(len(prob.flows), dtype=bool)
-    movable[prob.inter[prob.n_opts[prob.inter] > 1]] = True
-    dummy = prob.dummy
-    moves = 0
-    tried: set = set()
-    helpers_left = HELPER_TRIES
-    while time.perf_counter() < deadline:
-        slow = np.flatnonzero(movable & (rates < ideal * (1 - REL_TOL)))
+    run = _Polish(prob, choice, mat, rates, deadline, jobs, objective, cap)
+    while run.time_left() and run.round():
+        pass
+    return run.choice, run.rates, run.moves
+
+
+class _Polish:
+    """The state of one :func:`polish` descent; every step that keeps a move returns True."""
+
+    def __init__(self, prob: Problem, choice: np.ndarray, mat: np.ndarray, rates: np.ndarray, deadline: float,
+                 jobs, objective: str, cap: int | None):
+        self.prob, self.choice, self.mat, self.rates = prob, choice, mat, rates
+        self.deadline, self.jobs, self.objective, self.cap = deadline, jobs, objective, cap
+        self.dummy = prob.dummy
+        self.caps = np.append(prob.fabric.capacities[: prob.dummy], np.inf)
+        self.ideal = prob.ideal_rates()
+        self.movable = np.zeros(len(prob.flows), dtype=bool)
+        self.movable[prob.inter[prob.n_opts[prob.inter] > 1]] = True
+        self.moves = 0
+        self.tried: set = set()
+        self.helpers_left = HELPER_TRIES
+
+    def time_left(self) -> bool:
+        return time.perf_counter() < self.deadline
+
+    def round(self) -> bool:
+        """One pass over the rate levels of the slow flows, slowest first, until one move is kept."""
+        slow = np.flatnonzero(self.movable & (self.rates < self.ideal * (1 - REL_TOL)))
         if not len(slow):
-            break
-        improved = False
-        levels = np.unique(np.round(rates[slow], RATE_DECIMALS))[:MAX_LEVELS_PER_ROUND]
+            return False
+        levels = np.unique(np.round(self.rates[slow], RATE_DECIMALS))[:MAX_LEVELS_PER_ROUND]
         for lam in levels.tolist():
-            if time.perf_counter() >= deadline:
+            if not self.time_left():
                 break
-            at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
-            flat = mat.ravel()
-            rr = np.repeat(rates, mat.shape[1])
-            below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
-            n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
-            free = caps - below
-            promising = _promising(prob, at, mat, choice, free, n_ge, lam)
-            for i in at[promising].tolist():
-                if time.perf_counter() >= deadline:
-                    break
-                score = _share_scores(prob.option_links(i)[None], mat[i][None], free, n_ge, dummy)[0]
-                score[choice[i]] = -np.inf
-                opts = prob.option_links(i)
-                for q in np.argsort(-score, kind="stable").tolist():
-                    if score[q] <= lam * (1 + REL_TOL):
-                        break
-                    key = (i, q, int(choice[i]))
-                    if key in tried:
-                        continue
-                    tried.add(key)
-                    better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
-                    if better is not None:
-                        choice, mat, rates = better
-                        moves += 1
-                        improved = True
-                        break
-                if improved:
-                    break
-            if improved:
+            if self._level(slow, lam):
+                return True
+        return False
+
+    def _level(self, slow: np.ndarray, lam: float) -> bool:
+        """Move a slow flow at rate ``lam`` to a better-sharing path, else a faster flow out of its way."""
+        rates, mat, dummy = self.rates, self.mat, self.dummy
+        at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
+        flat = mat.ravel()
+        rr = np.repeat(rates, mat.shape[1])
+        below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
+        n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
+        free = self.caps - below
+        promising = _promising(self.prob, at, mat, self.choice, free, n_ge, lam)
+        if self._move_slow(at[promising], lam, free, n_ge):
+            return True
+        if self.helpers_left > 0 and len(self.prob.inter) <= HELPER_MAX_FLOWS:
+            return self._move_helpers(at, lam, flat, rr)
+        return False
+
+    def _keep(self, i: int, q: int, opts: np.ndarray) -> bool:
+        """Move flow ``i`` to option ``q`` if that is strictly better within the cap."""
+        better = _better_move(self.prob, self.choice, self.mat, self.rates, i, q, opts, self.cap, self.jobs,
+                              self.objective)
+        if better is None:
+            return False
+        self.choice, self.mat, self.rates = better
+        self.moves += 1
+        return True
+
+    def _move_slow(self, flows: np.ndarray, lam: float, free: np.ndarray, n_ge: np.ndarray) -> bool:
+        """Try each flow's options that score above ``lam``, best first; the first kept move ends the step."""
+        for i in flows.tolist():
+            if not self.time_left():
                 break
-            if helpers_left > 0 and len(prob.inter) <= HELPER_MAX_FLOWS:
-                # no slow flow at this level can move: try moving a faster flow off a saturated fabric link of a
-                # slow one, onto a path where it fits without taking anything from anyone
-                link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
-                sat = link_sum >= caps * (1 - REL_TOL)
-                sat[dummy] = False
-                for i in at.tolist():
-                    if improved or helpers_left <= 0 or time.perf_counter() >= deadline:
-                        break
-                    for l in mat[i][sat[mat[i]]].tolist():
-                        if improved or helpers_left <= 0:
-                            break
-                        users = np.flatnonzero((mat == l).any(1) & movable & (rates > lam * (1 + REL_TOL)))
-                        for g in users.tolist():
-                            gopts = prob.option_links(g)
-                            fits = ((link_sum[gopts] + rates[g] <= caps[gopts] * (1 + REL_TOL)) | (gopts == dummy)
-                                    | (gopts == mat[g][None, :].repeat(1, 0)[:, :gopts.shape[1]])).all(1)
-                            fits[choice[g]] = False
-                            for q in np.flatnonzero(fits).tolist():
-                                key = ("h", g, q, int(choice[g]))
-                                if key in tried:
-                                    continue
-                                tried.add(key)
-                                helpers_left -= 1
-                                trial = choice.copy()
-                                trial[g] = q
-                                tmat = mat.copy()
-                                tmat[g] = gopts[q]
-                                if _over_cap(prob, tmat, cap):
-                                    continue
-                                r2 = prob.rates(trial, matrix=tmat)
-                                if compare(r2, rates, jobs, objective) > 0:
-                                    choice, mat, rates = trial, tmat, r2
-                                    moves += 1
-                                    improved = True
-                                break  # one option per helper flow
-                            if improved or helpers_left <= 0:
-                                break
-                if improved:
+            opts = self.prob.option_links(i)
+            score = _share_scores(opts[None], self.mat[i][None], free, n_ge, self.dummy)[0]
+            score[self.choice[i]] = -np.inf
+            for q in np.argsort(-score, kind="stable").tolist():
+                if score[q] <= lam * (1 + REL_TOL):
                     break
-        if not improved:
-            break
-    return choice, rates, moves
+                key = (i, q, int(self.choice[i]))
+                if key in self.tried:
+                    continue
+                self.tried.add(key)
+                if self._keep(i, q, opts):
+                    return True
+        return False
+
+    def _move_helpers(self, at: np.ndarray, lam: float, flat: np.ndarray, rr: np.ndarray) -> bool:
+        """No slow flow at this level can move: try moving a faster flow off a saturated fabric link of a slow
+        one, onto a path where it fits without taking anything from anyone (at most HELPER_TRIES tries)."""
+        mat, dummy = self.mat, self.dummy
+        link_sum = np.bincount(flat, weights=np.where(np.isfinite(rr), rr, 0.0), minlength=dummy + 1)
+        sat = link_sum >= self.caps * (1 - REL_TOL)
+        sat[dummy] = False
+        for i in at.tolist():
+            if self.helpers_left <= 0 or not self.time_left():
+                break
+            for link in mat[i][sat[mat[i]]].tolist():
+                if self.helpers_left <= 0:
+                    break
+                users = np.flatnonzero((mat == link).any(1) & self.movable & (self.rates > lam * (1 + REL_TOL)))
+                for g in users.tolist():
+                    if self._move_helper(g, link_sum):
+                        return True
+                    if self.helpers_left <= 0:
+                        break
+        return False
+
+    def _move_helper(self, g: int, link_sum: np.ndarray) -> bool:
+        """Try one untried option of flow ``g`` on which it fits in the spare capacity."""
+        gopts = self.prob.option_links(g)
+        caps, mat = self.caps, self.mat
+        fits = ((link_sum[gopts] + self.rates[g] <= caps[gopts] * (1 + REL_TOL)) | (gopts == self.dummy)
+                | (gopts == mat[g][None, :].repeat(1, 0)[:, :gopts.shape[1]])).all(1)
+        fits[self.choice[g]] = False
+        for q in np.flatnonzero(fits).tolist():
+            key = ("h", g, q, int(self.choice[g]))
+            if key in self.tried:
+                continue
+            self.tried.add(key)
+            self.helpers_left -= 1
+            if _over_cap(self.prob, _moved(self.mat, g, gopts[q]), self.cap):
+                continue  # not a try of this flow's one option: the next one may fit the cap
+            return self._keep(g, q, gopts)  # one option per helper flow
+        return False
 
 
 def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
@@ -710,20 +764,25 @@ def _one_flow_per_nic(prob: Problem) -> bool:
     return len(set(srcs)) == len(srcs) and len(set(dsts)) == len(dsts)
 
 
+class _Laps:
+    """Milliseconds per named step since the previous one (``info["timing_ms"]``)."""
+
+    def __init__(self, start: float):
+        self.timing: dict = {}
+        self._mark = start
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timing[name] = round((now - self._mark) * 1e3, 3)
+        self._mark = now
+
+
 def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
     start = time.perf_counter()
-    timing: dict = {}
-    mark = [start]
-
-    def lap(name):
-        now = time.perf_counter()
-        timing[name] = round((now - mark[0]) * 1e3, 3)
-        mark[0] = now
-
+    lap = _Laps(start)
     prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
     lap("problem")
     g_choice, g_loads = greedy_choice(prob)
-    choice = g_choice
     info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
     lap("greedy")
     now = time.perf_counter()
@@ -731,9 +790,32 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         min(MAX_SEARCH_BUDGET, max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)))
     deadline = now + budget
     bound = prob.degree_bound()
-    prev = None
-    if previous is not None:
-        prev = prob.choice_from_paths(previous)
+    uniform = bound is not None
+    prev = None if previous is None else prob.choice_from_paths(previous)
+    choice = _construct(prob, g_choice, bound, prev, info, lap)
+    choice = _search(prob, choice, uniform, deadline, info)
+    lap("search")
+    jobs = prob.jobs if objective == "job" else None
+    changed = prev is not None or not np.array_equal(choice, g_choice)
+    choice, r_new, loads = _polish_phase(prob, choice, changed, uniform, deadline, jobs, objective, info, lap)
+    if prev is not None:
+        choice, r_new, loads = _keep_previous(prob, choice, r_new, loads, prev, jobs, objective)
+        lap("stabilise")
+    if not np.array_equal(choice, g_choice):
+        if compare(r_new, prob.rates(g_choice), jobs, objective) < 0:
+            choice = g_choice
+            loads = g_loads
+            info["kept_greedy"] = True
+        lap("verify")
+    info["max_link_load"] = int(loads.max()) if len(loads) else 0
+    info["timing_ms"] = lap.timing
+    return prob.routing(choice, "mlroute", objective, **info)
+
+
+def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.ndarray | None, info: dict,
+               lap: _Laps) -> np.ndarray:
+    """Steps 1-2: the greedy's routing, replaced by the fat-tree colouring where it applies, repaired to the
+    optimal max load on a uniform 2-tier fabric (colours relabelled towards ``prev``)."""
     uniform = bound is not None
     tree = fattree_colouring(prob) if not uniform else None
     if tree is not None:
@@ -747,6 +829,11 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         if prev is not None:
             choice = _relabel_to_previous(prob, choice, prev)
         lap("repair")
+    return choice
+
+
+def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, info: dict) -> np.ndarray:
+    """Steps 3-4: load-vector search, then (uniform 2-tier) the bottleneck search and a final load-vector pass."""
     choice, moves = local_search(prob, choice, deadline)
     info["search_moves"] = moves
     if uniform:
@@ -755,48 +842,44 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         if bmoves:  # leave no load-vector move behind (the polishing skip rule relies on it)
             choice, more = local_search(prob, choice, deadline)
             info["search_moves"] += more
-    lap("search")
-    jobs = prob.jobs if objective == "job" else None
-    r_new = None
+    return choice
+
+
+def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: bool, deadline: float, jobs,
+                  objective: str, info: dict, lap: _Laps) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Step 5 where it can help: (choice, rates or None when nobody needs them, link loads). ``changed``: the
+    routing differs from the greedy's, or there are previous paths (the later steps compare rates then)."""
     mat = prob.link_matrix(choice)
     loads = prob.loads(matrix=mat)
-    if uniform and prob.demands is None and loads.max(initial=0) <= 2 and _one_flow_per_nic(prob):
+    max_load = loads.max(initial=0)
+    if uniform and prob.demands is None and max_load <= 2 and _one_flow_per_nic(prob):
         # Provably nothing for the polishing to find: every NIC carries one flow, so rates are c/2 on the links
         # with two flows and c elsewhere; a flow at c/2 sits on a link of a ToR with more flows than spines,
         # all of whose links carry a flow at >= c/2, so no other spine offers it more than c/2.
         info["polish_skipped"] = True
-        if prev is not None or not np.array_equal(choice, g_choice):
-            r_new = prob.rates(choice, matrix=mat)
-    elif (prob.demands is not None or loads.max(initial=0) > 1) and time.perf_counter() < deadline:
+        return choice, (prob.rates(choice, matrix=mat) if changed else None), loads
+    if (prob.demands is not None or max_load > 1) and time.perf_counter() < deadline:
         # some fabric link is shared: the metric may still improve beyond the load vector
         r_new = prob.rates(choice, matrix=mat)
-        cap = int(loads.max(initial=0))
+        cap = int(max_load)
         choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat, cap=cap)
         if int(prob.n_opts[prob.inter].sum()) <= EXHAUSTIVE_LIMIT:
             choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective, cap=cap)
             pm += em
         info["polish_moves"] = pm
         if pm:
-            mat = prob.link_matrix(choice)
-            loads = prob.loads(matrix=mat)
+            loads = prob.loads(matrix=prob.link_matrix(choice))
         lap("polish")
-    elif prev is not None or not np.array_equal(choice, g_choice):
-        r_new = prob.rates(choice, matrix=mat)
-    if prev is not None:
-        stable = _stabilise(prob, choice, prev)
-        if not np.array_equal(stable, choice):
-            r_stable = prob.rates(stable)
-            if compare(r_stable, r_new, jobs, objective) >= 0:
-                choice, r_new = stable, r_stable
-                loads = prob.loads(choice)
-        lap("stabilise")
-    if not np.array_equal(choice, g_choice):
-        r_greedy = prob.rates(g_choice)
-        if compare(r_new, r_greedy, jobs, objective) < 0:
-            choice = g_choice
-            loads = g_loads
-            info["kept_greedy"] = True
-        lap("verify")
-    info["max_link_load"] = int(loads.max()) if len(loads) else 0
-    info["timing_ms"] = timing
-    return prob.routing(choice, "mlroute", objective, **info)
+        return choice, r_new, loads
+    return choice, (prob.rates(choice, matrix=mat) if changed else None), loads
+
+
+def _keep_previous(prob: Problem, choice: np.ndarray, r_new, loads: np.ndarray, prev: np.ndarray, jobs,
+                   objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 7: flows back on their previous paths where that is at least as good in the metric."""
+    stable = _stabilise(prob, choice, prev)
+    if not np.array_equal(stable, choice):
+        r_stable = prob.rates(stable)
+        if compare(r_stable, r_new, jobs, objective) >= 0:
+            return stable, r_stable, prob.loads(stable)
+    return choice, r_new, loads
