@@ -52,11 +52,28 @@ class Controller:
             cfg = self.workdir / "mlroute.yaml"
             cfg.write_text(config_text)
             env["MLROUTE_CONFIG"] = str(cfg)
+        self._env = env
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen:
+        return subprocess.Popen(
             [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
              str(APP)],
-            cwd=self.workdir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=self.workdir, env=self._env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no clean-up of any kind."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> None:
+        """A new controller process on the same OpenFlow and REST ports and log (the switches reconnect)."""
+        if self.proc.poll() is None:
+            self.kill()
+        self._log.write("\n--- controller restarted ---\n")
+        self._log.flush()
+        self.proc = self._spawn()
 
     def wait_ready(self, timeout=30):
         deadline = time.time() + timeout
