@@ -50,8 +50,10 @@ def add_arguments(p):
     r.add_argument("--algo", choices=ALGORITHMS, default="mlroute", help="routing algorithm (default mlroute)")
     r.add_argument("--objective", choices=("flow", "job"), default="flow",
                    help="metric variant the optimisers use (default flow)")
-    r.add_argument("--mode", choices=("iteration", "period"), default="iteration",
-                   help="controller recomputes at every job iteration start (default) or every --period")
+    r.add_argument("--mode", choices=("events", "iteration", "comm-start", "period"), default="events",
+                   help="controller model: recompute whenever a job starts or ends its communication (events, "
+                        "default), at every job iteration start (iteration: the paper's), at every "
+                        "communication start (comm-start), or every --period (docs/simulation.md)")
     r.add_argument("--period", type=float, default=None, metavar="SECONDS", help="period for --mode period")
     r.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="optimiser time limit (ilp; default: the optimiser's own)")

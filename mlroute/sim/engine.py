@@ -14,7 +14,10 @@ Model (docs/simulation.md has the long version)
   The iteration's communication (All-Reduce) time is from the end of the compute phase to the end of the job's
   last ring; the next iteration's compute phase starts then.
 * Controller: ``mode="iteration"`` (forward-looking, PAPER.md) recomputes the routing of all flows of all
-  running jobs at the start of every job iteration, i.e. at the start of its compute phase; ``mode="period"``
+  running jobs at the start of every job iteration, i.e. at the start of its compute phase;
+  ``mode="comm-start"`` does the same at every communication start; ``mode="events"`` recomputes whenever a
+  job starts or ends its communication, over the flows of the jobs communicating then (a job that ends frees
+  the fabric for the others at once, which the iteration model misses); ``mode="period"``
   recomputes every ``period_s`` seconds (from 0); in that mode a job whose flows start before the first
   recomputation that sees them uses ECMP (the switches' default forwarding) meanwhile. A new routing takes effect
   at once, for in-flight flows too (the optimiser's wall-clock runtime is recorded, not simulated, so runs are
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import heapq
 import math
 import sys
@@ -38,7 +42,20 @@ import numpy as np
 
 from mlroute.workloads.jobs import Job, jobs_to_flows
 
-MODES = ("iteration", "period")
+#: Controller models: when the simulated controller takes a routing decision (docs/simulation.md).
+#: ``iteration``: at every job iteration start (the paper's forward-looking model); ``comm-start``: at every
+#: communication start, over every running job's flows; ``events``: whenever a job starts or ends its
+#: communication, over the flows of the jobs communicating then; ``period``: every ``period_s`` seconds.
+MODES = ("iteration", "comm-start", "events", "period")
+
+
+class Event(enum.IntEnum):
+    """Timed simulator events; at one instant they are handled in this order."""
+
+    FAILURE = 0  # elements fail: re-route at once
+    ITERATION_START = 1  # a job's iteration begins with its compute phase
+    PERIOD = 2  # a periodic controller's recomputation
+    COMM_START = 3  # a job's compute phase ends: its flows start
 
 
 class SimulationError(RuntimeError):
@@ -493,22 +510,38 @@ class _Engine:
 
     # -- main loop ------------------------------------------------------------------------------------------
     def run(self, ideal) -> SimResult:
+        """Jump from event to event until every job has run all its iterations."""
         wall0 = time.perf_counter()
+        self._reset(ideal)
+        self._schedule_start()
+        t = 0.0
+        while self.done_jobs < len(self.s.jobs):
+            t, finished = self._advance(t)
+            self.events += 1
+            if finished is not None:
+                self._complete(t, finished)
+            self._timed_events(t)
+        self.progress.close()
+        return self._result(t, wall0)
+
+    def _reset(self, ideal) -> None:
+        """Fresh per-run state: every slot idle and unrouted, every job before its start."""
         s = self.s
-        n = s.n
+        n, n_jobs = s.n, len(s.jobs)
         self.active = np.zeros(n, dtype=bool)
         self.rem = np.zeros(n)
         self.rate = np.zeros(n)
         self.fstart = np.zeros(n)
         self.routed = np.zeros(n, dtype=bool)
         self.links = [None] * n
-        self.live = np.zeros(len(s.jobs), dtype=bool)
+        self.live = np.zeros(n_jobs, dtype=bool)  # started and not yet finished its last iteration
+        self.communicating = np.zeros(n_jobs, dtype=bool)  # in its communication phase
         self.pending = np.zeros(s.n_rings, dtype=np.int64)
         self.ring_step = np.zeros(s.n_rings, dtype=np.int64)
-        self.rings_left = np.zeros(len(s.jobs), dtype=np.int64)
-        self.iteration = np.zeros(len(s.jobs), dtype=np.int64)
-        self.comm_start = np.zeros(len(s.jobs))
-        self.iter_start = np.zeros(len(s.jobs))
+        self.rings_left = np.zeros(n_jobs, dtype=np.int64)
+        self.iteration = np.zeros(n_jobs, dtype=np.int64)
+        self.comm_start = np.zeros(n_jobs)
+        self.iter_start = np.zeros(n_jobs)
         self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
         self.proved_optimal = []
         self.dirty = False
@@ -525,142 +558,163 @@ class _Engine:
             self._components()
         else:
             self.caps = self.router.capacities * self.bps
-        results = [JobResult(j.name, j.kind, j.model, j.ring_size, len(j.rings), j.start_s,
-                             ideal.get(j.name, float("nan"))) for j in s.jobs]
-        fcts, tputs = [], []
-        steps_done = 0
-        events = rate_computations = 0
-        done_jobs = 0
+        self.results = [JobResult(j.name, j.kind, j.model, j.ring_size, len(j.rings), j.start_s,
+                                  ideal.get(j.name, float("nan"))) for j in s.jobs]
+        self.fcts, self.tputs = [], []
+        self.steps_done = self.events = self.rate_computations = self.done_jobs = 0
+        self.reroute_due = False  # a job ended its communication (events model): decide at this instant
+        self.heap = []  # (time, Event, seq, payload): at one instant the Event order decides, then push order
+        self.seq = 0
 
-        heap = []  # (time, order, seq, kind, payload); order breaks ties: failures, then iteration starts, ...
-        seq = 0
+    def _push(self, at: float, event: Event, payload=None) -> None:
+        heapq.heappush(self.heap, (at, event, self.seq, payload))
+        self.seq += 1
 
-        def push(at, order, kind, payload=None):
-            nonlocal seq
-            heapq.heappush(heap, (at, order, seq, kind, payload))
-            seq += 1
-
-        for j, job in enumerate(s.jobs):
-            push(job.start_s, 1, "iter_start", j)
+    def _schedule_start(self) -> None:
+        for j, job in enumerate(self.s.jobs):
+            self._push(job.start_s, Event.ITERATION_START, j)
         for f in self.failures:
-            push(f.time_s, 0, "failure", f)
+            self._push(f.time_s, Event.FAILURE, f)
         if self.mode == "period" and self.static is None:
-            push(0.0, 2, "period", None)
+            self._push(0.0, Event.PERIOD)
 
-        t = 0.0
-        while done_jobs < len(s.jobs):
-            # next completion among active flows
-            act = np.flatnonzero(self.active)
-            if self.dirty or self.dirty_comps:
-                rate_computations += self._rates()
-            t_fin = math.inf
-            if len(act):
-                ra = self.rate[act]
-                if np.any(ra <= 0):
-                    if not heap:
-                        bad = act[ra <= 0][0]
-                        f = s.flows[bad]
-                        raise SimulationError(f"flow {f.src}->{f.dst} of {f.job} gets no bandwidth "
-                                              f"(its path crosses a failed or zero-capacity link)")
-                    fin = np.full(len(act), math.inf)
-                    pos = ra > 0
-                    fin[pos] = t + self.rem[act[pos]] / ra[pos]
-                else:
-                    fin = t + self.rem[act] / ra
-                t_fin = float(fin.min())
-            t_evt = heap[0][0] if heap else math.inf
-            if t_fin == math.inf and t_evt == math.inf:
-                raise SimulationError("simulation stalled: no active flow and no pending event")
-            t_next = min(t_fin, t_evt)
-            # progress of active flows up to t_next
-            if len(act):
-                dt = t_next - t
-                self.rem[act] -= self.rate[act] * dt
-            t = t_next
-            events += 1
-            # completions (within a relative tolerance, so that simultaneous ends form one event)
-            if len(act) and t_fin <= t_next * (1 + self.REL_TOL) + 1e-15:
-                done = act[fin <= t_next * (1 + self.REL_TOL) + 1e-15]
-                self.active[done] = False
-                self.rem[done] = 0.0
-                self.rate[done] = 0.0
-                self._mark(done)
-                fct = t - self.fstart[done]
-                fcts.append(fct)
-                tputs.append(s.bytes[done] * 8.0 / fct / 1e9)
-                rings, counts = np.unique(s.ring_of[done], return_counts=True)
-                self.pending[rings] -= counts
-                for ring in rings[self.pending[rings] == 0]:
-                    ring = int(ring)
-                    steps_done += 1
-                    self.ring_step[ring] += 1
-                    j = int(s.ring_job[ring])
-                    if self.ring_step[ring] < s.ring_steps[ring]:
-                        self._start_ring_step(t, ring)
-                        continue
-                    self.rings_left[j] -= 1
-                    if self.rings_left[j] == 0:
-                        it = int(self.iteration[j])
-                        results[j].iterations.append({
-                            "iteration": it,
-                            "start_s": float(self.iter_start[j]),
-                            "comm_start_s": float(self.comm_start[j]),
-                            "allreduce_s": float(t - self.comm_start[j]),
-                        })
-                        self.iteration[j] += 1
-                        if self.iteration[j] < s.jobs[j].iterations:
-                            push(t, 1, "iter_start", j)
-                        else:
-                            results[j].end_s = float(t)
-                            self.live[j] = False
-                            done_jobs += 1
-                self.progress.update(steps_done)
-            # timed events due now (all of them first, then one recomputation for the instant)
-            reroute = False
-            while heap and heap[0][0] <= t * (1 + self.REL_TOL) + 1e-15:
-                _, _, _, kind, payload = heapq.heappop(heap)
-                if kind == "failure":
-                    if self.static is None:
-                        self._apply_failure(payload)
-                        reroute = True
-                elif kind == "iter_start":
-                    j = payload
-                    self.live[j] = True
-                    self.iter_start[j] = t
-                    if self.static is None and self.mode == "iteration":
-                        reroute = True
-                    push(t + s.jobs[j].compute_s, 3, "comm_start", j)
-                elif kind == "comm_start":
-                    if reroute:  # a zero-length compute phase: route before the flows start
-                        self._reroute(t)
-                        reroute = False
-                    j = payload
-                    self.comm_start[j] = t
-                    rings = s.job_rings[j]
-                    self.rings_left[j] = len(rings)
-                    self.ring_step[rings] = 0
-                    for ring in rings:
-                        self._start_ring_step(t, int(ring))
-                elif kind == "period":
-                    if done_jobs < len(s.jobs):
-                        reroute = True
-                        push(t + self.period_s, 2, "period", None)
-            if reroute:
-                self._reroute(t)
-        self.progress.close()
+    def _advance(self, t: float):
+        """Move time to the next event (the earliest completion or timed event) and drain the active flows
+        until then. Returns (new time, the slots that completed then or None)."""
+        s = self.s
+        act = np.flatnonzero(self.active)
+        if self.dirty or self.dirty_comps:
+            self.rate_computations += self._rates()
+        t_fin = math.inf
+        fin = None
+        if len(act):
+            ra = self.rate[act]
+            if np.any(ra <= 0):
+                if not self.heap:
+                    bad = act[ra <= 0][0]
+                    f = s.flows[bad]
+                    raise SimulationError(f"flow {f.src}->{f.dst} of {f.job} gets no bandwidth "
+                                          f"(its path crosses a failed or zero-capacity link)")
+                fin = np.full(len(act), math.inf)
+                pos = ra > 0
+                fin[pos] = t + self.rem[act[pos]] / ra[pos]
+            else:
+                fin = t + self.rem[act] / ra
+            t_fin = float(fin.min())
+        t_evt = self.heap[0][0] if self.heap else math.inf
+        if t_fin == math.inf and t_evt == math.inf:
+            raise SimulationError("simulation stalled: no active flow and no pending event")
+        t_next = min(t_fin, t_evt)
+        if len(act):
+            self.rem[act] -= self.rate[act] * (t_next - t)
+        # completions within a relative tolerance form one event (lock-stepped rings end together)
+        if len(act) and t_fin <= self._due(t_next):
+            return t_next, act[fin <= self._due(t_next)]
+        return t_next, None
+
+    def _due(self, t: float) -> float:
+        return t * (1 + self.REL_TOL) + 1e-15
+
+    def _complete(self, t: float, done: np.ndarray) -> None:
+        """Transfers that ended at ``t``: rings whose step is complete start the next step; a job whose rings
+        are all done ends its communication (and its iteration)."""
+        s = self.s
+        self.active[done] = False
+        self.rem[done] = 0.0
+        self.rate[done] = 0.0
+        self._mark(done)
+        fct = t - self.fstart[done]
+        self.fcts.append(fct)
+        self.tputs.append(s.bytes[done] * 8.0 / fct / 1e9)
+        rings, counts = np.unique(s.ring_of[done], return_counts=True)
+        self.pending[rings] -= counts
+        for ring in rings[self.pending[rings] == 0]:
+            ring = int(ring)
+            self.steps_done += 1
+            self.ring_step[ring] += 1
+            j = int(s.ring_job[ring])
+            if self.ring_step[ring] < s.ring_steps[ring]:
+                self._start_ring_step(t, ring)
+                continue
+            self.rings_left[j] -= 1
+            if self.rings_left[j] == 0:
+                self._end_communication(t, j)
+        self.progress.update(self.steps_done)
+
+    def _end_communication(self, t: float, j: int) -> None:
+        self.results[j].iterations.append({
+            "iteration": int(self.iteration[j]),
+            "start_s": float(self.iter_start[j]),
+            "comm_start_s": float(self.comm_start[j]),
+            "allreduce_s": float(t - self.comm_start[j]),
+        })
+        self.communicating[j] = False
+        if self.mode == "events" and self.static is None:
+            self.reroute_due = True  # the fabric it leaves may serve the others better
+        self.iteration[j] += 1
+        if self.iteration[j] < self.s.jobs[j].iterations:
+            self._push(t, Event.ITERATION_START, j)
+        else:
+            self.results[j].end_s = float(t)
+            self.live[j] = False
+            self.done_jobs += 1
+
+    def _timed_events(self, t: float) -> None:
+        """Every timed event due at ``t``, then at most one decision for the instant, then the communication
+        phases that start now (so a decision taken at a communication start is in place for its flows)."""
+        s = self.s
+        reroute, self.reroute_due = self.reroute_due, False
+        starting = []
+        decide_at_comm = self.mode in ("comm-start", "events") and self.static is None
+        while self.heap and self.heap[0][0] <= self._due(t):
+            _, event, _, payload = heapq.heappop(self.heap)
+            if event is Event.FAILURE:
+                if self.static is None:
+                    self._apply_failure(payload)
+                    reroute = True
+            elif event is Event.ITERATION_START:
+                self.live[payload] = True
+                self.iter_start[payload] = t
+                reroute |= self.static is None and self.mode == "iteration"
+                self._push(t + s.jobs[payload].compute_s, Event.COMM_START, payload)
+            elif event is Event.COMM_START:
+                self.comm_start[payload] = t
+                self.communicating[payload] = True
+                starting.append(payload)
+                reroute |= decide_at_comm
+            elif event is Event.PERIOD:
+                if self.done_jobs < len(s.jobs):
+                    reroute = True
+                    self._push(t + self.period_s, Event.PERIOD)
+        if reroute:
+            self._reroute(t, idx=self._decision_slots())
+        for j in starting:
+            rings = s.job_rings[j]
+            self.rings_left[j] = len(rings)
+            self.ring_step[rings] = 0
+            for ring in rings:
+                self._start_ring_step(t, int(ring))
+
+    def _decision_slots(self) -> np.ndarray:
+        """The flows a decision routes: those of the jobs communicating now (events model: the controller
+        sees which jobs are in their communication phase), else every running job's flows."""
+        jobs = self.communicating if self.mode == "events" else self.live
+        return np.flatnonzero(jobs[self.s.job_of])
+
+    def _result(self, t: float, wall0: float) -> SimResult:
         return SimResult(
             algo=self.algo,
             mode=self.mode,
-            jobs=results,
-            fct_s=np.concatenate(fcts) if fcts else np.zeros(0),
-            throughput_gbps=np.concatenate(tputs) if tputs else np.zeros(0),
+            jobs=self.results,
+            fct_s=np.concatenate(self.fcts) if self.fcts else np.zeros(0),
+            throughput_gbps=np.concatenate(self.tputs) if self.tputs else np.zeros(0),
             controller_ms=self.controller_ms,
             recompute_times_s=self.recompute_times,
             max_link_load=self.max_load,
             recompute_flows=self.recompute_flows,
             proved_optimal=self.proved_optimal,
             makespan_s=float(t),
-            events=events,
-            rate_computations=rate_computations,
+            events=self.events,
+            rate_computations=self.rate_computations,
             wall_s=time.perf_counter() - wall0,
         )

@@ -64,7 +64,8 @@ def test_table_output_and_failures(capsys):
     assert "failed spines: spine6,spine7" in out
     assert "job0-gpt3" in out and "job1-bloom" in out and "mean/ideal" in out
     rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--algo", "mlroute", "--iterations", "2",
-                           "--gpus-per-host", "8", "--failed-spines", "4-7", "--fail-at", "8.0", "--json")
+                           "--gpus-per-host", "8", "--failed-spines", "4-7", "--fail-at", "8.0", "--mode", "iteration",
+                           "--json")
     assert rc == 0, err
     d = json.loads(out)
     assert d["recompute_times_s"][:2] == pytest.approx([5.606394622, 8.0])  # job start (seed 1), failure
