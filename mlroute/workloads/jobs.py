@@ -245,89 +245,133 @@ def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, ho
     ``host_tor`` / ``tor_where`` (host -> ToR, host -> "FILE:LINE" first seen) may be shared between calls so
     that a host must sit under the same ToR in every file."""
     path = str(path)
-    host_tor = {} if host_tor is None else host_tor
-    tor_where = {} if tor_where is None else tor_where
-    kind = "allreduce"
-    model = None
-    stages: dict = {}  # stage_index -> ([(src, dst)], [where])
-    first = {}  # field -> (value, where)
+    reader = _TrafficReader(path, {} if host_tor is None else host_tor, {} if tor_where is None else tor_where)
+    for lineno, raw in enumerate(_read_lines(path), 1):
+        reader.line(raw, f"{path}:{lineno}")
+    if not reader.stages:
+        raise WorkloadError(f"{path}: no flows")
+    rings = [_order_cycle(edges, wheres, reader.kind) for _, (edges, wheres) in sorted(reader.stages.items())]
+    job_hosts = {h for r in rings for h in r}
+    return Job(
+        name=name or Path(path).stem,
+        kind=reader.kind,
+        rings=rings,
+        step_bytes=reader.first["flow_size"][0],
+        compute_s=reader.first["compute_time"][0] / 1e9,
+        start_s=reader.first["start_time"][0] / 1e9,
+        iterations=iterations,
+        host_tor={h: reader.host_tor[h] for h in job_hosts},
+        model=reader.model,
+    )
+
+
+def _read_lines(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8") as fh:
-            lines = fh.readlines()
+            return fh.readlines()
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise WorkloadError(f"{path}: not a text file") from None
-    for lineno, raw in enumerate(lines, 1):
-        where = f"{path}:{lineno}"
+
+
+@dataclass
+class _Line:
+    """One flow line of the authors' format, parsed and checked on its own."""
+
+    src: Host
+    dst: Host
+    src_tor: int
+    dst_tor: int
+    start: float
+    size: float
+    compute: float
+    stage: int
+    cols: list
+
+
+class _TrafficReader:
+    """The state of reading one traffic file: directives, the job's shared fields, its stages."""
+
+    def __init__(self, path: str, host_tor: dict, tor_where: dict):
+        self.path = path
+        self.host_tor = host_tor
+        self.tor_where = tor_where
+        self.kind = "allreduce"
+        self.model: str | None = None
+        self.stages: dict = {}  # stage_index -> ([(src, dst)], [where])
+        self.first: dict = {}  # field -> (value, where)
+
+    def line(self, raw: str, where: str) -> None:
         line = raw.strip()
         if line.startswith(KIND_DIRECTIVE):
-            for item in line[len(KIND_DIRECTIVE):].split():
-                key, _, value = item.partition("=")
-                if key == "kind" and value in KINDS:
-                    kind = value
-                elif key == "model" and value:
-                    model = value
-                else:
-                    raise WorkloadError(f"{where}: unknown directive {item!r} "
-                                        f"(expected kind=allreduce|pipeline or model=NAME)")
-            continue
+            self._directive(line, where)
+            return
         line = line.split("#", 1)[0].strip()
         if not line:
-            continue
-        cols = line.split()
-        if len(cols) != len(COLUMNS):
-            raise WorkloadError(f"{where}: expected {len(COLUMNS)} columns ({' '.join(COLUMNS)}), got {len(cols)}")
-        src, dst = _parse_host(cols[0]), _parse_host(cols[1])
-        src_tor = _parse_int(cols[2], "src_tor", where)
-        dst_tor = _parse_int(cols[3], "dst_tor", where)
-        start = _parse_float(cols[4], "start_time", where)
-        size = _parse_float(cols[5], "flow_size", where)
-        compute = _parse_float(cols[6], "compute_time", where)
-        stage = _parse_int(cols[7], "stage_index", where)
-        if src == dst:
-            raise WorkloadError(f"{where}: src and dst are the same host ({src})")
-        for what, v in (("src_tor", src_tor), ("dst_tor", dst_tor)):
-            if v < 0:
-                raise WorkloadError(f"{where}: {what} {v} is negative")
-        if start < 0:
-            raise WorkloadError(f"{where}: start_time {cols[4]} is negative")
-        if size <= 0:
-            raise WorkloadError(f"{where}: flow_size {cols[5]} must be positive")
-        if compute < 0:
-            raise WorkloadError(f"{where}: compute_time {cols[6]} is negative")
-        for h, t in ((src, src_tor), (dst, dst_tor)):
+            return
+        flow = _parse_line(line.split(), where)
+        self._place_hosts(flow, where)
+        self._same_job_fields(flow, where)
+        edges, wheres = self.stages.setdefault(flow.stage, ([], []))
+        edges.append((flow.src, flow.dst))
+        wheres.append(where)
+
+    def _directive(self, line: str, where: str) -> None:
+        for item in line[len(KIND_DIRECTIVE):].split():
+            key, _, value = item.partition("=")
+            if key == "kind" and value in KINDS:
+                self.kind = value
+            elif key == "model" and value:
+                self.model = value
+            else:
+                raise WorkloadError(f"{where}: unknown directive {item!r} "
+                                    f"(expected kind=allreduce|pipeline or model=NAME)")
+
+    def _place_hosts(self, flow: _Line, where: str) -> None:
+        """A host sits under one ToR, in this file and every file read with the same ``host_tor``."""
+        host_tor, tor_where = self.host_tor, self.tor_where
+        for h, t in ((flow.src, flow.src_tor), (flow.dst, flow.dst_tor)):
             if h in host_tor and host_tor[h] != t:
                 raise WorkloadError(f"{where}: host {h} is under ToR {t} here but under ToR {host_tor[h]} "
                                     f"at {tor_where.get(h, 'an earlier file')}")
             if h not in host_tor:
                 host_tor[h] = t
                 tor_where[h] = where
-        for key, value, text in (("start_time", start, cols[4]), ("flow_size", size, cols[5]),
-                                 ("compute_time", compute, cols[6])):
-            if key not in first:
-                first[key] = (value, where)
-            elif first[key][0] != value:
-                raise WorkloadError(f"{where}: {key} {text} differs from {first[key][0]:g} at {first[key][1]} "
-                                    f"(one file is one job with one {key})")
-        edges, wheres = stages.setdefault(stage, ([], []))
-        edges.append((src, dst))
-        wheres.append(where)
-    if not stages:
-        raise WorkloadError(f"{path}: no flows")
-    rings = [_order_cycle(edges, wheres, kind) for _, (edges, wheres) in sorted(stages.items())]
-    job_hosts = {h for r in rings for h in r}
-    return Job(
-        name=name or Path(path).stem,
-        kind=kind,
-        rings=rings,
-        step_bytes=first["flow_size"][0],
-        compute_s=first["compute_time"][0] / 1e9,
-        start_s=first["start_time"][0] / 1e9,
-        iterations=iterations,
-        host_tor={h: host_tor[h] for h in job_hosts},
-        model=model,
+
+    def _same_job_fields(self, flow: _Line, where: str) -> None:
+        """One file is one job: every line has the job's start time, flow size and compute time."""
+        for key, value, text in (("start_time", flow.start, flow.cols[4]), ("flow_size", flow.size, flow.cols[5]),
+                                 ("compute_time", flow.compute, flow.cols[6])):
+            if key not in self.first:
+                self.first[key] = (value, where)
+            elif self.first[key][0] != value:
+                raise WorkloadError(f"{where}: {key} {text} differs from {self.first[key][0]:g} at "
+                                    f"{self.first[key][1]} (one file is one job with one {key})")
+
+
+def _parse_line(cols: list[str], where: str) -> _Line:
+    if len(cols) != len(COLUMNS):
+        raise WorkloadError(f"{where}: expected {len(COLUMNS)} columns ({' '.join(COLUMNS)}), got {len(cols)}")
+    flow = _Line(
+        src=_parse_host(cols[0]), dst=_parse_host(cols[1]),
+        src_tor=_parse_int(cols[2], "src_tor", where), dst_tor=_parse_int(cols[3], "dst_tor", where),
+        start=_parse_float(cols[4], "start_time", where), size=_parse_float(cols[5], "flow_size", where),
+        compute=_parse_float(cols[6], "compute_time", where), stage=_parse_int(cols[7], "stage_index", where),
+        cols=cols,
     )
+    if flow.src == flow.dst:
+        raise WorkloadError(f"{where}: src and dst are the same host ({flow.src})")
+    for what, v in (("src_tor", flow.src_tor), ("dst_tor", flow.dst_tor)):
+        if v < 0:
+            raise WorkloadError(f"{where}: {what} {v} is negative")
+    if flow.start < 0:
+        raise WorkloadError(f"{where}: start_time {cols[4]} is negative")
+    if flow.size <= 0:
+        raise WorkloadError(f"{where}: flow_size {cols[5]} must be positive")
+    if flow.compute < 0:
+        raise WorkloadError(f"{where}: compute_time {cols[6]} is negative")
+    return flow
 
 
 def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11,
@@ -434,6 +478,45 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
     replicas but as pipeline jobs: within each replica, each TP position's PP stages form a chain (stage i sends
     to stage i + 1), carrying activations of ``step_bytes = 4 * params / (TP * PP) / ring`` (the same size as the
     all-reduce chunks, so the two kinds are comparable; activations sizes are not in PAPER.md)."""
+    _check_paper_args(n_jobs, ring, tors, hosts_per_tor, models, iterations, gpus_per_host, start_min_s,
+                      start_max_s, kind, placement)
+    chosen = [MODELS[models[j % len(models)]] for j in range(n_jobs)]
+    needs = []  # (hosts, ToRs) of one replica of each job
+    for m in chosen:
+        hosts = math.ceil(m.gpus / gpus_per_host)
+        needs.append((hosts, math.ceil(hosts / hosts_per_tor)))
+    if kind == "pipeline":
+        for m in chosen:
+            if m.pp < 2:
+                raise WorkloadError(f"model {m.name} has one pipeline stage: nothing to send")
+    if placement not in PLACEMENTS:
+        raise WorkloadError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
+    _check_fits(chosen, needs, n_jobs, ring, tors, hosts_per_tor, gpus_per_host, placement)
+    rng = np.random.default_rng(seed)
+    slots = _Slots(rng, tors, hosts_per_tor, placement)
+    jobs = []
+    for j, (m, (hosts, ntors)) in enumerate(zip(chosen, needs)):
+        # whole nanoseconds, so that writing and reading the authors' format (ns) round-trips exactly
+        start = round(float(rng.uniform(start_min_s, start_max_s)) * 1e9) / 1e9
+        replicas = [slots.replica(hosts, ntors) for _ in range(ring)]  # replica -> its hosts, by host slot
+        host_tor = {h: h // hosts_per_tor for rep in replicas for h in rep}
+        jobs.append(Job(
+            name=f"job{j}-{m.name}",
+            kind=kind,
+            rings=_job_rings(m, replicas, kind, gpus_per_host),
+            step_bytes=BYTES_PER_PARAM * m.params / m.gpus / ring,
+            compute_s=m.compute_s,
+            start_s=start,
+            iterations=iterations,
+            host_tor=host_tor,
+            model=m.name,
+        ))
+    return jobs
+
+
+def _check_paper_args(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, models: Sequence[str],
+                      iterations: int, gpus_per_host: int, start_min_s: float, start_max_s: float, kind: str,
+                      placement: str) -> None:
     for what, v in (("n_jobs", n_jobs), ("ring", ring), ("tors", tors), ("hosts_per_tor", hosts_per_tor),
                     ("iterations", iterations), ("gpus_per_host", gpus_per_host)):
         if int(v) != v or v < 1:
@@ -449,17 +532,10 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
         raise WorkloadError(f"unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
     if not start_max_s >= start_min_s >= 0:
         raise WorkloadError(f"start window [{start_min_s}, {start_max_s}] is invalid")
-    chosen = [MODELS[models[j % len(models)]] for j in range(n_jobs)]
-    needs = []
-    for m in chosen:
-        hosts = math.ceil(m.gpus / gpus_per_host)
-        needs.append((hosts, math.ceil(hosts / hosts_per_tor)))
-    if kind == "pipeline":
-        for m in chosen:
-            if m.pp < 2:
-                raise WorkloadError(f"model {m.name} has one pipeline stage: nothing to send")
-    if placement not in PLACEMENTS:
-        raise WorkloadError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
+
+
+def _check_fits(chosen: list[Model], needs: list[tuple[int, int]], n_jobs: int, ring: int, tors: int,
+                hosts_per_tor: int, gpus_per_host: int, placement: str) -> None:
     total_tors = sum(t * ring for _, t in needs)
     total_hosts = sum(h * ring for h, _ in needs)
     if placement == "random" and total_hosts > tors * hosts_per_tor:
@@ -472,53 +548,50 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
             f"the workload does not fit: {n_jobs} job(s) x {ring} replicas need {total_tors} ToRs "
             f"({detail}; each replica gets its own ToRs, {hosts_per_tor} hosts per ToR, "
             f"{gpus_per_host} GPU(s) per host) but the fabric has {tors}")
-    rng = np.random.default_rng(seed)
-    free = list(range(tors))
-    free_hosts = rng.permutation(tors * hosts_per_tor).tolist() if placement == "random" else []
-    jobs = []
-    for j, (m, (hosts, ntors)) in enumerate(zip(chosen, needs)):
-        # whole nanoseconds, so that writing and reading the authors' format (ns) round-trips exactly
-        start = round(float(rng.uniform(start_min_s, start_max_s)) * 1e9) / 1e9
-        replicas = []  # replica -> list of hosts (index = host slot within the replica)
-        for _ in range(ring):
-            if placement == "random":
-                rhosts = [int(h) for h in free_hosts[:hosts]]
-                del free_hosts[:hosts]
-                replicas.append(rhosts)
-                continue
-            picks = rng.choice(len(free), size=ntors, replace=False)
-            rtors = [free[i] for i in picks]
-            for i in sorted(picks, reverse=True):
-                free.pop(i)
-            rhosts = [t * hosts_per_tor + slot for t in rtors for slot in range(hosts_per_tor)][:hosts]
-            replicas.append(rhosts)
-        host_tor = {h: h // hosts_per_tor for rep in replicas for h in rep}
-        if kind == "allreduce":
-            rings = [[rep[p // gpus_per_host] for rep in replicas] for p in range(m.gpus)]
-        else:
-            rings = []
-            for rep in replicas:
-                for t in range(m.tp):
-                    chain = [rep[(s * m.tp + t) // gpus_per_host] for s in range(m.pp)]
-                    # consecutive stages on one host (gpus_per_host > 1) send over NVLink, not the network
-                    dedup = [h for i, h in enumerate(chain) if i == 0 or h != chain[i - 1]]
-                    if len(dedup) >= 2 and len(set(dedup)) == len(dedup):
-                        rings.append(dedup)
-            if not rings:
-                raise WorkloadError(f"model {m.name}: with {gpus_per_host} GPUs per host no stage sends over "
-                                    f"the network")
-        jobs.append(Job(
-            name=f"job{j}-{m.name}",
-            kind=kind,
-            rings=rings,
-            step_bytes=BYTES_PER_PARAM * m.params / m.gpus / ring,
-            compute_s=m.compute_s,
-            start_s=start,
-            iterations=iterations,
-            host_tor=host_tor,
-            model=m.name,
-        ))
-    return jobs
+
+
+class _Slots:
+    """The hosts no replica has taken yet: whole ToRs (``placement="tor"``) or single hosts (``"random"``)."""
+
+    def __init__(self, rng: np.random.Generator, tors: int, hosts_per_tor: int, placement: str):
+        self.rng = rng
+        self.hosts_per_tor = hosts_per_tor
+        self.random = placement == "random"
+        self.free = list(range(tors))
+        self.free_hosts = rng.permutation(tors * hosts_per_tor).tolist() if self.random else []
+
+    def replica(self, hosts: int, ntors: int) -> list[int]:
+        """The hosts of the next replica: ``ntors`` ToRs drawn from the free ones, filled in order (or
+        ``hosts`` hosts drawn at random)."""
+        if self.random:
+            out = [int(h) for h in self.free_hosts[:hosts]]
+            del self.free_hosts[:hosts]
+            return out
+        picks = self.rng.choice(len(self.free), size=ntors, replace=False)
+        rtors = [self.free[i] for i in picks]
+        for i in sorted(picks, reverse=True):
+            self.free.pop(i)
+        hpt = self.hosts_per_tor
+        return [t * hpt + slot for t in rtors for slot in range(hpt)][:hosts]
+
+
+def _job_rings(m: Model, replicas: list[list[int]], kind: str, gpus_per_host: int) -> list[list[int]]:
+    """All-reduce: GPU position p of every replica forms ring p. Pipeline: each TP position's PP stages of a
+    replica form a chain."""
+    if kind == "allreduce":
+        return [[rep[p // gpus_per_host] for rep in replicas] for p in range(m.gpus)]
+    rings = []
+    for rep in replicas:
+        for t in range(m.tp):
+            chain = [rep[(s * m.tp + t) // gpus_per_host] for s in range(m.pp)]
+            # consecutive stages on one host (gpus_per_host > 1) send over NVLink, not the network
+            dedup = [h for i, h in enumerate(chain) if i == 0 or h != chain[i - 1]]
+            if len(dedup) >= 2 and len(set(dedup)) == len(dedup):
+                rings.append(dedup)
+    if not rings:
+        raise WorkloadError(f"model {m.name}: with {gpus_per_host} GPUs per host no stage sends over "
+                            f"the network")
+    return rings
 
 
 def min_gpus_per_host(n_jobs: int, ring: int, tors: int, hosts_per_tor: int,
