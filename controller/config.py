@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from controller import jobs as mljobs
 from controller.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
 from mlroute.routing.optimisers import ALGORITHMS
@@ -36,6 +37,7 @@ DEFAULTS = {
         "objective": "flow",  # "flow" or "job"
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
+        "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)  # "reactive" (first packet of a flow to the controller, plain OF1.3)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
@@ -132,6 +134,7 @@ SCHEMA = {
         "objective": _Rule(str, _choice(("flow", "job"))),
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),
+        "new_flows_per_s": _Rule(int, _positive),
         "ecmp_stagger": _Rule(bool),
     },
 }
@@ -251,11 +254,18 @@ def _tiers(value, line):
 
 
 def validate_jobs(value, where):
-    """Jobs from a request body (``where`` prefixes every error, e.g. "request body"): as from the file."""
-    return _jobs(value, where)
+    """Jobs from a request body (``where`` prefixes every error, e.g. "request body"): as from the file, but a
+    traffic file is not read on behalf of a request (a body carries its rings / stages itself)."""
+    return _jobs(value, where, files=False)
 
 
-def _jobs(value, line, node=None, name=None):
+JOB_KEYS = ("hosts", "name", "nodes", "rings", "stages", "traffic", "weight")
+
+
+def _jobs(value, line, node=None, name=None, files=True):
+    """The job list: ``name``; ``hosts`` and/or collective structure (controller.jobs): ``rings`` (ordered
+    host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IPv4
+    addresses or node ids mapped by ``nodes``); optional ``weight`` > 0 for the job-level objective."""
     if not isinstance(value, list):
         raise ConfigError(f"{line}: jobs: must be a list of {{name, hosts}}")
     if len(value) > MAX_JOBS:
@@ -265,23 +275,70 @@ def _jobs(value, line, node=None, name=None):
         raise ConfigError(f"{line}: jobs: at most {MAX_JOB_HOSTS} hosts over all jobs, got {total}")
     out = []
     for i, job in enumerate(value):
-        if not isinstance(job, dict) or not isinstance(job.get("name"), str) or not isinstance(job.get("hosts"), list):
-            raise ConfigError(f"{line}: jobs[{i}]: needs name (string) and hosts (list of IPv4 addresses)")
-        extra = set(job) - {"name", "hosts"}
+        structured = isinstance(job, dict) and any(k in job for k in ("rings", "stages", "traffic"))
+        if not isinstance(job, dict) or not isinstance(job.get("name"), str) or \
+                not (isinstance(job.get("hosts"), list) or structured and "hosts" not in job):
+            raise ConfigError(f"{line}: jobs[{i}]: needs name (string) and hosts (list of IPv4 addresses) "
+                              "or rings / stages / traffic")
+        extra = set(job) - set(JOB_KEYS)
         if extra:
-            raise ConfigError(f"{line}: jobs[{i}].{sorted(extra)[0]}: unknown key (known: hosts, name)")
-        out.append({"name": job["name"], "hosts": _job_hosts(job["hosts"], i, line, node, name)})
+            raise ConfigError(f"{line}: jobs[{i}].{sorted(extra)[0]}: unknown key (known: {', '.join(JOB_KEYS)})")
+        entry = {"name": job["name"], "hosts": _job_hosts(job.get("hosts", []), i, line, node, name)}
+        entry.update(_job_structure(job, i, line, node, name, files))
+        entry["hosts"] = mljobs.job_hosts(entry["hosts"], [*entry.get("rings", ()), *entry.get("stages", ())])
+        out.append(entry)
     return out
+
+
+def _job_structure(job, i, line, node, name, files):
+    """A job's rings / stages / traffic / weight, validated; errors at the key's line."""
+    out = {}
+    try:
+        for key in ("rings", "stages"):
+            if key in job:
+                where = _key_line(node, name, i, key) or line
+                groups = job[key]
+                if not isinstance(groups, list) or not groups:
+                    raise ConfigError(f"{where}: jobs[{i}].{key}: must be a non-empty list of host lists")
+                out[key] = [mljobs.check_members(g, where, f"jobs[{i}].{key}[{r}]") for r, g in enumerate(groups)]
+        if "traffic" in job:
+            where = _key_line(node, name, i, "traffic") or line
+            path, nodes = job["traffic"], job.get("nodes")
+            if not files:
+                raise ConfigError(f"{where}: jobs[{i}].traffic: traffic files are read from the configuration "
+                                  "only; a request gives rings / stages")
+            if not isinstance(path, str) or not path:
+                raise ConfigError(f"{where}: jobs[{i}].traffic: must be a file name, got {path!r}")
+            if nodes is not None and not isinstance(nodes, dict):
+                raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 address")
+            kind, groups = mljobs.read_traffic(mljobs.resolve_path(path, name), f"{where}: jobs[{i}]", nodes)
+            out.setdefault("rings" if kind == "allreduce" else "stages", []).extend(groups)
+            out["traffic"] = path
+        elif "nodes" in job:
+            raise ConfigError(f"{_key_line(node, name, i, 'nodes') or line}: jobs[{i}].nodes: only with traffic")
+    except mljobs.DeclarationError as exc:
+        raise ConfigError(str(exc)) from None
+    if "weight" in job:
+        w = job["weight"]
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (math.isfinite(w) and w > 0):
+            where = _key_line(node, name, i, "weight") or line
+            raise ConfigError(f"{where}: jobs[{i}].weight: must be a finite number > 0, got {w!r}")
+        out["weight"] = float(w)
+    return out
+
+
+def _key_line(node, name, i, key):
+    """file:line of ``jobs[i].key`` in the YAML node tree, or None (REST bodies have no lines)."""
+    try:
+        return f"{name}:{next(k for k, _ in node.value[i].value if k.value == key).start_mark.line + 1}"
+    except (AttributeError, IndexError, StopIteration, TypeError):
+        return None
 
 
 def _job_hosts(hosts, i, line, node, name):
     """Each host an IPv4 address string (the flow table matches ipv4_src on it); errors at the host's line."""
     for j, host in enumerate(hosts):
-        try:
-            ok = isinstance(host, str) and ipaddress.IPv4Address(host) is not None
-        except ValueError:
-            ok = False
-        if not ok:
+        if not mljobs.is_ipv4(host):
             where = _item_line(node, name, i, j) or line
             raise ConfigError(f"{where}: jobs[{i}].hosts[{j}]: must be an IPv4 address, got {host!r}")
     return list(hosts)

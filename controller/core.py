@@ -17,9 +17,11 @@ import networkx as nx
 
 from controller import sync, te
 from controller.accounting import Accounting
+from controller.budget import TokenBucket
 from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
+from controller.plan_state import PlanState
 from controller.packet_in import Decision, PacketIn, PacketInHandler
 from controller.recovery import Recovered
 from controller.rules import Change, FlowRule, GroupRule, SwitchRules
@@ -38,7 +40,9 @@ RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 p
 class ControllerCore:
     """What the controller knows and decides; ``config`` is the validated configuration (controller.config)."""
 
-    def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None):
+    def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
+                 pause: Callable[[], None] | None = None):
+        """``pause`` is called now and then during long work (the shell passes a green-thread yield)."""
         tecfg = config["te"]
         self.config = config
         self.clock = clock
@@ -56,15 +60,34 @@ class ControllerCore:
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
+        rate = tecfg["new_flows_per_s"]
+        self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
         self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
         self.found_state = False  # some switch already held mlroute rules when read back
         self.dirty = False
+        # the desired state, kept per event (plan_state.py): the live graph is rebuilt only after a topology
+        # event, the plan is told which accounting keys changed, and only the switches whose desired rules
+        # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
+        # it changes
+        self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
+                              pause=pause)
+        self.pause = pause or (lambda: None)
+        self._graph: nx.Graph | None = None
+        self._host_switches: frozenset[int] = frozenset()
+        self._stale: set[int] = set()
+
+    def live_graph(self) -> nx.Graph:
+        """The live switch graph, rebuilt only after a switch, port or link event."""
+        if self._graph is None:
+            self._graph = self.topology.graph()
+        return self._graph
 
     # -- switches, ports, links ---------------------------------------------------------------------------------
     def switch_connected(self, dpid: int, live_ports: Iterable[int]) -> None:
         """A switch (re)connected: its tables are read back before anything is sent to it."""
         self.topology.add_switch(dpid, live_ports)
+        self._graph = None
         self.connected.add(dpid)
         self.installed.pop(dpid, None)
         self.readback.start(dpid, self.clock())
@@ -93,6 +116,7 @@ class ControllerCore:
     def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
         if rules is not None and dpid in self.connected:
             self.installed[dpid] = rules
+            self._stale.add(dpid)
             self.found_state = self.found_state or bool(rules.flows)
             self.recovered.read(dpid, rules.flows.values())
             for key, (ingress, in_port) in self.recovered.counting.items():
@@ -109,11 +133,13 @@ class ControllerCore:
             LOG.warning("switch %s did not report its tables in %.0f s: rebuilding its rules", dpid,
                         READBACK_TIMEOUT_S)
             self.installed[dpid] = SwitchRules()
+            self._stale.add(dpid)
             self.dirty = True
         return late
 
     def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
         if self.topology.add_link(src, src_port, dst, dst_port):
+            self._graph = None
             self.dirty = True
 
     def link_deleted(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
@@ -121,6 +147,7 @@ class ControllerCore:
             return  # discovery cannot see through a disconnected switch; its port events will tell on reconnect
         if self.topology.remove_link(src, src_port, dst, dst_port):
             LOG.info("link %s:%s -> %s:%s down", src, src_port, dst, dst_port)
+            self._graph = None
             self.dirty = True
 
     def port_changed(self, dpid: int, port: int, live: bool) -> None:
@@ -128,6 +155,7 @@ class ControllerCore:
             self.topology.port_up(dpid, port)
         else:
             self.topology.port_down(dpid, port)
+        self._graph = None
         self.dirty = True
 
     # -- packets and flows --------------------------------------------------------------------------------------
@@ -143,13 +171,19 @@ class ControllerCore:
     def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
-        if not self.accounting.observe(key, dpid, in_port):
-            return []
+        if key in self.accounting:
+            if not self.accounting.observe(key, dpid, in_port):
+                return []  # a copy that was already in flight
+        elif not self.new_flow_budget.take():
+            self.metrics.packet_in.labels("newflow_over_budget").inc()
+            return []  # past the packet-in budget: the flow stays on ECMP, uncounted
+        else:
+            self.accounting.observe(key, dpid, in_port)
         held = self.installed.get(dpid)
         if held is None or self.recovering():
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
             return []
-        graph = self.topology.graph() if self.te.pinned else nx.Graph()
+        graph = self.live_graph() if self.te.pinned else nx.Graph()
         rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
         change = Change("modify" if rule.key in held.flows else "add", rule)
         held.add_flow(rule)
@@ -240,22 +274,29 @@ class ControllerCore:
         for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology):
             self.topology.learn_host(ip, mac, dpid, port)
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
-        graph = self.topology.graph()  # one snapshot of the live switch graph for this whole resync
-        self._update_tiers(graph)
-        if sync.pinned_paths_broken(self.te.pinned, graph):
+        fresh = self._graph is None
+        graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
+        host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
+        if fresh or host_switches != self._host_switches or self.tiers is None:
+            self._host_switches = host_switches
+            self._update_tiers(graph)
+        if fresh and sync.pinned_paths_broken(self.te.pinned, graph):
             self.te_step()  # a failure under an elephant: move it now, not at the next period
             self.dirty = False
-        desired = sync.desired_state(self.topology, self.tiers, self.accounting, self.te.pinned,
-                                     stagger=self.config["te"]["ecmp_stagger"],
-                                     idle_timeout=self.config["te"]["flow_idle_timeout_s"], graph=graph)
-        ready = [d for d in sorted(self.connected) if d in self.installed and d in desired]
-        steps = sync.plan_sync(self.installed, desired, ready)
+        flows = self.accounting.take_changed()
+        stale, self._stale = self._stale, set()
+        changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows)
+        desired = self.plan.desired  # equals sync.desired_state(...) of these inputs (the property test)
+        ready = [d for d in sorted(self.connected) if d in self.installed and d in desired
+                 and (d in changed or d in stale)]
+        steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause)
         if self.recovering():
             steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
-            self.dirty = True  # the rest follows once recovery is over
+            self._stale |= set(ready) | changed  # the rest follows once recovery is over
+            self.dirty = True
         else:
-            for dpid in ready:
-                self.installed[dpid] = desired[dpid]
+            for dpid in ready:  # a snapshot: the plan changes its own dicts in place
+                self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)

@@ -75,8 +75,10 @@ def host_params(n):
 
 
 def switch_params(n, datapath="user"):
-    """OpenFlow 1.3 only; the userspace datapath by default (no OVS kernel module on many VMs)."""
-    return {"dpid": dpid(n), "protocols": "OpenFlow13", "datapath": datapath}
+    """OpenFlow 1.3 only; the userspace datapath by default (no OVS kernel module on many VMs); fail mode
+    secure: a switch that loses its controller keeps forwarding with the rules it holds (standalone would turn
+    it into a learning switch, which storms on a Clos fabric)."""
+    return {"dpid": dpid(n), "protocols": "OpenFlow13", "datapath": datapath, "failMode": "secure"}
 
 
 def link_params(bw=None, mtu=None):

@@ -165,12 +165,29 @@ def start_network(topo, controller, jumbo=False):
     try:
         net.build()
         net.start()
+        limit_packet_ins(net)
         if jumbo:
             set_jumbo(net)
     except BaseException:
         stop_network(net)
         raise
     return net
+
+
+PACKET_IN_RATE_PPS = 200  # per switch: new-flow copies, ARP and unknown-destination packets together
+PACKET_IN_BURST = 50
+
+
+def limit_packet_ins(net, rate_pps: int = PACKET_IN_RATE_PPS, burst: int = PACKET_IN_BURST) -> None:
+    """Open vSwitch's own packet-in rate limit on every switch's controller connection: a storm of new flows
+    from one host is queued and dropped in the switch (the packets themselves are still forwarded; only the
+    copies to the controller go), so the controller's event loop keeps up with echo requests and LLDP."""
+    for sw in net.switches:
+        out = subprocess.run(["ovs-vsctl", "--bare", "--columns=controller", "list", "Bridge", sw.name],
+                             capture_output=True, text=True, check=False).stdout
+        for uuid in out.split():
+            subprocess.run(["ovs-vsctl", "set", "Controller", uuid, f"controller_rate_limit={rate_pps}",
+                            f"controller_burst_limit={burst}"], capture_output=True, check=False)
 
 
 def set_jumbo(net, mtu=9000):
