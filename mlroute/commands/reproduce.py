@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import sys
+from typing import TYPE_CHECKING
+
+from mlroute.errors import UsageError
+from mlroute.routing.optimisers import ALGORITHMS
+
+if TYPE_CHECKING:
+    from mlroute.sim.reproduce import GridConfig
 
 NAME = "reproduce"
 HELP = "run the paper's evaluation grid in the flow-level simulator and write report.md + PNG plots"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, results.json and plots")
     p.add_argument("--quick", action="store_true",
                    help="a small grid (1/3/5 jobs x ring 2/8 x 0/4 failed spines, 3 iterations): minutes")
@@ -38,9 +46,7 @@ def add_arguments(p):
                    help="do not simulate: rewrite report.md and plots from DIR/results.json")
 
 
-def _ints(text, what):
-    from mlroute.errors import UsageError
-
+def _ints(text: str, what: str) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -50,7 +56,7 @@ def _ints(text, what):
     return vals
 
 
-def _command_line(args) -> str:
+def _command_line(args: argparse.Namespace) -> str:
     """The invocation, rebuilt from the parsed options (only those that differ from their defaults)."""
     parts = ["mlroute reproduce", "--out", str(args.out)]
     for flag in ("quick", "no_random_placement", "random_only", "report_only"):
@@ -65,22 +71,48 @@ def _command_line(args) -> str:
     return " ".join(parts)
 
 
-def run(args) -> int:
-    from mlroute.errors import UsageError
-    from mlroute.sim.report import load_results, write_report
-    from mlroute.routing.optimisers import ALGORITHMS
-    from mlroute.sim.reproduce import GridConfig, run_grid
-    from mlroute.workloads.jobs import WorkloadError, min_gpus_per_host
+def run(args: argparse.Namespace) -> int:
+    from mlroute.sim.report import write_report
+    from mlroute.sim.reproduce import run_grid
 
     cmd = _command_line(args)
     if args.report_only:
-        path = os.path.join(args.out, "results.json")
-        if not os.path.exists(path):
-            raise UsageError(f"--report-only: {path} does not exist")
-        results = load_results(path)
-        write_report(results, args.out, command=results.get("command", cmd))
-        print(f"report: {os.path.join(args.out, 'report.md')}")
-        return 0
+        return _report_only(args.out, cmd)
+    cfg = _grid_config(args)
+    extra_cfg = None if args.no_random_placement else _random_config(args, cfg)
+    if args.random_only:
+        results, extra_cfg = _earlier_results(args.out, extra_cfg, cmd)
+    else:
+        results = run_grid(cfg, args.out)
+        results["command"] = cmd
+    if extra_cfg:
+        results["extra"] = run_grid(extra_cfg, args.out, filename="results_random.json")
+        os.remove(os.path.join(args.out, "results_random.json"))
+        results["wall_s"] += results["extra"]["wall_s"]
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, separators=(",", ":"))
+    write_report(results, args.out, command=results["command"])
+    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
+          f"{results['wall_s'] / 60:.1f} min)")
+    return 0
+
+
+def _report_only(out: str, cmd: str) -> int:
+    from mlroute.sim.report import load_results, write_report
+
+    path = os.path.join(out, "results.json")
+    if not os.path.exists(path):
+        raise UsageError(f"--report-only: {path} does not exist")
+    results = load_results(path)
+    write_report(results, out, command=results.get("command", cmd))
+    print(f"report: {os.path.join(out, 'report.md')}")
+    return 0
+
+
+def _grid_config(args: argparse.Namespace) -> GridConfig:
+    """The paper grid the options ask for, validated."""
+    from mlroute.sim.reproduce import GridConfig
+
     cfg = GridConfig.quick() if args.quick else GridConfig()
     cfg.seed = args.seed
     for name in ("tors", "spines", "hosts_per_tor"):
@@ -102,10 +134,7 @@ def run(args) -> int:
     if args.failed:
         cfg.failed = _ints(args.failed, "--failed")
     if args.algos:
-        cfg.algos = tuple(a.strip() for a in args.algos.split(",") if a.strip())
-        bad = [a for a in cfg.algos if a not in ALGORITHMS]
-        if bad:
-            raise UsageError(f"--algos: unknown algorithm {bad[0]!r} (known: {', '.join(ALGORITHMS)})")
+        cfg.algos = _algos(args.algos, "--algos")
     if args.ilp_time_limit is not None:
         if args.ilp_time_limit <= 0:
             raise UsageError("--ilp-time-limit must be positive")
@@ -117,50 +146,56 @@ def run(args) -> int:
     if args.quick or any(v is not None for v in (args.jobs, args.rings, args.failed, args.algos, args.iterations)) \
             or (cfg.tors, cfg.spines, cfg.hosts_per_tor) != (64, 32, 32):
         cfg.label = "quick" if args.quick else "custom"
+    _check_fits(cfg, "tor")
+    return cfg
+
+
+def _random_config(args: argparse.Namespace, cfg: GridConfig) -> GridConfig:
+    """The supplementary random-placement grid, validated."""
+    extra_cfg = cfg.random_placement()
+    if args.random_algos:
+        extra_cfg.algos = _algos(args.random_algos, "--random-algos")
+    else:
+        extra_cfg.algos = tuple(a for a in cfg.algos if a not in ("ecmp", "annealing"))
+        if not extra_cfg.algos:
+            raise UsageError(f"--random-algos: unknown algorithm '' (known: {', '.join(ALGORITHMS)})")
+    _check_fits(extra_cfg, "random")
+    return extra_cfg
+
+
+def _algos(text: str, what: str) -> tuple[str, ...]:
+    algos = tuple(a.strip() for a in text.split(",") if a.strip())
+    bad = [a for a in algos if a not in ALGORITHMS]
+    if bad or not algos:
+        raise UsageError(f"{what}: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGORITHMS)})")
+    return algos
+
+
+def _check_fits(cfg: GridConfig, placement: str) -> None:
+    """Every (jobs, ring) cell must fit the fabric with some GPUs-per-host packing."""
+    from mlroute.workloads.jobs import WorkloadError, min_gpus_per_host
+
     for j in cfg.jobs:
         for r in cfg.rings:
             try:
-                min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models)
+                min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=placement)
             except WorkloadError as exc:
                 raise UsageError(str(exc)) from None
-    extra_cfg = None if args.no_random_placement else cfg.random_placement()
-    if extra_cfg:
-        if args.random_algos:
-            extra_cfg.algos = tuple(a.strip() for a in args.random_algos.split(",") if a.strip())
-        else:
-            extra_cfg.algos = tuple(a for a in cfg.algos if a not in ("ecmp", "annealing"))
-        bad = [a for a in extra_cfg.algos if a not in ALGORITHMS]
-        if bad or not extra_cfg.algos:
-            raise UsageError(f"--random-algos: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGORITHMS)})")
-        for j in extra_cfg.jobs:
-            for r in extra_cfg.rings:
-                try:
-                    min_gpus_per_host(j, r, cfg.tors, cfg.hosts_per_tor, cfg.models, placement="random")
-                except WorkloadError as exc:
-                    raise UsageError(str(exc)) from None
-    if args.random_only:
-        path = os.path.join(args.out, "results.json")
-        if not os.path.exists(path) or extra_cfg is None:
-            raise UsageError(f"--random-only needs {path} and the random-placement grid")
-        results = load_results(path)
-        stored = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
-        algos = extra_cfg.algos
-        extra_cfg = GridConfig(**stored).random_placement()
-        extra_cfg.algos = algos
-        results["wall_s"] -= (results.get("extra") or {}).get("wall_s", 0.0)
-        results["command"] = results.get("command", "mlroute reproduce --out DIR") + f"; then `{cmd}`"
-    else:
-        results = run_grid(cfg, args.out)
-        results["command"] = cmd
-    if extra_cfg:
-        results["extra"] = run_grid(extra_cfg, args.out, filename="results_random.json")
-        os.remove(os.path.join(args.out, "results_random.json"))
-        results["wall_s"] += results["extra"]["wall_s"]
-    import json
 
-    with open(os.path.join(args.out, "results.json"), "w") as fh:
-        json.dump(results, fh, separators=(",", ":"))
-    write_report(results, args.out, command=results["command"])
-    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
-          f"{results['wall_s'] / 60:.1f} min)")
-    return 0
+
+def _earlier_results(out: str, extra_cfg: GridConfig | None, cmd: str) -> tuple[dict, GridConfig]:
+    """--random-only: the stored paper grid, and the random-placement grid of its configuration."""
+    from mlroute.sim.report import load_results
+    from mlroute.sim.reproduce import GridConfig
+
+    path = os.path.join(out, "results.json")
+    if not os.path.exists(path) or extra_cfg is None:
+        raise UsageError(f"--random-only needs {path} and the random-placement grid")
+    results = load_results(path)
+    stored = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
+    algos = extra_cfg.algos
+    extra_cfg = GridConfig(**stored).random_placement()
+    extra_cfg.algos = algos
+    results["wall_s"] -= (results.get("extra") or {}).get("wall_s", 0.0)
+    results["command"] = results.get("command", "mlroute reproduce --out DIR") + f"; then `{cmd}`"
+    return results, extra_cfg
