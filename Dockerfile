@@ -3,6 +3,7 @@
 #               and the Python 3.11 fix (python -m controller.platform_fixes): the layout scripts/setup_env.sh makes
 #   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
 #               + the project: the docker-compose `emulation` service (privileged, host network)
+#   prometheus  Debian's prometheus with deploy/prometheus/prometheus.yml: the docker-compose `monitoring` profile
 #   controller  deps + the project, MLROUTE_CONFIG, `ryu-manager controller/app.py`; the default (last) target,
 #               so a plain `docker build -t mlroute .` gives the controller
 #
@@ -63,6 +64,17 @@ RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
 # Needs --privileged and the host network (it writes a sysctl; Mininet makes namespaces, veths, qdiscs).
 ENTRYPOINT ["sh", "-c", "scripts/setup_env.sh >&2 && exec \"$@\"", "mlroute-emulation"]
 CMD ["mlroute", "experiment", "--help"]
+
+FROM ${BASE_IMAGE} AS prometheus
+# Debian's Prometheus scraping the controller (docker-compose profile `monitoring`, docs/monitoring.md); the
+# configuration is the repository's deploy/prometheus/prometheus.yml (compose also mounts it, so edits need no rebuild).
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+COPY deploy/prometheus/prometheus.yml /etc/prometheus/prometheus.yml
+USER prometheus
+EXPOSE 9090
+CMD ["sh", "-c", "exec prometheus --config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/var/lib/prometheus/metrics2 --web.listen-address=:9090"]
 
 FROM deps AS controller
 COPY . .

@@ -68,6 +68,7 @@ class MlrouteApp(app_manager.RyuApp):
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
+        self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._barriers = {}  # xid -> hub.Event
         self._wake = hub.Event()

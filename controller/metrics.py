@@ -17,10 +17,24 @@ class Metrics:
         self.optimiser_seconds = Gauge("mlroute_optimiser_seconds", "Runtime of the last optimisation", registry=r)
         self.max_link_load = Gauge("mlroute_max_link_load", "Elephants on the busiest directed link", registry=r)
         self.rules_installed = Gauge("mlroute_rules_installed", "Flow rules mlroute holds on switches", registry=r)
+        self.ecmp_max_link_load = Gauge("mlroute_ecmp_max_link_load",
+                                        "Elephants on the busiest directed link if ECMP routed them (estimate)",
+                                        registry=r)
         self.link_utilisation = Gauge("mlroute_link_utilisation",
                                       "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
                                       ["src", "dst"], registry=r)
         self._link_series = set()
+
+    def estimate_ecmp_from(self, routing_view):
+        """ECMP's estimated max link load, computed from ``routing_view()`` (the GET /mlroute/routing body) when
+        scraped rather than every period: it costs one ECMP routing and one report, and only Prometheus reads it."""
+        def value():
+            try:
+                ecmp = routing_view().get("ecmp") or {}
+            except Exception:  # a scrape must not fail because one estimate did
+                return float("nan")
+            return float(ecmp.get("max_link_load") or 0)
+        self.ecmp_max_link_load.set_function(value)
 
     def set_link_utilisation(self, links):
         """One series per directed fabric link (``links_json`` rows); a link that went away loses its series,

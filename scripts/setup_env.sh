@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-APT_PACKAGES="openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 procps psmisc python3-venv python3-dev curl"
+APT_PACKAGES="openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 procps psmisc python3-venv python3-dev curl prometheus chromium"
 missing=""
 for p in $APT_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -190,10 +190,11 @@ function drawFabric(data) {
     const key = elephantKey(e);
     const path = el("path", {
       class: "elephant-path" + (state.hover === key ? " hover" : ""), d: dAttr,
-      stroke: `hsl(${Math.round((275 + i * 47) % 360)}, 75%, 50%)`,
+      stroke: elephantColour(i),
       "data-key": key, "data-path": e.path.join(","), "data-rate": e.rate_bps,
     }, elephantLayer);
     const details = elephantDetails(e, jobOf);
+    el("title", {}, path).textContent = details;  // the browser's own hover text, and readable in the DOM
     path.addEventListener("mousemove", (ev) => showTooltip(ev, details));
     path.addEventListener("mouseenter", () => setHover(key));
     path.addEventListener("mouseleave", () => { hideTooltip(); setHover(null); });
@@ -207,6 +208,12 @@ function drawFabric(data) {
     el("text", { x: SW_W / 2, y: SW_H / 2 }, g).textContent = dpidLabel(dpid);
     el("title", {}, g).textContent = `switch ${dpid} (${sw.tier})`;
   }
+}
+
+// Blues, purples and magentas only: the greens, yellows and reds belong to link utilisation.
+function elephantColour(i) {
+  const hues = [265, 215, 305, 190, 285, 235, 325, 250];
+  return `hsl(${hues[i % hues.length]}, ${i < hues.length ? 80 : 50}%, ${i % 2 ? 45 : 55}%)`;
 }
 
 function jobsByHost(jobs) {
@@ -278,18 +285,33 @@ function drawRouting(routing) {
     ["optimiser", num(d.optimiser_ms, 1) + " ms"],
   ] : [["", "no decision yet"]];
   fillRows(document.querySelector("#decision tbody"), rows);
+  const decision = document.getElementById("decision");
+  decision.dataset.before = d && d.max_link_load_before !== null && d.max_link_load_before !== undefined
+    ? d.max_link_load_before : "";
+  decision.dataset.after = d && d.max_link_load_after !== null && d.max_link_load_after !== undefined
+    ? d.max_link_load_after : "";
 }
 
 function drawJobs(jobs, elephants, routing) {
   const model = (routing.installed && routing.installed.jobs) || {};
-  const rows = ((jobs && jobs.jobs) || []).map((j) => {
+  const tbody = document.querySelector("#jobs tbody");
+  tbody.replaceChildren();
+  const list = (jobs && jobs.jobs) || [];
+  if (!list.length) fillRows(tbody, [["no jobs configured", "", "", "", ""]]);
+  for (const j of list) {
+    // a job finishes a ring step when its slowest flow does: that rate is the job's speed
     const hosts = new Set(j.hosts);
     const mine = elephants.filter((e) => hosts.has(e.src_ip) && e.active);
     const slowest = mine.length ? Math.min(...mine.map((e) => e.rate_bps)) : null;
-    return [j.name, String(j.hosts.length), String(mine.length), bps(slowest),
-            bps(model[j.name] ? model[j.name].min_rate : null)];
-  });
-  fillRows(document.querySelector("#jobs tbody"), rows.length ? rows : [["no jobs configured", "", "", "", ""]]);
+    const tr = html("tr", null, tbody);
+    tr.dataset.job = j.name;
+    tr.dataset.slowestBps = slowest === null ? "" : String(slowest);
+    html("th", j.name, tr);
+    html("td", String(j.hosts.length), tr, "num");
+    html("td", String(mine.length), tr, "num");
+    html("td", bps(slowest), tr, "num");
+    html("td", bps(model[j.name] ? model[j.name].min_rate : null), tr, "num");
+  }
 }
 
 function drawElephants(elephants, jobs) {

@@ -1,0 +1,180 @@
+"""The web view in a real browser: the real controller on a Mininet k=4 fat-tree with 8 iperf3 elephants, the
+page opened in Debian's headless Chromium, and the DOM it rendered checked against the controller's REST views
+(every switch and directed link drawn, each elephant's pinned path highlighted, loaded links above idle ones).
+
+Set MLROUTE_SCREENSHOT=docs/img/web-ui.png to refresh the README's screenshot from this run.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from mininet_topos.fattree import FatTreeTopo
+from mlroute.experiment.traffic import Iperf3Flows
+from tests.integration.harness import ping_all, wait_until
+from tests.integration.tools import required_binary
+
+POLL_S = 2
+CONFIG = f"""
+te:
+  mode: mlroute
+  poll_interval_s: {POLL_S}
+  host_link_mbps: 10
+rest:
+  token: secret
+jobs:
+  - name: ring-a
+    hosts: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]
+  - name: ring-b
+    hosts: [10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8]
+"""
+STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1500,900"]
+BUDGET_MS = 5000  # virtual time: the page's first fetches plus two refreshes at POLL_S
+
+
+def run_chromium(url, profile, *action):
+    """Headless Chromium on ``url`` with a fresh profile; returns stdout (the DOM for --dump-dom)."""
+    env = dict(os.environ, HOME=str(profile))
+    cmd = [required_binary("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={BUDGET_MS}",
+           *action, url]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+class Dom(HTMLParser):
+    """Elements of the dumped DOM as (tag, attributes, text inside its <title> child when it has one)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.elements, self._stack, self._in_title = [], [], None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        element = {"tag": tag, **{k: v or "" for k, v in attrs}, "title": ""}
+        self.elements.append(element)
+        if tag == "title" and self._stack:
+            self._in_title = self._stack[-1]
+        elif tag not in ("br", "meta", "link", "input", "img", "col"):
+            self._stack.append(element)
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = None
+            return
+        while self._stack:
+            if self._stack.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        if self._in_title is not None:
+            self._in_title["title"] += data
+
+    def find(self, tag=None, cls=None, **attrs):
+        return [e for e in self.elements if (tag is None or e["tag"] == tag)
+                and (cls is None or cls in e.get("class", "").split())
+                and all(e.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+
+
+def key_of(e):
+    return f"{e['src_ip']}:{e['src_port']}->{e['dst_ip']}:{e['dst_port']}/{'udp' if e['proto'] == 17 else 'tcp'}"
+
+
+@pytest.fixture(scope="module")
+def loaded_fabric(fabric_factory):
+    """The fat-tree with 8 stride-4 elephants pinned, their links measured loaded by port stats."""
+    required_binary("chromium")
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG, jumbo=True)
+    assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
+    flows = Iperf3Flows(fab.net, STRIDE4, seconds=40)
+    try:
+        pinned = wait_until(lambda: (e := fab.controller.get("/mlroute/elephants")) and len(e) == 8
+                            and all(x["path"] for x in e) and e, timeout=5 * POLL_S)
+        assert pinned, f"elephants not all pinned: {fab.controller.get('/mlroute/elephants')}"
+
+        def settled():  # two polls after the last move: every pinned link measured loaded
+            links = fab.controller.get("/mlroute/links")
+            carrying = [l for l in links if l["elephants"]]
+            return carrying and all((l["utilisation"] or 0) > 0.4 for l in carrying) and links
+        assert wait_until(settled, timeout=6 * POLL_S), fab.controller.get("/mlroute/links")
+        yield fab
+    finally:
+        flows.stop()
+
+
+def test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loaded_fabric, tmp_path):
+    fab = loaded_fabric
+    url = fab.controller.url("/mlroute/ui")
+    t0 = time.time()
+    dom = Dom(run_chromium(url, tmp_path / "profile", "--dump-dom"))
+    render_s = time.time() - t0
+    topology = fab.controller.get("/mlroute/topology")
+    elephants = fab.controller.get("/mlroute/elephants")
+    links = fab.controller.get("/mlroute/links")
+
+    body = dom.find("body")[0]
+    assert body["data-state"] == "ready" and int(body["data-refreshes"]) >= 2, body
+
+    # every switch and every directed link, as the controller knows them
+    drawn_switches = {int(g["data-dpid"]) for g in dom.find("g", "switch")}
+    assert drawn_switches == {s["dpid"] for s in topology["switches"]} and len(drawn_switches) == 20
+    drawn_links = {(int(l["data-src"]), int(l["data-src-port"]), int(l["data-dst"]), int(l["data-dst-port"]))
+                   for l in dom.find("line", "link")}
+    assert drawn_links == {(l["src"], l["src_port"], l["dst"], l["dst_port"]) for l in topology["links"]}
+    assert len(drawn_links) == 64
+    assert {g["data-tier"] for g in dom.find("g", "switch")} == {"core", "aggregation", "edge"}
+    assert len(dom.find("g", "host")) == 16
+
+    # each elephant's pinned path highlighted, with its 5-tuple, rate, demand and job on hover
+    paths = {p["data-key"]: p for p in dom.find("path", "elephant-path")}
+    assert len(paths) == 8
+    for e in elephants:
+        p = paths[key_of(e)]
+        assert [int(d) for d in p["data-path"].split(",")] == e["path"]
+        assert f"{e['src_ip']}:{e['src_port']}" in p["title"] and "Mb/s" in p["title"]
+        assert "job ring-" in p["title"] and "demand" in p["title"]
+
+    # utilisation: links under elephants drawn above the idle ones (colour, width and data-util)
+    util = {(int(l["data-src"]), int(l["data-src-port"])): l for l in dom.find("line", "link")}
+    loaded = [util[(l["src"], l["src_port"])] for l in links if l["elephants"]]
+    idle = [util[(l["src"], l["src_port"])] for l in links if not l["elephants"]]
+    loaded_u = [float(l["data-util"]) for l in loaded]
+    idle_u = [float(l["data-util"] or 0) for l in idle]
+    print(f"\nrender {render_s:.1f} s; loaded links {len(loaded)}: utilisation {min(loaded_u):.3f}-"
+          f"{max(loaded_u):.3f}; idle links {len(idle)}: max {max(idle_u):.3f}")
+    assert len(loaded) == 8 * 4  # 8 cross-pod elephants, 4 fabric hops each, no link shared
+    assert min(loaded_u) > 0.3 and max(idle_u) < 0.2 and min(loaded_u) > 2 * max(idle_u)
+    assert min(float(l["stroke-width"]) for l in loaded) > max(float(l["stroke-width"]) for l in idle)
+    assert all(int(l["data-elephants"]) == 1 for l in loaded)
+
+    # panels: installed routing next to ECMP's estimate, the last decision, jobs with their slowest flow
+    routing = dom.find("table", id="routing")[0]
+    assert routing["data-installed-max"] == "1" and int(routing["data-ecmp-max"]) >= 1
+    decision = dom.find("table", id="decision")[0]
+    assert decision["data-after"] == "1" and int(decision["data-before"]) >= 1
+    job_rows = [r for r in dom.find("tr") if r.get("data-job")]
+    assert sorted(r["data-job"] for r in job_rows) == ["ring-a", "ring-b"]
+    assert all(float(r["data-slowest-bps"]) > 1e6 for r in job_rows)
+    assert len(dom.find("tr", data_key=key_of(elephants[0]))) == 1
+    # no token typed: the mutating buttons are off
+    assert "disabled" in dom.find("button", id="recompute")[0]
+    assert "disabled" in dom.find("button", id="switch-objective")[0]
+
+
+def test_a_screenshot_of_the_loaded_fabric(loaded_fabric, tmp_path):
+    shot = tmp_path / "web-ui.png"
+    run_chromium(loaded_fabric.controller.url("/"), tmp_path / "profile", f"--screenshot={shot}")
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a drawn page, not a blank one
+    target = os.environ.get("MLROUTE_SCREENSHOT")
+    if target:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, target)
