@@ -78,35 +78,33 @@ class PortRates:
     """Per (dpid, port) transmit and receive rates from successive complete port-stats replies."""
 
     def __init__(self):
-        self.ports = {}  # (dpid, port) -> PortRate
+        self.switches: dict[int, dict[int, PortRate]] = {}  # dpid -> port -> rate (a reply touches one switch)
 
     def update(self, dpid, samples, now):
         """Fold in one complete reply of switch ``dpid``; its ports absent from the reply are forgotten."""
-        seen = set()
+        before = self.switches.get(dpid, {})
+        after = {}
         for s in samples:
-            key = (s.dpid, s.port)
-            seen.add(key)
             clock = s.duration_s if s.duration_s is not None else now
-            prev = self.ports.get(key)
+            prev = before.get(s.port)
             if prev is None or clock < prev.clock_s or s.tx_bytes < prev.tx_bytes or s.rx_bytes < prev.rx_bytes:
-                self.ports[key] = PortRate(s.tx_bytes, s.rx_bytes, clock)  # new port or reset: new baseline
+                after[s.port] = PortRate(s.tx_bytes, s.rx_bytes, clock)  # new port or reset: new baseline
                 continue
+            after[s.port] = prev
             dt = clock - prev.clock_s
             if dt <= 0:
                 continue  # the same snapshot again: nothing to learn
             prev.tx_bps = 8 * (s.tx_bytes - prev.tx_bytes) / dt
             prev.rx_bps = 8 * (s.rx_bytes - prev.rx_bytes) / dt
             prev.tx_bytes, prev.rx_bytes, prev.clock_s, prev.measured = s.tx_bytes, s.rx_bytes, clock, True
-        for key in [k for k in self.ports if k[0] == dpid and k not in seen]:
-            del self.ports[key]
+        self.switches[dpid] = after
 
     def forget(self, dpid):
         """A switch went away: its counters mean nothing any more."""
-        for key in [k for k in self.ports if k[0] == dpid]:
-            del self.ports[key]
+        self.switches.pop(dpid, None)
 
     def rate(self, dpid, port):
-        return self.ports.get((dpid, port))
+        return self.switches.get(dpid, {}).get(port)
 
 
 def elephants_per_link(pinned, graph):
