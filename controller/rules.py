@@ -16,7 +16,6 @@ COOKIE_BASE = 0x6D6C0001  # "ml" + 1: forwarding baseline (ECMP, ARP/IPv6 handli
 COOKIE_ELEPHANT = 0x6D6C0002  # per-elephant pinned paths
 COOKIE_FLOW = 0x6D6C0003  # per-transport-flow accounting at the ingress switch (polled for stats)
 COOKIE_FLOW_MISS = 0x6D6C0004  # first packet of a new transport flow: copy to the controller
-COOKIE_MASK = 0xFFFFFFFF
 
 TABLE_CLASSIFY = 0
 TABLE_FORWARD = 1

@@ -181,7 +181,7 @@ def test_the_emulation_entrypoint_starts_open_vswitch_with_the_large_socket_buff
     assert entrypoint == _exec_form("emulation", "ENTRYPOINT")
     assert entrypoint[:2] == ["sh", "-c"] and 'exec "$@"' in entrypoint[2]
     setup = (ROOT / "scripts" / "setup_env.sh").read_text()
-    # scripts/setup_env.sh raises net.core.wmem_default before starting OVS (PLATFORM.md) and, in the image, finds
+    # scripts/setup_env.sh raises net.core.wmem_default before starting OVS (docs/platform.md) and, in the image, finds
     # the venv up to date: the image must leave the stamp it checks.
     assert setup.index("net.core.wmem_default=8388608") < setup.index("ovs-ctl start")
     stamp = re.search(r"^STAMP=(\S+)", setup, re.MULTILINE).group(1)
