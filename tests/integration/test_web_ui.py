@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -103,7 +105,7 @@ def loaded_fabric(fabric_factory):
         def settled():  # two polls after the last move: every pinned link measured loaded
             links = fab.controller.get("/mlroute/links")
             carrying = [l for l in links if l["elephants"]]
-            return carrying and all((l["utilisation"] or 0) > 0.4 for l in carrying) and links
+            return carrying and all((l["utilisation"] or 0) > 0.3 for l in carrying) and links
         assert wait_until(settled, timeout=6 * POLL_S), fab.controller.get("/mlroute/links")
         yield fab
     finally:
@@ -151,7 +153,8 @@ def test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loa
     print(f"\nrender {render_s:.1f} s; loaded links {len(loaded)}: utilisation {min(loaded_u):.3f}-"
           f"{max(loaded_u):.3f}; idle links {len(idle)}: max {max(idle_u):.3f}")
     assert len(loaded) == 8 * 4  # 8 cross-pod elephants, 4 fabric hops each, no link shared
-    assert min(loaded_u) > 0.3 and max(idle_u) < 0.2 and min(loaded_u) > 2 * max(idle_u)
+    # 8 TCP flows share the CPU-bound emulation unevenly (0.46-0.98 seen); idle links carry LLDP and ACKs only
+    assert min(loaded_u) > 0.2 and max(idle_u) < 0.1 and min(loaded_u) > 5 * max(idle_u)
     assert min(float(l["stroke-width"]) for l in loaded) > max(float(l["stroke-width"]) for l in idle)
     assert all(int(l["data-elephants"]) == 1 for l in loaded)
 
@@ -178,3 +181,25 @@ def test_a_screenshot_of_the_loaded_fabric(loaded_fabric, tmp_path):
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, target)
+
+
+def test_the_page_and_the_objective_switch_over_rest(loaded_fabric):
+    ctl = loaded_fabric.controller
+    for path, kind in (("/", "text/html"), ("/mlroute/ui/app.js", "text/javascript"),
+                       ("/mlroute/ui/style.css", "text/css")):
+        with urllib.request.urlopen(ctl.url(path), timeout=10) as r:
+            assert r.headers["Content-Type"].startswith(kind) and r.read()
+    for path in ("/mlroute/ui/..%2Fwebui.py", "/mlroute/ui/missing.js"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(ctl.url(path), timeout=10)
+        assert err.value.code == 404
+    assert ctl.get("/mlroute/ui-config")["mutations_enabled"] is True
+    with pytest.raises(urllib.error.HTTPError) as err:
+        ctl.post("/mlroute/objective", {"objective": "job"})
+    assert err.value.code == 401
+    with pytest.raises(urllib.error.HTTPError) as err:
+        ctl.post("/mlroute/objective", {"objective": "fastest"}, token="secret")
+    assert err.value.code == 400
+    assert ctl.post("/mlroute/objective", {"objective": "job"}, token="secret") == {"objective": "job"}
+    assert ctl.get("/mlroute/ui-config")["objective"] == "job"
+    assert ctl.post("/mlroute/objective", {"objective": "flow"}, token="secret") == {"objective": "flow"}
