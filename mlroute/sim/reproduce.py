@@ -1,10 +1,10 @@
 """The paper's evaluation grid, run through the simulator, and its Markdown + PNG report.
 
-Grid (PAPER.md "Evaluation"): 1-5 concurrent jobs x ring 2/4/8 x 0/1/4/8 failed spines x every algorithm, on the
+Grid (the paper's evaluation, docs/paper.md): 1-5 concurrent jobs x ring 2/4/8 x 0/1/4/8 failed spines x every algorithm, on the
 64 ToR x 32 spine x 32 host Clos at 100 Gb/s, 11 iterations per job. Seeds: the workload of a (jobs, ring) cell
 is ``paper_jobs(jobs, ring, seed=seed + 100 * jobs + ring)``; the same workload is used for every failure count
 and algorithm (paired comparison). Failed spines are the last ones (0/1/4/8 -> spines 31, 28-31, 24-31), from
-time 0. Where the jobs do not fit one GPU per host NIC (4-5 jobs of ring 8 need 80-96 ToRs of their own), the
+time 0. Where the jobs do not fit one GPU per host NIC (4-5 jobs of ring 8 need more ToRs of their own than the 64 there are), the
 cell uses the smallest GPUs-per-host packing that fits (:func:`mlroute.workloads.jobs.min_gpus_per_host`)
 and the report says so.
 
@@ -27,11 +27,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mlroute.sim.engine import simulate
-from mlroute.workloads.jobs import min_gpus_per_host, paper_jobs
+from mlroute.sim.report import ALGO_ORDER
+from mlroute.workloads.jobs import PAPER_ITERATIONS, PAPER_MODELS, min_gpus_per_host, paper_jobs
 
 #: The grid's algorithms in report order: every name of :data:`mlroute.routing.optimisers.ALGORITHMS` (a unit
 #: test keeps the two sets equal), mlroute first, the exact ILP last.
-ALGOS = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
+ALGOS = ALGO_ORDER
 QUANTILES = np.linspace(0.0, 1.0, 101)
 
 
@@ -45,10 +46,10 @@ class GridConfig:
     rings: tuple = (2, 4, 8)
     failed: tuple = (0, 1, 4, 8)
     algos: tuple = ALGOS
-    iterations: int = 11
+    iterations: int = PAPER_ITERATIONS
     seed: int = 1
     ilp_time_limit: float = 10.0
-    models: tuple = ("gpt3", "bloom", "llama2")
+    models: tuple = PAPER_MODELS
     placement: str = "tor"
     label: str = "full"
 

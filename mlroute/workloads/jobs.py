@@ -89,7 +89,13 @@ MODELS = {
     "llama2": Model("llama2", 70e9, 8, 16, 2.69),
 }
 
-BYTES_PER_PARAM = 4  # fp32 gradients, as PAPER.md
+BYTES_PER_PARAM = 4  # fp32 gradients (docs/paper.md)
+#: Training iterations per job in the paper's evaluation (docs/paper.md): the default everywhere.
+PAPER_ITERATIONS = 11
+#: Window (seconds) the paper's generated jobs start in, uniformly.
+START_WINDOW_S = (1.0, 10.0)
+#: The paper's models, in the order generated jobs cycle through them.
+PAPER_MODELS = ("gpt3", "bloom", "llama2")
 
 
 @dataclass
@@ -238,7 +244,7 @@ def _order_cycle(edges, where_of, kind):
     return order
 
 
-def read_traffic_file(path, *, iterations: int = 11, name: str | None = None, host_tor=None,
+def read_traffic_file(path, *, iterations: int = PAPER_ITERATIONS, name: str | None = None, host_tor=None,
                       tor_where=None) -> Job:
     """Read one job from one file in the authors' format (see the module docstring).
 
@@ -374,7 +380,7 @@ def _parse_line(cols: list[str], where: str) -> _Line:
     return flow
 
 
-def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = 11,
+def read_traffic_files(paths: Sequence, hosts_per_tor: int | None = None, *, iterations: int = PAPER_ITERATIONS,
                        tor_where: dict | None = None, tors: int | None = None) -> list:
     """Read one job per file (authors' format). Jobs are named after the file stems (made unique).
 
@@ -469,8 +475,9 @@ def write_traffic_files(jobs: Sequence[Job], directory, host_id=None) -> list:
 
 
 def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int = 0,
-               models: Sequence[str] = ("gpt3", "bloom", "llama2"), iterations: int = 11, *,
-               gpus_per_host: int = 1, start_min_s: float = 1.0, start_max_s: float = 10.0,
+               models: Sequence[str] = PAPER_MODELS, iterations: int = PAPER_ITERATIONS, *,
+               gpus_per_host: int = 1, start_min_s: float = START_WINDOW_S[0],
+               start_max_s: float = START_WINDOW_S[1],
                kind: str = "allreduce", placement: str = "tor") -> list:
     """The paper's synthetic workload: ``n_jobs`` concurrent jobs with data-parallel degree ``ring``.
 
@@ -595,15 +602,22 @@ def _job_rings(m: Model, replicas: list[list[int]], kind: str, gpus_per_host: in
 
 
 def min_gpus_per_host(n_jobs: int, ring: int, tors: int, hosts_per_tor: int,
-                      models: Sequence[str] = ("gpt3", "bloom", "llama2"), limit: int = 64,
+                      models: Sequence[str] = PAPER_MODELS, limit: int = 64,
                       placement: str = "tor") -> int:
     """The smallest GPUs-per-host packing with which :func:`paper_jobs` fits the fabric (error if none)."""
     for g in range(1, limit + 1):
-        hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
         if placement == "random":
+            hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
             fits = ring * sum(hosts) <= tors * hosts_per_tor
         else:
-            fits = sum(ring * math.ceil(h / hosts_per_tor) for h in hosts) <= tors
+            fits = tors_needed(n_jobs, ring, hosts_per_tor, models, g) <= tors
         if fits:
             return g
     raise WorkloadError(f"{n_jobs} job(s) x {ring} replicas do not fit {tors} ToRs even with {limit} GPUs per host")
+
+
+def tors_needed(n_jobs: int, ring: int, hosts_per_tor: int, models: Sequence[str] = PAPER_MODELS,
+                gpus_per_host: int = 1) -> int:
+    """ToRs the paper's placement takes for :func:`paper_jobs` (every replica on ToRs of its own)."""
+    hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / gpus_per_host) for j in range(n_jobs)]
+    return sum(ring * math.ceil(h / hosts_per_tor) for h in hosts)

@@ -4,7 +4,7 @@ State: one spine (top-tier switch; the option index of each flow's candidate lis
 a flow to host d takes option ``state[d] mod (its number of candidate paths)`` -- on a uniform 2-tier Clos
 that is live spine ``state[d]``.  A move swaps the states of two random destination hosts.  Energy =
 (max link load) x (number of links at that max).  Temperature starts at 1000 and is multiplied by 0.99 per
-step until it drops below 0.1 (917 steps); a move is accepted if it lowers the energy or with probability
+step until it drops below 0.1 (917 steps, :func:`planned_steps`); a move is accepted if it lowers the energy or with probability
 exp(-dE / T).  The best state seen is returned.  Seeded and deterministic.
 """
 
@@ -18,6 +18,15 @@ import numpy as np
 from mlroute.routing.optimisers.base import Problem
 
 T0, COOLING, T_MIN = 1000.0, 0.99, 0.1
+
+
+def planned_steps() -> int:
+    """Steps of the whole cooling schedule (T0 down to T_MIN), the run length without a time limit."""
+    steps, temp = 0, T0
+    while temp >= T_MIN:
+        temp *= COOLING
+        steps += 1
+    return steps
 
 
 def _energy(loads: np.ndarray) -> int:
