@@ -1,17 +1,19 @@
 """Experiment output: results.json, a Markdown summary and PNG plots (matplotlib, no display needed)."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
 
 import numpy as np
 
 
-def failed_runs(data):
+def failed_runs(data: dict) -> list[dict]:
     """The runs that ended in an error (reported, left out of the summary and plots)."""
     return [r for r in data["results"] if "error" in r]
 
 
-def summarise(data):
+def summarise(data: dict) -> list[dict]:
     """Per (pattern, mode): mean/min/max of the non-blocking fraction and aggregate over seeds."""
     rows = {}
     for r in data["results"]:
@@ -34,7 +36,8 @@ def summarise(data):
     return out
 
 
-def markdown(data, summary):
+def markdown(data: dict, summary: list[dict]) -> str:
+    """summary.md: the configuration, one table row per (pattern, mode), failed runs, the plots."""
     cfg = data["config"]
     lines = [f"# mlroute experiment: {cfg['topology']}, {cfg['bw_mbps']:g} Mb/s links", "",
              f"{cfg['duration_s']:g} s of traffic per run, the first {cfg['warmup_s']:g} s discarded; seeds "
@@ -57,26 +60,46 @@ def markdown(data, summary):
     return "\n".join(lines)
 
 
-def plots(data, summary, out_dir):
+def plots(data: dict, summary: list[dict], out_dir: str | Path) -> list[str]:
+    """Write the PNG plots the results support; returns their file names."""
+    plt = _pyplot()
+    modes = list(dict.fromkeys(r["mode"] for r in summary))
+    written = [_throughput_plot(plt, data, summary, modes, out_dir)]
+    for plot in (_flows_cdf_plot, _allreduce_plot):
+        name = plot(plt, data, modes, out_dir)
+        if name:
+            written.append(name)
+    return written
+
+
+def _pyplot():
     import matplotlib
-    import matplotlib.ticker
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out_dir = Path(out_dir)
-    written = []
+    return plt
+
+
+def _bars(summary: list[dict], patterns: list[str], mode: str) -> tuple[list[float], list[list[float]]]:
+    """Mean % of non-blocking per pattern and the (down, up) error bars to the min and max over seeds."""
+    vals: list[float] = []
+    errs: list[list[float]] = [[], []]
+    for p in patterns:
+        row = next((r for r in summary if r["pattern"] == p and r["mode"] == mode), None)
+        mean = 100 * row["fraction_mean"] if row and row["fraction_mean"] is not None else 0
+        vals.append(mean)
+        errs[0].append(mean - 100 * row["fraction_min"] if row and row["fraction_min"] is not None else 0)
+        errs[1].append(100 * row["fraction_max"] - mean if row and row["fraction_max"] is not None else 0)
+    return vals, errs
+
+
+def _throughput_plot(plt, data: dict, summary: list[dict], modes: list[str], out_dir: str | Path) -> str:
     patterns = list(dict.fromkeys(r["pattern"] for r in summary))
-    modes = list(dict.fromkeys(r["mode"] for r in summary))
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(patterns) * len(modes) / 2), 3.6))
     width = 0.8 / max(1, len(modes))
     for j, mode in enumerate(modes):
-        vals, errs = [], [[], []]
-        for p in patterns:
-            row = next((r for r in summary if r["pattern"] == p and r["mode"] == mode), None)
-            mean = 100 * row["fraction_mean"] if row and row["fraction_mean"] is not None else 0
-            vals.append(mean)
-            errs[0].append(mean - 100 * row["fraction_min"] if row and row["fraction_min"] is not None else 0)
-            errs[1].append(100 * row["fraction_max"] - mean if row and row["fraction_max"] is not None else 0)
+        vals, errs = _bars(summary, patterns, mode)
         ax.bar(np.arange(len(patterns)) + j * width, vals, width, yerr=errs, label=mode, capsize=3)
     ax.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns)
     ax.set_ylabel("aggregate throughput, % of non-blocking")
@@ -84,46 +107,55 @@ def plots(data, summary, out_dir):
     ax.axhline(100, color="grey", lw=0.8, ls="--")
     ax.legend(fontsize=8)
     ax.set_title(data["config"]["topology"])
-    written.append(_save(plt, fig, out_dir, "throughput.png"))
+    return _save(plt, fig, out_dir, "throughput.png")
 
+
+def _flows_cdf_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
+    """Per-flow throughput of the iperf3 patterns (all-reduce edges are summarised by iteration times)."""
     cdfs = {mode: sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
                          and not r["pattern"].startswith("allreduce") for f in r["flows"]) for mode in modes}
-    if any(cdfs.values()):  # iperf3 patterns only: all-reduce edges are summarised by iteration times
-        fig, ax = plt.subplots(figsize=(5, 3.6))
-        for mode, rates in cdfs.items():
-            if rates:
-                ax.step(rates, np.arange(1, len(rates) + 1) / len(rates), where="post", label=mode)
-        ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
-        ax.set_ylabel("CDF")
-        ax.legend(fontsize=8)
-        written.append(_save(plt, fig, out_dir, "flows_cdf.png"))
+    if not any(cdfs.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for mode, rates in cdfs.items():
+        if rates:
+            ax.step(rates, np.arange(1, len(rates) + 1) / len(rates), where="post", label=mode)
+    ax.set_xlabel("per-flow throughput (Mb/s, steady part)")
+    ax.set_ylabel("CDF")
+    ax.legend(fontsize=8)
+    return _save(plt, fig, out_dir, "flows_cdf.png")
+
+
+def _allreduce_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
+    """Mean all-reduce time per iteration over seeds, per mode, against the ideal."""
+    import matplotlib.ticker
 
     ar_runs = [r for r in data["results"] if "allreduce_s" in r]
-    if ar_runs:
-        fig, ax = plt.subplots(figsize=(5, 3.6))
-        for mode in modes:
-            runs = [r for r in ar_runs if r["mode"] == mode]
-            if runs:
-                n = min(len(r["allreduce_s"]) for r in runs)
-                mean = np.mean([r["allreduce_s"][:n] for r in runs], axis=0)
-                ax.plot(range(n), mean, marker="o", label=mode)
-        ax.axhline(ar_runs[0]["ideal_allreduce_s"], color="grey", ls="--", lw=0.8, label="ideal")
-        ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        ax.set_ylabel("all-reduce time (s)")
-        ax.legend(fontsize=8)
-        written.append(_save(plt, fig, out_dir, "allreduce.png"))
-    return written
+    if not ar_runs:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for mode in modes:
+        runs = [r for r in ar_runs if r["mode"] == mode]
+        if runs:
+            n = min(len(r["allreduce_s"]) for r in runs)
+            mean = np.mean([r["allreduce_s"][:n] for r in runs], axis=0)
+            ax.plot(range(n), mean, marker="o", label=mode)
+    ax.axhline(ar_runs[0]["ideal_allreduce_s"], color="grey", ls="--", lw=0.8, label="ideal")
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_ylabel("all-reduce time (s)")
+    ax.legend(fontsize=8)
+    return _save(plt, fig, out_dir, "allreduce.png")
 
 
-def _save(plt, fig, out_dir, name):
+def _save(plt, fig, out_dir: str | Path, name: str) -> str:
     fig.tight_layout()
     fig.savefig(Path(out_dir) / name, dpi=120)
     plt.close(fig)
     return name
 
 
-def write(data, out_dir):
+def write(data: dict, out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summarise(data)
