@@ -1,0 +1,201 @@
+"""Traffic-engineering decisions off the event loop: a worker process runs ``TrafficEngineer.step``, the loop
+applies its result, and a decision that runs past its deadline is dropped (the routing in force stays).
+
+Why a process: Ryu's single event loop must keep answering echo requests, LLDP and packet-ins while an
+optimiser searches (a 60 s ILP inside it disconnects every switch), and under Ryu's eventlet monkey-patching
+threads are green, so a thread would block the loop all the same. The worker is a fresh interpreter (no fork
+of a process full of green threads, no re-import of ryu-manager's main module as multiprocessing's spawn
+would do) started once and kept: it imports the routing core once and then serves one decision at a time over
+its stdin / stdout. A late decision costs its worker (terminated, respawned for
+the next one); the loop never waits: ``submit`` and ``poll`` return at once.
+
+Ryu-free and clock-injected, so the loop's side is unit-tested with real optimiser runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+DONE = "done"  # the decision came back: apply it
+LATE = "late"  # past its deadline: the worker was stopped, the routing in force stays
+FAILED = "failed"  # the decision raised (or the worker died): the routing in force stays
+
+DEFAULT_GRACE_S = 2.0  # beyond the optimiser's own budget: pickling, fabric set-up, the comparison of routings
+_PRELOAD = ("controller.te", "mlroute.routing.optimisers.mlroute", "mlroute.routing.optimisers.greedy")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # DONE, LATE or FAILED
+    generation: Any  # what ``submit`` was given: lets the caller drop a result computed on an older topology
+    pinned: dict | None = None  # the engineer's pins after the decision (DONE)
+    result: Any = None  # the decision's TEResult (DONE)
+    error: str = ""
+
+
+def serve(inbox: Connection, outbox: Connection) -> None:
+    """Worker: import the routing core once, say so, then run each engineer's step it is sent."""
+    import importlib
+
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    outbox.send(("ready",))
+    while True:
+        try:
+            task = inbox.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        engineer, args, kwargs = task
+        try:
+            result = engineer.step(*args, **kwargs)
+            outbox.send((DONE, engineer.pinned, result, ""))
+        except Exception as exc:  # reported to the loop, which keeps the routing in force
+            outbox.send((FAILED, None, None, f"{type(exc).__name__}: {exc}"))
+
+
+# the worker's program: messages on stdin / stdout, anything printed goes to stderr
+_WORKER = """
+import os, sys
+from multiprocessing.connection import Connection
+out = os.dup(1)
+os.dup2(2, 1)
+from controller.optimiser_runner import serve
+serve(Connection(0, writable=False), Connection(out, readable=False))
+"""
+
+
+class OptimiserRunner:
+    """One decision at a time in a worker process, with a deadline of ``budget_s + grace_s`` per decision."""
+
+    def __init__(self, budget_s: float, grace_s: float = DEFAULT_GRACE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget_s = float(budget_s)
+        self.deadline_s = self.budget_s + float(grace_s)
+        self.clock = clock
+        self._proc = None
+        self._send = self._conn = None  # pickled messages to / from the worker
+        self._ready = False
+        self._task = None  # (generation, started) of the decision in flight
+        self.late = 0  # decisions dropped for running late (a metric for the shell)
+
+    # -- worker lifetime -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker (it warms up in the background: ``submit`` refuses until it is ready)."""
+        if self._proc is not None:
+            return
+        # a plain fresh interpreter: no re-import of the caller's __main__ (ryu-manager), no eventlet in it
+        self._proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, close_fds=True)
+        self._send = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
+        self._conn = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
+        self._proc.stdin.close()
+        self._proc.stdout.close()
+        self._ready, self._task = False, None
+
+    def close(self) -> None:
+        """Stop the worker (a decision in flight is dropped)."""
+        if self._proc is None:
+            return
+        try:
+            if self._task is None and self._ready:
+                self._send.send(None)
+                self._proc.wait(1.0)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        for conn in (self._send, self._conn):
+            conn.close()
+        self._proc = self._send = self._conn = self._task = None
+        self._ready = False
+
+    @property
+    def ready(self) -> bool:
+        """The worker is up and idle: a decision may be submitted."""
+        self._check_ready()
+        return self._ready and self._task is None
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None
+
+    def _check_ready(self) -> None:
+        if self._proc is None:
+            self.start()
+        if not self._ready and self._conn.poll(0):
+            try:
+                self._ready = self._conn.recv() == ("ready",)
+            except (EOFError, OSError):
+                self.close()
+
+    # -- decisions -----------------------------------------------------------------------------------------
+    def submit(self, engineer, *args, generation: Any = None, **kwargs) -> bool:
+        """Send ``engineer.step(*args, **kwargs)`` to the worker. False (nothing sent) while one is in flight
+        or the worker is still warming up: the routing in force stays meanwhile."""
+        if not self.ready:
+            return False
+        try:
+            self._send.send((engineer, args, kwargs))
+        except (OSError, ValueError):  # the worker died: a fresh one for the next period
+            self.close()
+            return False
+        self._task = (generation, self.clock())
+        return True
+
+    def poll(self) -> Outcome | None:
+        """The decision in flight, if it ended (DONE / FAILED) or ran past its deadline (LATE); else None."""
+        if self._task is None:
+            return None
+        generation, started = self._task
+        try:
+            if self._conn.poll(0):
+                status, pinned, result, error = self._conn.recv()
+                self._task = None
+                return Outcome(status, generation, pinned, result, error)
+        except (EOFError, OSError):
+            self.close()
+            return Outcome(FAILED, generation, error="the optimiser worker died")
+        if self._proc.poll() is not None:
+            self.close()
+            return Outcome(FAILED, generation, error="the optimiser worker died")
+        if self.clock() - started > self.deadline_s:
+            self.close()  # the search cannot be interrupted from outside: its process can
+            self.late += 1
+            return Outcome(LATE, generation,
+                           error=f"no decision within {self.deadline_s:g} s (budget {self.budget_s:g} s)")
+        return None
+
+    def wait(self, timeout: float) -> Outcome | None:
+        """Block until the decision in flight ends, at most ``timeout`` seconds (tests and shutdown only:
+        the loop calls ``poll``)."""
+        if self._task is None or self._conn is None:
+            return None
+        if self._conn.poll(timeout):
+            return self.poll()
+        return None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until the worker is ready, at most ``timeout`` seconds (tests and start-up)."""
+        self._check_ready()
+        if not self._ready and self._conn is not None and self._conn.poll(timeout):
+            self._check_ready()
+        return self.ready
+
+    @staticmethod
+    def apply(engineer, outcome: Outcome) -> bool:
+        """Take a DONE decision over into the loop's engineer. True when applied."""
+        if outcome.status != DONE:
+            return False
+        engineer.pinned = outcome.pinned
+        engineer.last = outcome.result
+        return True

@@ -1,0 +1,148 @@
+"""The optimiser off the event loop (issue 10): real decisions in the worker process, budgets, late runs."""
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from controller import te
+from controller.flowkey import FlowKey
+from controller.monitor import PROTO_TCP
+from controller.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
+from controller.tiers import infer_tiers
+from tests import topologies
+
+WARM_S = 120  # generous: the machine is shared; nothing below asserts a duration
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def setting(k=4, stride=None):
+    topo = topologies.fat_tree(k)
+    tiers = infer_tiers(topo.graph(), topo.access_switches())
+    fabric = te.fabric_from_topology(topo, tiers, 10e6, 10e6)
+    ips = sorted(topo.hosts, key=lambda ip: tuple(map(int, ip.split("."))))
+    n, s = len(ips), stride or k
+    elephants = [(FlowKey(ips[i], ips[(i + s) % n], PROTO_TCP, 40000 + i, 5201), 1.0) for i in range(n)]
+    return fabric, elephants
+
+
+def slow_setting():
+    """k=12 fat-tree, two random permutations (862 elephants): HiGHS searches its whole time limit here (20 s
+    of a 20 s limit measured), and builds the model in about a second."""
+    fabric, elephants = setting(k=12)
+    ips = [key.src_ip for key, _ in elephants]
+    rng = random.Random(1)
+    out = []
+    for rep in range(2):
+        dst = ips[:]
+        rng.shuffle(dst)
+        out += [(FlowKey(a, b, PROTO_TCP, 40000 + 1000 * rep + i, 5201), 1.0)
+                for i, (a, b) in enumerate(zip(ips, dst)) if a != b]
+    return fabric, out
+
+
+@pytest.fixture
+def runner():
+    clock = Clock()
+    r = OptimiserRunner(budget_s=0.5, grace_s=2.0, clock=clock)
+    r.start()
+    assert r.wait_ready(WARM_S)
+    yield r, clock
+    r.close()
+
+
+def test_a_decision_in_the_worker_equals_the_one_in_process(runner):
+    r, _ = runner
+    fabric, elephants = setting()
+    local, remote = te.TrafficEngineer("mlroute"), te.TrafficEngineer("mlroute")
+    expected = local.step(fabric, elephants)
+    assert r.submit(remote, fabric, elephants, generation=7)
+    assert not r.submit(remote, fabric, elephants)  # one at a time
+    outcome = r.wait(WARM_S)
+    assert outcome.status == DONE and outcome.generation == 7
+    assert remote.pinned == {} and remote.last is None  # nothing changes until the loop applies it
+    assert OptimiserRunner.apply(remote, outcome)
+    assert remote.pinned == local.pinned and remote.last.moved == expected.moved and len(remote.pinned) == 16
+
+
+def test_a_late_decision_is_dropped_and_the_routing_in_force_kept(runner):
+    r, clock = runner
+    fabric, elephants = slow_setting()
+    engineer = te.TrafficEngineer("ilp", time_limit=60)
+    engineer.pinned = {elephants[0][0]: ("kept",)}  # the routing in force
+    assert r.submit(engineer, fabric, elephants, generation=1)
+    assert r.poll() is None  # the loop goes on while the worker searches
+    clock.t = r.deadline_s + 0.1
+    outcome = r.poll()
+    assert outcome.status == LATE and "budget" in outcome.error and r.late == 1
+    assert not OptimiserRunner.apply(engineer, outcome)
+    assert engineer.pinned == {elephants[0][0]: ("kept",)}
+    # the next decision gets a fresh worker
+    assert r.wait_ready(WARM_S)
+    small, few = setting()
+    fast = te.TrafficEngineer("mlroute")
+    assert r.submit(fast, small, few)
+    assert r.wait(WARM_S).status == DONE
+
+
+def test_the_budget_bounds_a_real_ilp_search(runner):
+    """te.time_budget_s reaches the ILP: with 0.2 s it comes back; its default 60 s search on this instance would
+    not within the wait below."""
+    r, clock = runner
+    fabric, elephants = slow_setting()
+    engineer = te.TrafficEngineer("ilp", time_limit=0.2)
+    assert r.submit(engineer, fabric, elephants)
+    outcome = r.wait(r.deadline_s + 30)
+    assert outcome is not None and outcome.status == DONE, outcome
+    assert OptimiserRunner.apply(engineer, outcome) and len(engineer.pinned) == len(elephants)
+
+
+def test_a_decision_that_raises_is_reported_and_the_worker_stays(runner):
+    r, _ = runner
+    fabric, _ = setting()
+    engineer = te.TrafficEngineer("mlroute")
+    assert r.submit(engineer, fabric, [("not a flow key", 1.0)])
+    outcome = r.wait(WARM_S)
+    assert outcome.status == FAILED and "Error" in outcome.error and engineer.pinned == {}
+    assert r.ready
+
+
+def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
+    script = textwrap.dedent("""
+        import eventlet
+        eventlet.monkey_patch()
+        from controller import te
+        from controller.optimiser_runner import DONE, OptimiserRunner
+        from tests.unit.controller.test_optimiser_runner import setting
+        fabric, elephants = setting()
+        r = OptimiserRunner(budget_s=0.5)
+        r.start()
+        assert r.wait_ready(120)
+        engineer = te.TrafficEngineer("mlroute")
+        assert r.submit(engineer, fabric, elephants)
+        outcome = None
+        for _ in range(1200):  # the event loop keeps running meanwhile
+            eventlet.sleep(0.1)
+            outcome = r.poll()
+            if outcome is not None:
+                break
+        assert outcome is not None and outcome.status == DONE, outcome
+        r.close()
+        print("ok", len(outcome.pinned))
+    """)
+    root = str(Path(__file__).resolve().parents[3])
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["ok", "16"]
