@@ -19,6 +19,12 @@ class Accounting(Mapping[FlowKey, Where]):
 
     def __init__(self) -> None:
         self._where: dict[FlowKey, Where] = {}
+        self.changed: set[FlowKey] = set()  # keys observed or removed since the consumer last took them
+
+    def take_changed(self) -> set[FlowKey]:
+        """The keys that changed since the last call (the incremental plan updates only their rules)."""
+        changed, self.changed = self.changed, set()
+        return changed
 
     def observe(self, key: FlowKey, dpid: int, in_port: int) -> bool:
         """A new-flow copy arrived; True when the desired rules change (a new flow, or one seen elsewhere)."""
@@ -26,6 +32,7 @@ class Accounting(Mapping[FlowKey, Where]):
         if self._where.get(key) == where:
             return False
         self._where[key] = where
+        self.changed.add(key)
         return True
 
     def removed(self, key: FlowKey, dpid: int) -> bool:
@@ -34,6 +41,7 @@ class Accounting(Mapping[FlowKey, Where]):
         if where is None or where[0] != dpid:
             return False
         del self._where[key]
+        self.changed.add(key)
         return True
 
     def __getitem__(self, key: FlowKey) -> Where:

@@ -17,7 +17,7 @@ by the same diff as any change, so nothing that is still right is deleted or re-
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -66,8 +66,9 @@ class Step:
 
 
 def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int, SwitchRules],
-              dpids: Iterable[int]) -> list[Step]:
-    """Ordered, non-empty steps bringing each switch of ``dpids`` from ``installed`` to ``desired``."""
+              dpids: Iterable[int], pause: Callable[[], None] | None = None) -> list[Step]:
+    """Ordered, non-empty steps bringing each switch of ``dpids`` from ``installed`` to ``desired``
+    (``pause`` is called after each switch: a first install diffs hundreds of thousands of rules)."""
     steps = {phase: Step(phase) for phase in Phase}
     for dpid in dpids:
         want = desired.get(dpid)
@@ -75,6 +76,8 @@ def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int,
             continue
         for change in diff_switch(installed.get(dpid), want):
             steps[phase_of(change)].changes.append((dpid, change))
+        if pause is not None:
+            pause()
     return [step for step in steps.values() if step.changes]
 
 
