@@ -270,7 +270,7 @@ def _jobs(value, line, node=None, name=None, files=True):
         raise ConfigError(f"{line}: jobs: must be a list of {{name, hosts}}")
     if len(value) > MAX_JOBS:
         raise ConfigError(f"{line}: jobs: at most {MAX_JOBS} jobs, got {len(value)}")
-    total = sum(len(job["hosts"]) for job in value if isinstance(job, dict) and isinstance(job.get("hosts"), list))
+    total = sum(_host_entries(job) for job in value)
     if total > MAX_JOB_HOSTS:
         raise ConfigError(f"{line}: jobs: at most {MAX_JOB_HOSTS} hosts over all jobs, got {total}")
     out = []
@@ -288,6 +288,18 @@ def _jobs(value, line, node=None, name=None, files=True):
         entry["hosts"] = mljobs.job_hosts(entry["hosts"], [*entry.get("rings", ()), *entry.get("stages", ())])
         out.append(entry)
     return out
+
+
+def _host_entries(job):
+    """Host entries a job lists (hosts, ring and stage members), for the bound on what a job list may hold."""
+    if not isinstance(job, dict):
+        return 0
+    count = len(job["hosts"]) if isinstance(job.get("hosts"), list) else 0
+    for key in ("rings", "stages"):
+        groups = job.get(key)
+        if isinstance(groups, list):
+            count += sum(len(g) if isinstance(g, list) else 1 for g in groups)
+    return count
 
 
 def _job_structure(job, i, line, node, name, files):
