@@ -15,7 +15,11 @@ Hostile hosts (docs/architecture.md, "Threat model"):
   stays *pending* and changes nothing, and the deletion Ryu reports for the link it displaced is ignored.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -30,7 +34,7 @@ class Host:
     port: int
 
     @property
-    def location(self):
+    def location(self) -> tuple[int, int]:
         return (self.dpid, self.port)
 
 
@@ -44,7 +48,7 @@ class Link:
     dst_port: int
 
     @property
-    def reverse(self):
+    def reverse(self) -> Link:
         return Link(self.dst, self.dst_port, self.src, self.src_port)
 
 
@@ -58,29 +62,31 @@ CONFLICT = "conflict"  # contradicts bindings whose location may be alive: refus
 @dataclass(frozen=True)
 class Claim:
     verdict: str
-    holders: tuple = ()  # on CONFLICT: the bindings (Host) the claim contradicts
+    holders: tuple[Host, ...] = ()  # on CONFLICT: the bindings (Host) the claim contradicts
 
 
 class Topology:
     """Switches, directed fabric links and hosts, with the answers forwarding needs."""
 
-    def __init__(self):
-        self.ports = {}  # dpid -> set of live port numbers
-        self.links = {}  # (src, src_port) -> Link: admitted (both directions claimed, no host at either end)
-        self.hosts = {}  # ip -> Host (read-only outside this class: bindings change through claim / move_host)
-        self.pending = {}  # (src, src_port) -> Link claimed by LLDP but not admitted (yet)
+    def __init__(self) -> None:
+        self.ports: dict[int, set[int]] = {}  # dpid -> set of live port numbers
+        # (src, src_port) -> Link: admitted (both directions claimed, no host at either end)
+        self.links: dict[tuple[int, int], Link] = {}
+        # ip -> Host (read-only outside this class: bindings change through claim / move_host)
+        self.hosts: dict[str, Host] = {}
+        self.pending: dict[tuple[int, int], Link] = {}  # (src, src_port) -> Link claimed by LLDP, not admitted yet
         # dpid -> {port: number of directed links ending there}: packet-ins and resyncs ask "is this a fabric
         # port?" constantly, and scanning every link for it is quadratic on a large fabric
-        self._link_ends = {}
-        self._by_mac = {}  # mac -> set of ips
-        self._by_port = {}  # (dpid, port) -> set of ips
-        self._pending_ends = {}  # (dpid, port) -> number of pending claims ending there
+        self._link_ends: dict[int, dict[int, int]] = {}
+        self._by_mac: dict[str, set[str]] = {}  # mac -> set of ips
+        self._by_port: dict[tuple[int, int], set[str]] = {}  # (dpid, port) -> set of ips
+        self._pending_ends: dict[tuple[int, int], int] = {}  # (dpid, port) -> pending claims ending there
 
     # -- switches -------------------------------------------------------------------------------------------
-    def add_switch(self, dpid, ports=()):
+    def add_switch(self, dpid: int, ports: Iterable[int] = ()) -> None:
         self.ports[dpid] = set(ports)
 
-    def remove_switch(self, dpid):
+    def remove_switch(self, dpid: int) -> None:
         self.ports.pop(dpid, None)
         for key, link in list(self.links.items()):
             if dpid in (link.src, link.dst):
@@ -90,10 +96,10 @@ class Topology:
             if host.dpid == dpid:
                 self._unbind(host)
 
-    def port_up(self, dpid, port):
+    def port_up(self, dpid: int, port: int) -> None:
         self.ports.setdefault(dpid, set()).add(port)
 
-    def port_down(self, dpid, port):
+    def port_down(self, dpid: int, port: int) -> None:
         """A port went down: its links go with it (both directions). Hosts behind it are kept: they come back
         (and while the port is down, another location may claim them: the old one is gone)."""
         self.ports.get(dpid, set()).discard(port)
@@ -104,7 +110,7 @@ class Topology:
         self._drop_pending(lambda l: end in ((l.src, l.src_port), (l.dst, l.dst_port)))
 
     # -- links ----------------------------------------------------------------------------------------------
-    def add_link(self, src, src_port, dst, dst_port):
+    def add_link(self, src: int, src_port: int, dst: int, dst_port: int) -> bool:
         """Record an LLDP claim of a directed link; returns True when the admitted links changed.
 
         Admitted once the reverse direction was claimed too and neither end has a bound host; until then the
@@ -113,6 +119,7 @@ class Topology:
         if self.links.get((src, src_port)) == link:
             return False
         self._drop_pending(lambda l: (l.src, l.src_port) == (src, src_port))
+        pair: tuple[Link, ...]
         if self.links.get((dst, dst_port)) == link.reverse:
             pair = (link,)  # the other direction is already admitted (this one timed out and came back)
         elif self.pending.get((dst, dst_port)) == link.reverse:
@@ -126,7 +133,7 @@ class Topology:
             self._admit(one)
         return True
 
-    def remove_link(self, src, src_port, dst, dst_port):
+    def remove_link(self, src: int, src_port: int, dst: int, dst_port: int) -> bool:
         """Ryu saw a link go (timeout or displaced). Ignored while the source port has a pending contradicting
         claim: that claim, not the link, is what changed (a forged LLDP displaces the real link in Ryu)."""
         link = Link(src, src_port, dst, dst_port)
@@ -139,7 +146,7 @@ class Topology:
             return False
         return self._drop((src, src_port))
 
-    def _admit(self, link):
+    def _admit(self, link: Link) -> None:
         self._drop_pending(lambda l: l == link)
         self._drop((link.src, link.src_port))  # a re-cabled port: forget where it led before
         self.links[(link.src, link.src_port)] = link
@@ -147,7 +154,7 @@ class Topology:
             ports = self._link_ends.setdefault(dpid, {})
             ports[port] = ports.get(port, 0) + 1
 
-    def _drop(self, key):
+    def _drop(self, key: tuple[int, int]) -> bool:
         """Forget the directed link leaving ``key`` = (dpid, port), keeping the endpoint index in step."""
         link = self.links.pop(key, None)
         if link is None:
@@ -161,12 +168,12 @@ class Topology:
                     del self._link_ends[dpid]
         return True
 
-    def _add_pending(self, link):
+    def _add_pending(self, link: Link) -> None:
         self.pending[(link.src, link.src_port)] = link
         for end in ((link.src, link.src_port), (link.dst, link.dst_port)):
             self._pending_ends[end] = self._pending_ends.get(end, 0) + 1
 
-    def _drop_pending(self, which):
+    def _drop_pending(self, which: Callable[[Link], bool]) -> None:
         for key, link in [(k, l) for k, l in self.pending.items() if which(l)]:
             del self.pending[key]
             for end in ((link.src, link.src_port), (link.dst, link.dst_port)):
@@ -174,7 +181,7 @@ class Topology:
                 if not self._pending_ends[end]:
                     del self._pending_ends[end]
 
-    def _admit_pending_pairs_at(self, end):
+    def _admit_pending_pairs_at(self, end: tuple[int, int]) -> bool:
         """A host left ``end``: pending link pairs through it that were held back only by that host go in."""
         admitted = False
         for link in [l for l in self.pending.values() if end in ((l.src, l.src_port), (l.dst, l.dst_port))]:
@@ -185,19 +192,19 @@ class Topology:
                     admitted = True
         return admitted
 
-    def is_fabric_port(self, dpid, port):
+    def is_fabric_port(self, dpid: int, port: int) -> bool:
         return port in self._link_ends.get(dpid, ())
 
-    def fabric_ports(self, dpid):
+    def fabric_ports(self, dpid: int) -> set[int]:
         return set(self._link_ends.get(dpid, ()))
 
-    def access_ports(self, dpid):
+    def access_ports(self, dpid: int) -> set[int]:
         """Live ports that face hosts: not fabric, and not an end of a pending link claim unless a host is bound
         there (a half-discovered fabric port must not be flooded into or make its switch look host-facing)."""
         return {p for p in self.ports.get(dpid, set()) - self.fabric_ports(dpid)
                 if (dpid, p) not in self._pending_ends or self._has_host_at(dpid, p)}
 
-    def live_links(self):
+    def live_links(self) -> list[Link]:
         """Links whose both directions are known and whose ports are up: the ones safe to forward over."""
         out = []
         for link in self.links.values():
@@ -214,7 +221,7 @@ class Topology:
         return out
 
     # -- hosts ----------------------------------------------------------------------------------------------
-    def claim(self, ip, mac, dpid, port):
+    def claim(self, ip: str, mac: str, dpid: int, port: int) -> Claim:
         """A packet from (dpid, port) says ``ip`` is at ``mac`` there. Binds it when that contradicts nothing
         alive; otherwise returns CONFLICT with the bindings it contradicts (same IP elsewhere or with another
         MAC, or the same MAC at another port) and changes nothing."""
@@ -230,11 +237,11 @@ class Topology:
         self.move_host(host, holders)
         return Claim(LEARNED)
 
-    def learn_host(self, ip, mac, dpid, port):
+    def learn_host(self, ip: str, mac: str, dpid: int, port: int) -> bool:
         """Learn a host seen on an access port. True when something changed; a conflicting claim is refused."""
         return self.claim(ip, mac, dpid, port).verdict == LEARNED
 
-    def conflicts(self, host):
+    def conflicts(self, host: Host) -> tuple[Host, ...]:
         """Bindings ``host`` contradicts: its IP bound elsewhere or to another MAC, its MAC bound at another port."""
         out = []
         held = self.hosts.get(host.ip)
@@ -246,11 +253,11 @@ class Topology:
                 out.append(other)
         return tuple(out)
 
-    def location_gone(self, host):
+    def location_gone(self, host: Host) -> bool:
         """The binding's port is down on a connected switch (a disconnected switch may still forward to it)."""
         return host.dpid in self.ports and host.port not in self.ports[host.dpid]
 
-    def move_host(self, host, replacing=()):
+    def move_host(self, host: Host, replacing: Iterable[Host] = ()) -> bool:
         """Bind ``host``, dropping the bindings it replaces (a confirmed move). True when something changed."""
         if not self._learnable(host.dpid, host.port):
             return False
@@ -259,15 +266,15 @@ class Topology:
                 self._unbind(old)
         if self.hosts.get(host.ip) == host:
             return False
-        old = self.hosts.get(host.ip)
-        if old is not None:
-            self._unbind(old)
+        held = self.hosts.get(host.ip)
+        if held is not None:
+            self._unbind(held)
         self.hosts[host.ip] = host
         self._by_mac.setdefault(host.mac, set()).add(host.ip)
         self._by_port.setdefault(host.location, set()).add(host.ip)
         return True
 
-    def forget_host(self, ip):
+    def forget_host(self, ip: str) -> bool:
         """Drop ``ip``'s binding (nothing else changes). True when there was one."""
         host = self.hosts.get(ip)
         if host is None:
@@ -275,8 +282,10 @@ class Topology:
         self._unbind(host)
         return True
 
-    def _unbind(self, host):
+    def _unbind(self, host: Host) -> None:
         self.hosts.pop(host.ip, None)
+        index: dict[Any, set[str]]  # by MAC or by (dpid, port)
+        key: Any
         for index, key in ((self._by_mac, host.mac), (self._by_port, host.location)):
             ips = index.get(key, set())
             ips.discard(host.ip)
@@ -285,31 +294,31 @@ class Topology:
                 if index is self._by_port:
                     self._admit_pending_pairs_at(key)
 
-    def _learnable(self, dpid, port):
+    def _learnable(self, dpid: int, port: int) -> bool:
         """Hosts are learned on live-switch access ports that no switch's LLDP arrived at."""
         if dpid not in self.ports or self.is_fabric_port(dpid, port):
             return False
         return not any(l.dst == dpid and l.dst_port == port for l in self._pending_at(dpid, port))
 
-    def _pending_at(self, dpid, port):
+    def _pending_at(self, dpid: int, port: int) -> Sequence[Link]:
         if (dpid, port) not in self._pending_ends:
             return ()
         return [l for l in self.pending.values() if (dpid, port) in ((l.src, l.src_port), (l.dst, l.dst_port))]
 
-    def _has_host_at(self, dpid, port):
+    def _has_host_at(self, dpid: int, port: int) -> bool:
         return bool(self.hosts_at(dpid, port))
 
-    def hosts_at(self, dpid, port):
+    def hosts_at(self, dpid: int, port: int) -> list[Host]:
         """Hosts bound at (dpid, port) (index entries are checked against ``hosts``, the one truth)."""
         found = (self.hosts.get(ip) for ip in sorted(self._by_port.get((dpid, port), ())))
         return [h for h in found if h is not None and h.location == (dpid, port)]
 
-    def host_by_mac(self, mac):
+    def host_by_mac(self, mac: str) -> Host | None:
         found = (self.hosts.get(ip) for ip in sorted(self._by_mac.get(mac, ())))
         return next((h for h in found if h is not None and h.mac == mac), None)
 
     # -- views ----------------------------------------------------------------------------------------------
-    def graph(self):
+    def graph(self) -> nx.Graph:
         """Undirected switch graph over live links; edge attribute ``ports`` maps each end to its port."""
         g = nx.Graph()
         g.add_nodes_from(self.ports)
@@ -318,12 +327,12 @@ class Topology:
             g.edges[link.src, link.dst].setdefault("ports", {})[link.src] = link.src_port
         return g
 
-    def access_switches(self):
+    def access_switches(self) -> set[int]:
         """Switches with hosts or with live ports that carry no fabric link (leaves / edge switches)."""
         with_hosts = {h.dpid for h in self.hosts.values()}
         return {d for d in self.ports if d in with_hosts or self.access_ports(d)}
 
-    def to_json(self, tiers):
+    def to_json(self, tiers: Mapping[int, str]) -> dict[str, list[dict[str, Any]]]:
         return {
             "switches": [{"dpid": d, "tier": tiers.get(d, "unknown")} for d in sorted(self.ports)],
             "links": [
