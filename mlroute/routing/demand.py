@@ -1,4 +1,4 @@
-"""Hedera's natural-demand estimator (Al-Fares et al., NSDI'10), as described in ANCHORS.md.
+"""Hedera's natural-demand estimator (Al-Fares et al., NSDI'10), as docs/paper.md describes it.
 
 Demands are fractions of host NIC capacity.  Repeat until nothing changes: every sender splits what its
 converged flows leave of its NIC equally among its unconverged flows; every oversubscribed receiver (sum of

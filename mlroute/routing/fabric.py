@@ -310,9 +310,6 @@ class Fabric:
     def n_links(self) -> int:
         return len(self.links)
 
-    def link_name(self, idx: int) -> tuple:
-        return self.links[idx]
-
     # ------------------------------------------------------------------ placement
     def _leaf_of_tor(self, tor) -> Hashable:
         hit = self._tor_cache.get(tor)
@@ -403,9 +400,6 @@ class Fabric:
     def is_live_link(self, u, v) -> bool:
         return (self.graph.has_edge(u, v) and frozenset((u, v)) not in self.failed_links
                 and u not in self.failed_nodes and v not in self.failed_nodes)
-
-    def live_switches(self) -> list:
-        return [n for n in self.node_list if n not in self.failed_nodes]
 
     def live_spines(self) -> list:
         """Live top-tier switches (spines of a Clos, cores of a fat-tree), in order."""

@@ -1,4 +1,4 @@
-"""The network-wide efficiency metric ("2-layered max-min fairness", PAPER.md) and routing reports.
+"""The network-wide efficiency metric ("2-layered max-min fairness", docs/paper.md) and routing reports.
 
 Layer 1: for a fixed routing, every flow gets its max-min fair rate over the directed links it crosses
 (:func:`water_fill`).  Layer 2: routings are ordered *leximin* by their sorted rate vectors
@@ -302,13 +302,6 @@ def compare(a, b, jobs=None, objective: str = "flow") -> int:
     if objective != "flow":
         raise ValueError(f"unknown objective {objective!r} (flow or job)")
     return leximin_compare(a, b)
-
-
-def link_loads(fabric, flows, paths) -> np.ndarray:
-    """Number of flows on every directed link (switch and NIC links)."""
-    links = routing_links(fabric, flows, paths)
-    flat = np.concatenate(links) if links else np.zeros(0, np.int64)
-    return np.bincount(flat, minlength=fabric.n_links)
 
 
 def report(fabric, flows, paths, jobs: dict | None = None, objective: str = "flow") -> dict:

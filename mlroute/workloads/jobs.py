@@ -13,7 +13,7 @@ A :class:`Job` is what the simulator (``mlroute.sim``) runs and what ``mlroute r
 Host ids are kept exactly as the input gave them (ints where the text is an integer); ``host_tor`` says under
 which ToR each host sits.
 
-The authors' format (PAPER.md)
+The authors' format (docs/paper.md)
 ------------------------------
 One flow per line, whitespace separated, ``#`` starts a comment::
 
@@ -30,7 +30,7 @@ that line (the authors' simulator ignores it as a comment).
 
 The paper's workloads (:func:`paper_jobs`)
 ------------------------------------------
-Models (PAPER.md): GPT-3 175B (TP 8 x PP 8), BLOOM 176B (TP 4 x PP 12), LLaMA-2 70B (TP 8 x PP 16); job ``j``
+Models (docs/paper.md): GPT-3 175B (TP 8 x PP 8), BLOOM 176B (TP 4 x PP 12), LLaMA-2 70B (TP 8 x PP 16); job ``j``
 trains ``models[j % len(models)]``. A job is ``ring`` data-parallel replicas of ``G = TP * PP`` GPUs; GPU
 position ``p`` of every replica belongs to ring ``p`` (``G`` rings of ``ring`` members, one member per replica).
 Per-step bytes = 4 * params / G / ring (fp32 gradients of the GPU's shard, split in ``ring`` chunks).
@@ -484,7 +484,7 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
     See the module docstring for the exact model and placement. ``kind="pipeline"`` generates the same
     replicas but as pipeline jobs: within each replica, each TP position's PP stages form a chain (stage i sends
     to stage i + 1), carrying activations of ``step_bytes = 4 * params / (TP * PP) / ring`` (the same size as the
-    all-reduce chunks, so the two kinds are comparable; activations sizes are not in PAPER.md)."""
+    all-reduce chunks, so the two kinds are comparable; activation sizes are not known from the paper)."""
     _check_paper_args(n_jobs, ring, tors, hosts_per_tor, models, iterations, gpus_per_host, start_min_s,
                       start_max_s, kind, placement)
     chosen = [MODELS[models[j % len(models)]] for j in range(n_jobs)]

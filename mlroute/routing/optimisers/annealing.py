@@ -1,4 +1,4 @@
-"""Simulated annealing, the paper's variant (PAPER.md, after Hedera).
+"""Simulated annealing, the paper's variant (docs/paper.md, after Hedera).
 
 State: one spine (top-tier switch; the option index of each flow's candidate list) per *destination host*;
 a flow to host d takes option ``state[d] mod (its number of candidate paths)`` -- on a uniform 2-tier Clos

@@ -1,4 +1,4 @@
-"""The edge-colouring baseline (PAPER.md): a proper Delta-edge-colouring of the leaf-pair multigraph.
+"""The edge-colouring baseline (docs/paper.md): a proper Delta-edge-colouring of the leaf-pair multigraph.
 
 Vertices: source leaves (left) and destination leaves (right); one edge per inter-leaf flow.  Konig gives a
 proper colouring with Delta colours (Delta = most inter-leaf flows leaving or entering one leaf).  Flow with

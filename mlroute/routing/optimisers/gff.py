@@ -1,4 +1,4 @@
-"""Hedera's Global First Fit (Al-Fares et al., NSDI'10), faithful form (ANCHORS.md).
+"""Hedera's Global First Fit (Al-Fares et al., NSDI'10), faithful form (docs/paper.md).
 
 Flows are taken in detection (input) order with their demand -- ``Flow.demand`` when given, else Hedera's
 natural-demand estimate (:func:`mlroute.routing.demand.estimate_demands`), as a fraction of host-link

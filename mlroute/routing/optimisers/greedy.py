@@ -1,4 +1,4 @@
-"""The paper's greedy (PAPER.md, "The paper's algorithm"), generalised to any tiered fabric.
+"""The paper's greedy (docs/paper.md, "The paper's greedy"), generalised to any tiered fabric.
 
 1. Group flows by source leaf and by destination leaf (2 x |leaves| groups).
 2. Take groups largest first; ties: source groups before destination groups, then leaf order.

@@ -143,7 +143,7 @@ def test_paper_models_and_sizes():
     (job,) = paper_jobs(1, 2, tors=64, hosts_per_tor=32, seed=3, models=("bloom",))
     assert job.model == "bloom" and job.kind == "allreduce"
     assert len(job.rings) == 48 and all(len(r) == 2 for r in job.rings)
-    assert job.step_bytes == pytest.approx(7.333e9, rel=1e-3)  # PAPER.md: BLOOM, n=2: 7.33 GB
+    assert job.step_bytes == pytest.approx(7.333e9, rel=1e-3)  # docs/paper.md: BLOOM, n=2: 7.33 GB
     assert job.compute_s == 1.24 and job.iterations == 11
     assert 1.0 <= job.start_s <= 10.0
     jobs = paper_jobs(3, 4, tors=64, hosts_per_tor=32, seed=0)
@@ -226,7 +226,7 @@ def test_writer_authors_node_ids(tmp_path):
     rows = [line.split() for line in text.splitlines() if not line.startswith("#")]
     assert len(rows) == 48 * 2
     for src, dst, st, dt, start, size, compute, stage in rows:
-        assert 96 <= int(src) <= 2143 and (int(src) - 96) // 32 == int(st)  # PAPER.md numbering
+        assert 96 <= int(src) <= 2143 and (int(src) - 96) // 32 == int(st)  # docs/paper.md numbering
         assert (int(dst) - 96) // 32 == int(dt)
         assert int(compute) == 1_240_000_000
     p = tmp_path / "bloom.txt"

@@ -1,4 +1,4 @@
-"""Standard traffic patterns (ANCHORS.md): shapes, seeding, errors, and the idealised k=4 figures."""
+"""Standard traffic patterns (docs/paper.md): shapes, seeding, errors, and the idealised k=4 figures."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_pattern_flows_from_a_fabric():
 
 @pytest.mark.parametrize("spec", ["stride:4", "stride:8", "stride:2", "randbij", "stride:1", "hotspot"])
 def test_best_single_path_routing_reaches_the_ideal_on_k4(spec):
-    """ANCHORS.md: on a k=4 fat-tree the best single-path routing reaches 100 % of the non-blocking ideal on
+    """docs/paper.md: on a k=4 fat-tree the best single-path routing reaches 100 % of the non-blocking ideal on
     stride 2/4/8 and random bijective traffic; stride 1 and hotspot are 100 % for every routing."""
     fab = Fabric.fattree(4)
     flows = pattern_flows(spec, seed=1, fabric=fab)
