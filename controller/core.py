@@ -76,6 +76,7 @@ class ControllerCore:
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()
         self._stale: set[int] = set()
+        self.syncing = False
 
     def live_graph(self) -> nx.Graph:
         """The live switch graph, rebuilt only after a switch, port or link event."""
@@ -180,7 +181,7 @@ class ControllerCore:
         else:
             self.accounting.observe(key, dpid, in_port)
         held = self.installed.get(dpid)
-        if held is None or self.recovering():
+        if held is None or self.recovering() or self.syncing:  # (a sync paused mid-way would overwrite it)
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
             return []
         graph = self.live_graph() if self.te.pinned else nx.Graph()
@@ -270,6 +271,13 @@ class ControllerCore:
     def sync(self) -> list[sync.Step]:
         """The rule changes that bring every connected, read-back switch to its desired state (in order); the
         shell sends them, with a barrier after each step whose phase needs one."""
+        self.syncing = True  # ``pause`` lets other handlers run meanwhile
+        try:
+            return self._sync()
+        finally:
+            self.syncing = False
+
+    def _sync(self) -> list[sync.Step]:
         self.dirty = False
         for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology):
             self.topology.learn_host(ip, mac, dpid, port)
