@@ -64,7 +64,7 @@ class MlrouteApp(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.config = CONFIG
-        self.core = ControllerCore(CONFIG, time.monotonic)
+        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: hub.sleep(0))  # long syncs yield
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
