@@ -98,7 +98,8 @@ def summarise(all_rows, algos, title):
         ratio = [r[a]["runtime_ms"] / r["greedy"]["runtime_ms"] for r in all_rows if a in r and "greedy" in r]
         hit = sum(1 for r in rs if r["bound"] is not None and r["max_link_load"] == r["bound"])
         with_bound = sum(1 for r in rs if r["bound"] is not None)
-        excess = np.mean([r["max_link_load"] - r["bound"] for r in rs if r["bound"] is not None]) if with_bound else float("nan")
+        excess = (np.mean([r["max_link_load"] - r["bound"] for r in rs if r["bound"] is not None]) if with_bound
+                  else float("nan"))
         ars = [r["ar_mean"] for r in rs if np.isfinite(r["ar_mean"])]
         ar_txt = (f"{np.mean(ars):.3f} / {max(r['ar_max'] for r in rs if np.isfinite(r['ar_max'])):.3f}"
                   if ars else "- (no jobs)")
@@ -214,9 +215,10 @@ def main(argv=None):
         rows["case"] = f"{n_jobs} jobs, ring {ring}, {failed} failed, {len(flows)} flows, {g} GPU/host"
         all_rows.append(rows)
         m, gr = rows["mlroute"], rows["greedy"]
+        ilp = rows.get("ilp")
         print(f"  {rows['case']:<52} bound {m['bound']}  greedy {gr['max_link_load']} ({gr['runtime_ms']:.1f} ms)"
               f"  mlroute {m['max_link_load']} ({m['runtime_ms']:.1f} ms)"
-              + (f"  ilp {rows['ilp']['max_link_load']}{'*' if rows['ilp']['proved_optimal'] else ''}" if "ilp" in rows else ""),
+              + (f"  ilp {ilp['max_link_load']}{'*' if ilp['proved_optimal'] else ''}" if ilp else ""),
               flush=True)
     summarise(all_rows, algos, f"Paper grid ({len(grid)} instances)")
     ratios = [(r["mlroute"]["runtime_ms"] / r["greedy"]["runtime_ms"], int(r["case"].split(", ")[3].split()[0]))

@@ -196,7 +196,8 @@ def _print_table(out: dict) -> None:
     rows = [
         ("algo", out["algo"] + ("" if out["objective"] == "flow" else " (job objective)")),
         ("flows", str(out["flows"])),
-        ("max link load", f"{out['max_link_load']}" + (f"   (lower bound ceil(Delta/S) = {bound})" if bound is not None else "")),
+        ("max link load", f"{out['max_link_load']}"
+         + (f"   (lower bound ceil(Delta/S) = {bound})" if bound is not None else "")),
         ("links at max load", str(out["links_at_max"])),
         ("flows sharing a link", str(out["flows_sharing"])),
         ("min rate", rate(out["min_rate"])),

@@ -16,7 +16,7 @@ class Iperf3Flows:
         self.pairs = list(pairs)
         self.seconds = seconds
         self.servers, self.clients = [], []
-        for i, (src, dst) in enumerate(self.pairs):
+        for i, (_, dst) in enumerate(self.pairs):
             self.servers.append(net.get(dst).popen(["iperf3", "-s", "-1", "-p", str(base_port + i)]))
         time.sleep(0.5)
         for i, (src, dst) in enumerate(self.pairs):
@@ -58,7 +58,8 @@ def total_mbps(report):
 def steady_mbps(report, warmup_s):
     """Mean rate over the 1-second intervals that start after ``warmup_s`` (the steady part of the run)."""
     try:
-        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"] if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
+        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"]
+                 if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
     except (KeyError, TypeError):
         return 0.0
     return sum(rates) / len(rates) / 1e6 if rates else 0.0
@@ -86,7 +87,7 @@ class RingAllReduce:
         """Per ring, per iteration: the iteration's all-reduce time (slowest rank), in seconds."""
         per_ring = {j: {} for j in range(len(self.rings))}
         deadline = time.time() + self.timeout
-        for j, rank, proc in self.procs:
+        for j, _rank, proc in self.procs:
             try:
                 out, _ = proc.communicate(timeout=max(1, deadline - time.time()))
             except Exception:

@@ -9,7 +9,7 @@ fair allocation on an ideal non-blocking switch ("the non-blocking ideal" of a t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

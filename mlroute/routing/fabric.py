@@ -23,8 +23,8 @@ host h sits under edge switch h // (k/2) (``fabric.leaves`` is in that order).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable
 
 import networkx as nx
 import numpy as np
@@ -218,7 +218,7 @@ class Fabric:
             caps.append(c)
             self.links.append((v, u))
             caps.append(c)
-        self.link_index = {l: i for i, l in enumerate(self.links)}
+        self.link_index = {link: i for i, link in enumerate(self.links)}
         self.n_switch_links = len(self.links)
         self._caps = caps
         self._cap_array: np.ndarray | None = None
@@ -436,7 +436,7 @@ class Fabric:
 
     def _uniform_two_tier(self) -> bool:
         if self.n_tiers != 2 or self.failed_links and any(
-            not (set(l) & self.failed_nodes) for l in self.failed_links
+            not (set(link) & self.failed_nodes) for link in self.failed_links
         ):
             return False
         caps = self._caps[: self.n_switch_links]

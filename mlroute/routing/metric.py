@@ -11,7 +11,8 @@ Rates are in the same unit as the capacities (with the generators' unit capaciti
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def _csr(flow_links: Sequence[np.ndarray]):
     return flat, owner, lens
 
 
-def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands: np.ndarray | None = None) -> np.ndarray:
+def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray,
+               demands: np.ndarray | None = None) -> np.ndarray:
     """Max-min fair rates of flows that each cross a fixed set of links (progressive filling).
 
     ``flow_links[i]`` are the link indices flow i crosses (a link listed twice counts twice); a 2-D array
@@ -40,8 +42,9 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray, demands
     capacities (``(cap - frozen rate on the link) / unfrozen flows on the link``), not by accumulating
     increments, so flows bottlenecked together get bit-identical rates and ties are exact.  Every link whose
     level is within a relative ``REL_TOL`` (:mod:`mlroute.tolerances`) of the minimum saturates in the same
-    step.  A flow that crosses no link gets its demand, or ``inf`` if it has none.  Runs level by level with numpy (O(levels x incidences));
-    a big instance that needs many levels finishes event-driven with a heap (O(incidences x log links)).
+    step.  A flow that crosses no link gets its demand, or ``inf`` if it has none.  Runs level by level with
+    numpy (O(levels x incidences)); a big instance that needs many levels finishes event-driven with a heap
+    (O(incidences x log links)).
     """
     n = len(flow_links)
     caps = np.asarray(capacities, dtype=float)
@@ -132,8 +135,8 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
     rt = rate.tolist()
     dm = dem.tolist()
     heap = []
-    for l in np.flatnonzero(np.asarray(cnt) > 0).tolist():
-        heap.append((max(cap[l] - fload[l], 0.0) / cnt[l], l))
+    for link in np.flatnonzero(np.asarray(cnt) > 0).tolist():
+        heap.append((max(cap[link] - fload[link], 0.0) / cnt[link], link))
     for i in np.flatnonzero(active & np.isfinite(dem)).tolist():
         heap.append((dm[i], -1 - i))
     heapq.heapify(heap)
@@ -188,9 +191,9 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
         remaining -= len(frozen)
         for i in frozen:
             r = rt[i]
-            for l in flow_links[fstart[i]:fstart[i + 1]]:
-                fload[l] += r
-                cnt[l] -= 1
+            for link in flow_links[fstart[i]:fstart[i + 1]]:
+                fload[link] += r
+                cnt[link] -= 1
     for i in range(n):
         if act[i]:
             rt[i] = math.inf
@@ -334,7 +337,7 @@ def report(fabric, flows, paths, jobs: dict | None = None, objective: str = "flo
     max_load = int(sw.max()) if len(sw) else 0
     shared_links = np.zeros(len(caps), dtype=bool)
     shared_links[:n_sw] = sw >= 2
-    sharing = sum(1 for l in links if len(l) and shared_links[l].any())
+    sharing = sum(1 for fl in links if len(fl) and shared_links[fl].any())
     ideal = estimate_demands(flows) * fabric.host_capacity
     ideal = np.minimum(ideal, dem)
     finite = np.isfinite(r)
@@ -371,7 +374,8 @@ def report(fabric, flows, paths, jobs: dict | None = None, objective: str = "flo
             spec = jobs.get(job) or {}
             if {"ring", "bytes", "capacity_Bps"} <= set(spec) and slow > 0:
                 n = int(spec["ring"])
-                entry["allreduce_time_s"] = 2 * (n - 1) * (float(spec["bytes"]) / n) / (slow * float(spec["capacity_Bps"]))
+                entry["allreduce_time_s"] = (2 * (n - 1) * (float(spec["bytes"]) / n)
+                                             / (slow * float(spec["capacity_Bps"])))
             jout[job] = entry
         out["jobs"] = jout
     return out

@@ -347,7 +347,7 @@ def mlroute_vs(runs, other="greedy"):
     byc = _by_cell(runs)
     better = equal = worse = 0
     gains, losses = [], []
-    for c, d in byc.items():
+    for d in byc.values():
         if "mlroute" in d and other in d:
             m, g = d["mlroute"]["norm_mean"], d[other]["norm_mean"]
             if m < g * (1 - REPORT_REL_TOL):

@@ -1,12 +1,12 @@
 """The paper's evaluation grid, run through the simulator, and its Markdown + PNG report.
 
-Grid (the paper's evaluation, docs/paper.md): 1-5 concurrent jobs x ring 2/4/8 x 0/1/4/8 failed spines x every algorithm, on the
-64 ToR x 32 spine x 32 host Clos at 100 Gb/s, 11 iterations per job. Seeds: the workload of a (jobs, ring) cell
-is ``paper_jobs(jobs, ring, seed=seed + 100 * jobs + ring)``; the same workload is used for every failure count
-and algorithm (paired comparison). Failed spines are the last ones (0/1/4/8 -> spines 31, 28-31, 24-31), from
-time 0. Where the jobs do not fit one GPU per host NIC (4-5 jobs of ring 8 need more ToRs of their own than the 64 there are), the
-cell uses the smallest GPUs-per-host packing that fits (:func:`mlroute.workloads.jobs.min_gpus_per_host`)
-and the report says so.
+Grid (the paper's evaluation, docs/paper.md): 1-5 concurrent jobs x ring 2/4/8 x 0/1/4/8 failed spines x every
+algorithm, on the 64 ToR x 32 spine x 32 host Clos at 100 Gb/s, 11 iterations per job. Seeds: the workload of a
+(jobs, ring) cell is ``paper_jobs(jobs, ring, seed=seed + 100 * jobs + ring)``; the same workload is used for
+every failure count and algorithm (paired comparison). Failed spines are the last ones (0/1/4/8 -> spines 31,
+28-31, 24-31), from time 0. Where the jobs do not fit one GPU per host NIC (4-5 jobs of ring 8 need more ToRs of
+their own than the 64 there are), the cell uses the smallest GPUs-per-host packing that fits
+(:func:`mlroute.workloads.jobs.min_gpus_per_host`) and the report says so.
 
 ``ilp`` runs where it finishes: before a cell's ILP simulation, one probe solve over all flows of the cell (every
 job live, the most the controller ever routes at once) must prove optimality within ``ilp_time_limit``; if it
@@ -22,7 +22,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 

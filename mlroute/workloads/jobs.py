@@ -52,9 +52,9 @@ whole fabric, so replicas and jobs share ToRs and some ring edges stay inside a 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 

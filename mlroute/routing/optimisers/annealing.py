@@ -4,8 +4,8 @@ State: one spine (top-tier switch; the option index of each flow's candidate lis
 a flow to host d takes option ``state[d] mod (its number of candidate paths)`` -- on a uniform 2-tier Clos
 that is live spine ``state[d]``.  A move swaps the states of two random destination hosts.  Energy =
 (max link load) x (number of links at that max).  Temperature starts at 1000 and is multiplied by 0.99 per
-step until it drops below 0.1 (917 steps, :func:`planned_steps`); a move is accepted if it lowers the energy or with probability
-exp(-dE / T).  The best state seen is returned.  Seeded and deterministic.
+step until it drops below 0.1 (917 steps, :func:`planned_steps`); a move is accepted if it lowers the energy
+or with probability exp(-dE / T).  The best state seen is returned.  Seeded and deterministic.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -28,7 +28,8 @@ class Routing:
         """Indices of flows whose path differs from ``previous`` (what a controller must push)."""
         if previous is None:
             return list(range(len(self.paths)))
-        return [i for i, (p, q) in enumerate(zip(self.paths, previous)) if p is None or q is None or tuple(p) != tuple(q)]
+        return [i for i, (p, q) in enumerate(zip(self.paths, previous))
+                if p is None or q is None or tuple(p) != tuple(q)]
 
 
 class Problem:

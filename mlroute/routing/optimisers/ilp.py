@@ -41,9 +41,9 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         rows_eq.extend([j] * p)
         cols_eq.extend(range(nvar, nvar + p))
         for q in range(p):
-            for l in opts[q].tolist():
-                if l != prob.dummy:
-                    rows_ld.append(l)
+            for link in opts[q].tolist():
+                if link != prob.dummy:
+                    rows_ld.append(link)
                     cols_ld.append(nvar + q)
         nvar += p
     alpha = nvar

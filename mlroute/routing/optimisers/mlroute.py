@@ -658,17 +658,13 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
                 oa, ob = aa[j], bb[j]
                 affected = set(members.get(oa, ())) | set(members.get(ob, ())) | \
                     set(members.get(na, ())) | set(members.get(nb, ())) | {j}
-
-                def hot_count(ld_):
-                    return sum(1 for g in affected if ld_[aa[g]] == m or ld_[bb[g]] == m)
-
-                before = hot_count(ld_list)
+                before = _hot_count(affected, ld_list, aa, bb, m)
                 ld_list[oa] -= 1
                 ld_list[ob] -= 1
                 ld_list[na] += 1
                 ld_list[nb] += 1
                 aa[j], bb[j] = na, nb
-                after = hot_count(ld_list)
+                after = _hot_count(affected, ld_list, aa, bb, m)
                 if after < before:
                     members[oa].remove(j)
                     members[ob].remove(j)
@@ -688,6 +684,11 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
         if not moved:
             break
     return choice, moves
+
+
+def _hot_count(flows: set, loads: list, up: list, down: list, m: int) -> int:
+    """How many of ``flows`` cross a link at load ``m`` (their uplink ``up[g]`` or downlink ``down[g]``)."""
+    return sum(1 for g in flows if loads[up[g]] == m or loads[down[g]] == m)
 
 
 def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,

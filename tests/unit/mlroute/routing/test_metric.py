@@ -13,8 +13,7 @@ import mlroute.routing.metric as metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
-from mlroute.routing.metric import (compare, job_leximin_compare, job_rates, leximin_compare, rates, report,
-                                       water_fill)
+from mlroute.routing.metric import compare, job_leximin_compare, job_rates, leximin_compare, rates, report, water_fill
 
 
 def reference_max_min(flow_links, caps, demands=None):
@@ -31,8 +30,8 @@ def reference_max_min(flow_links, caps, demands=None):
     level = Fraction(0)
     while active:
         best = None
-        for l, c in enumerate(caps):
-            users = [i for i in range(n) for x in flow_links[i] if x == l]
+        for link, c in enumerate(caps):
+            users = [i for i in range(n) for x in flow_links[i] if x == link]
             act = [i for i in users if i in active]
             if not act:
                 continue
@@ -44,8 +43,8 @@ def reference_max_min(flow_links, caps, demands=None):
                 best = dem[i] if best is None else min(best, dem[i])
         level = best
         newly = set()
-        for l, c in enumerate(caps):
-            users = [i for i in range(n) for x in flow_links[i] if x == l]
+        for link, c in enumerate(caps):
+            users = [i for i in range(n) for x in flow_links[i] if x == link]
             act = [i for i in users if i in active]
             if act:
                 frozen = sum((rate[i] for i in users if i not in active), Fraction(0))
@@ -64,8 +63,8 @@ def tiny_network(draw):
     caps = draw(st.lists(st.sampled_from([Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3)]),
                          min_size=n_links, max_size=n_links))
     flows = draw(st.lists(st.lists(st.integers(0, n_links - 1), min_size=0, max_size=3), min_size=1, max_size=7))
-    dem = draw(st.one_of(st.none(), st.lists(st.one_of(st.none(), st.sampled_from([Fraction(1, 4), Fraction(1, 3), Fraction(1)])),
-                                              min_size=len(flows), max_size=len(flows))))
+    one = st.one_of(st.none(), st.sampled_from([Fraction(1, 4), Fraction(1, 3), Fraction(1)]))
+    dem = draw(st.one_of(st.none(), st.lists(one, min_size=len(flows), max_size=len(flows))))
     return flows, caps, dem
 
 
@@ -90,16 +89,17 @@ def test_water_fill_is_max_min_fair(net):
     r = water_fill([np.array(f, dtype=np.int64) for f in flows], np.array([float(c) for c in caps]), d)
     load = np.zeros(len(caps))
     for i, f in enumerate(flows):
-        for l in f:
-            load[l] += r[i] if np.isfinite(r[i]) else 0
+        for link in f:
+            load[link] += r[i] if np.isfinite(r[i]) else 0
     assert (load <= np.array([float(c) for c in caps]) + 1e-9).all()
     for i, f in enumerate(flows):
         if not f:
             continue
         if d is not None and r[i] >= d[i] - 1e-12:
             continue
-        bottleneck = any(abs(load[l] - float(caps[l])) < 1e-9 and all(r[j] <= r[i] + 1e-12 for j, g in enumerate(flows) if l in g)
-                         for l in f)
+        bottleneck = any(abs(load[link] - float(caps[link])) < 1e-9
+                         and all(r[j] <= r[i] + 1e-12 for j, g in enumerate(flows) if link in g)
+                         for link in f)
         assert bottleneck, (i, r)
 
 
@@ -134,7 +134,8 @@ def test_hedera_worked_example():
     assert d.sum() == pytest.approx(5 / 3)
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)).filter(lambda p: p[0] != p[1]), min_size=1, max_size=15))
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)).filter(lambda p: p[0] != p[1]), min_size=1,
+                max_size=15))
 def test_hedera_estimator_is_nic_limited_max_min(pairs):
     flows = [Flow(a, b) for a, b in pairs]
     links = [np.array([a, 6 + b]) for a, b in pairs]

@@ -138,7 +138,8 @@ def test_malformed_traffic_file_names_file_and_line(tmp_path, capsys):
 
 
 def test_pipeline_jobs_and_period_mode(capsys):
-    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--kind", "pipeline", "--gpus-per-host", "8",
+    rc, out, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--models", "gpt3", "--kind", "pipeline",
+                           "--gpus-per-host", "8",
                            "--algo", "mlroute", "--iterations", "2", "--mode", "period", "--period", "0.5", "--json")
     assert rc == 0, err
     d = json.loads(out)

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from mlroute.routing.flow import Flow
-from mlroute.workloads.flowfile import (FlowFileError, is_flow_file, read_flow_file,
-                                           read_flow_file_with_origins, write_flow_file)
+from mlroute.workloads.flowfile import (
+    FlowFileError,
+    is_flow_file,
+    read_flow_file,
+    read_flow_file_with_origins,
+    write_flow_file,
+)
 
 
 def test_yaml_both_layouts(tmp_path):

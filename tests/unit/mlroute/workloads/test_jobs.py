@@ -13,7 +13,6 @@ from mlroute.workloads.jobs import (
     jobs_to_flows,
     min_gpus_per_host,
     paper_jobs,
-    read_traffic_file,
     read_traffic_files,
     write_traffic_files,
 )
@@ -225,7 +224,7 @@ def test_writer_authors_node_ids(tmp_path):
     text = format_traffic(job, host_id=lambda h: authors_node_id(h, 64, 32))
     rows = [line.split() for line in text.splitlines() if not line.startswith("#")]
     assert len(rows) == 48 * 2
-    for src, dst, st, dt, start, size, compute, stage in rows:
+    for src, dst, st, dt, _start, _size, compute, _stage in rows:
         assert 96 <= int(src) <= 2143 and (int(src) - 96) // 32 == int(st)  # docs/paper.md numbering
         assert (int(dst) - 96) // 32 == int(dt)
         assert int(compute) == 1_240_000_000
