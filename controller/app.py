@@ -23,21 +23,18 @@ from ryu.topology import switches  # noqa: F401  (registers --observe-links; req
 
 from controller import config as mlconfig
 from controller import ofmsg
-from controller.core import ControllerCore
+from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import MalformedStats, StatsAssembler, sample_from_stat
-from controller.packet_in import ArpReply, Forward
+from controller.optimiser_runner import OptimiserRunner
+from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
 from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
 
 LOG = logging.getLogger("mlroute")
 CONF = cfg.CONF
 
-try:
-    CONFIG = mlconfig.load()
-except mlconfig.ConfigError as exc:
-    sys.stderr.write(f"mlroute: invalid configuration: {exc}\n")
-    raise SystemExit(2) from None
+CONFIG = mlconfig.load_or_exit()  # a bad file: one line naming file:line:key, exit status 2
 
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.
@@ -64,7 +61,11 @@ class MlrouteApp(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.config = CONFIG
-        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: hub.sleep(0))  # long syncs yield
+        runner = OptimiserRunner(time_budget_s(CONFIG)) if CONFIG["te"]["mode"] != "ecmp" else None
+        if runner is not None:
+            runner.start()  # warms up in its own process while the switches connect
+        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: hub.sleep(0),  # long syncs yield
+                                   runner=runner)
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
@@ -137,13 +138,19 @@ class MlrouteApp(app_manager.RyuApp):
         self.core.metrics.packet_in.labels(kind).inc()
         if pkt is None:
             return  # LLDP is Ryu's topology app's business; anything else is not ours
-        for action in self.core.packet(pkt).actions:
+        self._send_actions(self.core.packet(pkt).actions, msg.data)
+        self.wake()
+
+    def _send_actions(self, actions, data=None):
+        """Packet-outs for the core's packet decisions (replies, forwards of ``data``, probes)."""
+        for action in actions:
             target = self.datapaths.get(action.dpid)
             if target is not None and isinstance(action, ArpReply):
                 target.send_msg(ofmsg.packet_out(target, action.port, ofmsg.arp_reply_frame(action)))
-            elif target is not None and isinstance(action, Forward):
-                target.send_msg(ofmsg.packet_out(target, action.port, msg.data))
-        self.wake()
+            elif target is not None and isinstance(action, Forward) and data is not None:
+                target.send_msg(ofmsg.packet_out(target, action.port, data))
+            elif target is not None and isinstance(action, ArpProbe):
+                target.send_msg(ofmsg.packet_out(target, action.port, action.frame))
 
     def _new_transport_flow(self, msg):
         try:
@@ -222,6 +229,11 @@ class MlrouteApp(app_manager.RyuApp):
     def error_handler(self, ev):
         LOG.warning("switch %s: OpenFlow error type=%s code=%s", ev.msg.datapath.id, ev.msg.type, ev.msg.code)
 
+    def stop(self):
+        if self.core.runner is not None:
+            self.core.runner.close()  # the optimiser's worker process goes with the app
+        super().stop()
+
     # -- loops -----------------------------------------------------------------------------------------------
     def wake(self):
         if self.core.dirty:
@@ -283,6 +295,7 @@ class MlrouteApp(app_manager.RyuApp):
                     if dpid in self.datapaths:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 hub.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
+                self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
                 self.core.te_step()
                 self.core.metrics.set_link_utilisation(self.links_json())
                 self.wake()

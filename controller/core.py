@@ -22,6 +22,7 @@ from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.plan_state import PlanState
+from controller.optimiser_runner import DONE, LATE, OptimiserRunner
 from controller.packet_in import Decision, PacketIn, PacketInHandler
 from controller.recovery import Recovered
 from controller.rules import Change, FlowRule, GroupRule, SwitchRules
@@ -37,12 +38,19 @@ READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its table
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
 
+def time_budget_s(config: Mapping[str, Any]) -> float:
+    """How long an optimiser may search: ``te.time_budget_s``, else the poll interval."""
+    return config["te"].get("time_budget_s") or config["te"]["poll_interval_s"]
+
+
 class ControllerCore:
     """What the controller knows and decides; ``config`` is the validated configuration (controller.config)."""
 
     def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
-                 pause: Callable[[], None] | None = None):
-        """``pause`` is called now and then during long work (the shell passes a green-thread yield)."""
+                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None):
+        """``pause`` is called now and then during long work (the shell passes a green-thread yield);
+        ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
+        event loop); without one they run in the caller."""
         tecfg = config["te"]
         self.config = config
         self.clock = clock
@@ -55,7 +63,9 @@ class ControllerCore:
         self.accounting = Accounting()
         self.monitor = FlowMonitor(MonitorConfig(tecfg["elephant_threshold"] * self.host_bps,
                                                  tecfg["elephant_polls"], tecfg["pattern_memory_s"]))
-        self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"])
+        self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
+                                     time_limit=time_budget_s(config))
+        self.runner = runner if tecfg["mode"] != "ecmp" else None
         self.jobs: list[dict] = list(config["jobs"])
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
@@ -166,8 +176,28 @@ class ControllerCore:
         if decision.learned:
             host = self.topology.hosts[pkt.src_ip]
             LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
-            self.dirty = True
+        self._hosts_decided(decision)
         return decision
+
+    def housekeeping(self) -> Decision:
+        """Periodic: settle pending host moves by the clock (probes to resend, moves confirmed); the shell
+        sends the decision's actions."""
+        decision = self.packet_in.tick()
+        self._hosts_decided(decision)
+        return decision
+
+    def _hosts_decided(self, decision: Decision) -> None:
+        for host in decision.moved:
+            LOG.info("host %s (%s) moved to switch %s port %s: its old location did not answer", host.ip,
+                     host.mac, host.dpid, host.port)
+        for refused in decision.refused:
+            c = refused.claim
+            LOG.warning("refused claim: %s (%s) at switch %s port %s contradicts %s: %s", c.ip, c.mac, c.dpid,
+                        c.port, ", ".join(f"{h.ip} ({h.mac}) at {h.dpid}:{h.port}" for h in refused.holders),
+                        refused.reason)
+            self.metrics.packet_in.labels("refused_claim").inc()
+        if decision.changed:
+            self.dirty = True
 
     def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
@@ -217,8 +247,11 @@ class ControllerCore:
     def fabric(self):
         return te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
 
-    def te_step(self) -> te.TEResult:
-        """One traffic-engineering decision; marks the rules dirty when the pinned routing changed."""
+    def te_step(self, wait: bool = False) -> te.TEResult:
+        """One traffic-engineering decision; marks the rules dirty when the pinned routing changed. With a
+        runner the decision is made in its worker: the periodic call takes the previous one's result and hands
+        over the current inputs; ``wait`` (REST /recompute) waits for a decision on the current inputs, within
+        the runner's deadline (a green wait under Ryu: the event loop runs meanwhile)."""
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
         fractions = list(estimate_demands([Flow(st.key.src_ip, st.key.dst_ip) for st in elephants])) \
@@ -228,8 +261,13 @@ class ControllerCore:
         previous_count = self.te.last.elephants if self.te.last else 0
         self._restore_pins([st.key for st in elephants])
         previous_pins = dict(self.te.pinned)
-        result = self.te.step(self.fabric(), [(st.key, float(f)) for st, f in zip(elephants, fractions)],
-                              self.jobs_by_host())
+        args = (self.fabric(), [(st.key, float(f)) for st, f in zip(elephants, fractions)], self.jobs_by_host())
+        if self.runner is None:
+            result = self.te.step(*args)
+        else:
+            result = self._step_off_loop(args, wait)
+            if result is None:
+                return te.TEResult(False, elephants=len(elephants), reason="deciding in the optimiser worker")
         if self.te.pinned != previous_pins:
             self.dirty = True
         self._record(result, len(elephants))
@@ -240,6 +278,29 @@ class ControllerCore:
                      b.get("max_link_load"), a.get("max_link_load"), b.get("min_rate", 0) / 1e6,
                      a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
         return result
+
+    def _step_off_loop(self, args: tuple, wait: bool) -> te.TEResult | None:
+        """Take the worker's finished decision (applied here, in the loop), then hand it the current inputs.
+        None while no decision finished; a late one is dropped and the routing in force stays."""
+        runner = self.runner
+        result = self._take(runner.poll())
+        if wait:
+            if runner.busy:  # a decision on older inputs first
+                result = self._take(runner.wait(runner.deadline_s) or runner.poll()) or result
+            runner.wait_ready(runner.deadline_s)
+        if not runner.busy and runner.submit(self.te, *args) and wait:
+            result = self._take(runner.wait(runner.deadline_s) or runner.poll())
+        return result
+
+    def _take(self, outcome) -> te.TEResult | None:
+        if outcome is None:
+            return None
+        if outcome.status == DONE:
+            OptimiserRunner.apply(self.te, outcome)
+            return outcome.result
+        LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
+                    "ran late" if outcome.status == LATE else "failed", outcome.error)
+        return None
 
     def _restore_pins(self, keys: list[FlowKey]) -> None:
         """Elephants whose pinned rules survived a restart keep those paths (the TE step then judges them
@@ -316,7 +377,8 @@ class ControllerCore:
         return self.found_state and self.clock() < self.recovery_ends
 
     def _update_tiers(self, graph) -> None:
-        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"])
+        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"], previous=self.tiers,
+                             hosted=self._host_switches)  # a half-known graph keeps the tiers it agrees with
         previous, self.tiers = self.tiers, result
         if previous is not None and (previous.kind, previous.reason) == (result.kind, result.reason):
             return

@@ -11,7 +11,6 @@ import logging
 from ryu.app.wsgi import ControllerBase, route
 from webob import Response
 
-from controller import config as mlconfig
 from controller import rest_input, webui
 
 LOG = logging.getLogger("mlroute")
@@ -64,13 +63,12 @@ class RestController(ControllerBase):
         denied = self._authorise(req)
         if denied:
             return denied
-        try:
-            body = json.loads(req.body or b"{}")
-            jobs = mlconfig._jobs(body.get("jobs") if isinstance(body, dict) else None, "request body")
-        except (ValueError, mlconfig.ConfigError) as exc:
-            return _json({"error": str(exc)}, 400)
-        self.core.jobs = jobs
+        jobs, error = rest_input.parse_jobs(req.content_length, req.body_file.read)  # bounded, all or nothing
+        if error is not None:
+            return _json(error[1], error[0])
+        self.core.set_jobs(jobs)  # a job event: ended jobs' flows leave, a decision follows at once
         LOG.info("jobs set over REST: %s", ", ".join(j["name"] for j in jobs) or "none")
+        self.app.wake()
         return _json({"jobs": jobs})
 
     @route("mlroute", "/mlroute/recompute", methods=["POST"])
@@ -78,7 +76,7 @@ class RestController(ControllerBase):
         denied = self._authorise(req)
         if denied:
             return denied
-        result = self.core.te_step()
+        result = self.core.te_step(wait=True)
         self.app.wake()
         return _json({"applied": result.applied, "reason": result.reason, "moved": len(result.moved),
                       "elephants": result.elephants, "optimiser_ms": 1e3 * result.runtime_s})

@@ -182,7 +182,7 @@ def pin_stride4(lab):
     lab.app.resync()
     for seconds in (2, 4, 6):  # three polls at 10 Mb/s: elephants after two
         poll(lab, STRIDE4, seconds)
-    result = lab.app.core.te_step()
+    result = lab.app.core.te_step(wait=True)  # the decision is made in the optimiser's worker
     lab.app.resync()
     return result
 
@@ -214,7 +214,7 @@ def test_a_restarted_controller_relearns_hosts_flows_and_pins_from_the_tables_wi
         {ip: (h.dpid, h.port) for ip, h in lab.ref.hosts.items()}
     assert set(core.accounting) == set(STRIDE4)
     poll(new, STRIDE4, 8)  # one poll after the restart
-    result = core.te_step()
+    result = core.te_step(wait=True)
     assert core.te.pinned == pinned and not result.moved
     core.recovery_ends = 0  # recovery over: from now on the diff may modify and delete
     new.app.resync()
