@@ -10,6 +10,9 @@ inference, tiers that the graph known so far still agrees with are kept, so no t
 traffic engineering off and drops every pin.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -29,16 +32,17 @@ TIER_NAMES = {
 @dataclass
 class TierInference:
     kind: str  # LEAF_SPINE, FAT_TREE or UNKNOWN
-    tiers: dict = field(default_factory=dict)  # dpid -> tier name
+    tiers: dict[int, str] = field(default_factory=dict)  # dpid -> tier name
     reason: str = ""
-    levels: dict = field(default_factory=dict)  # dpid -> hops from the host-facing tier (0 = leaf / edge)
+    levels: dict[int, int] = field(default_factory=dict)  # dpid -> hops from the host-facing tier (0 = leaf / edge)
 
     @property
-    def is_clos(self):
+    def is_clos(self) -> bool:
         return self.kind != UNKNOWN
 
 
-def infer_tiers(graph, access_switches, pinned=None, previous=None, hosted=()):
+def infer_tiers(graph: nx.Graph, access_switches: Iterable[int], pinned: Mapping[int, str] | None = None,
+                previous: TierInference | None = None, hosted: Iterable[int] = ()) -> TierInference:
     """Classify ``graph`` (undirected switch graph) given the host-facing switches.
 
     ``pinned`` (dpid -> tier name, from configuration) overrides inference for odd labs; the layout is then
@@ -59,10 +63,11 @@ def infer_tiers(graph, access_switches, pinned=None, previous=None, hosted=()):
     fresh = _from_graph(graph, switches, (set(access_switches) & switches) - upper)
     if not before or fresh.is_clos and all(fresh.levels[d] == before[d] for d in switches if d in before):
         return fresh
+    assert previous is not None  # ``before`` is non-empty only with a previous Clos
     return _kept(graph, switches, before, previous.kind) or fresh
 
 
-def _kept(graph, switches, before, kind):
+def _kept(graph: nx.Graph, switches: set[int], before: Mapping[int, int], kind: str) -> TierInference | None:
     """The previous levels, when the graph known so far agrees with them (every switch placed, every link
     between adjacent levels, the top level still there); else None: the fabric really changed."""
     if not switches <= set(before):
@@ -75,7 +80,7 @@ def _kept(graph, switches, before, kind):
     return TierInference(kind, _named(level, switches, kind), levels=level)
 
 
-def _from_graph(graph, switches, bottom):
+def _from_graph(graph: nx.Graph, switches: set[int], bottom: set[int]) -> TierInference:
     if not bottom:
         return TierInference(UNKNOWN, {d: "unknown" for d in switches}, "no host-facing switch")
     level = nx.multi_source_dijkstra_path_length(graph, bottom, weight=None)
@@ -97,13 +102,13 @@ def _from_graph(graph, switches, bottom):
     return TierInference(kind, _named(level, switches, kind), levels=dict(level))
 
 
-def _named(level, switches, kind):
-    names = TIER_NAMES.get(kind)
+def _named(level: Mapping[int, int], switches: Iterable[int], kind: str | None) -> dict[int, str]:
+    names = TIER_NAMES.get(kind) if kind is not None else None
     return {d: (names[level[d]] if names and d in level else f"level{level[d]}" if d in level else "unknown")
             for d in switches}
 
 
-def _judge_pinned(graph, pinned):
+def _judge_pinned(graph: nx.Graph, pinned: Mapping[int, str]) -> TierInference:
     tiers = {d: pinned.get(d, "unknown") for d in graph.nodes}
     for kind, names in TIER_NAMES.items():
         if set(tiers.values()) <= set(names):
