@@ -172,7 +172,8 @@ function drawFabric(data) {
     }, linkLayer);
     el("title", {}, line).textContent =
       `${l.src}:${l.src_port} → ${l.dst}:${l.dst_port}\n` +
-      `tx ${bps(l.tx_bps)}, rx ${bps(l.rx_bps)}, utilisation ${u === null || u === undefined ? "—" : (100 * u).toFixed(1) + " %"}\n` +
+      `tx ${bps(l.tx_bps)}, rx ${bps(l.rx_bps)}, ` +
+      `utilisation ${u === null || u === undefined ? "—" : (100 * u).toFixed(1) + " %"}\n` +
       `pinned elephants: ${l.elephants || 0}${l.live === false ? "\nDOWN" : ""}`;
   }
 
@@ -186,7 +187,8 @@ function drawFabric(data) {
     if (dst) points.push(dst);
     if (points.length < 2) return;
     const shift = (i - (pinned.length - 1) / 2) * 1.6;  // overlapping elephants stay distinguishable
-    const dAttr = points.map((p, j) => `${j ? "L" : "M"}${(p.x + shift).toFixed(1)},${(p.y + shift / 2).toFixed(1)}`).join(" ");
+    const dAttr = points
+      .map((p, j) => `${j ? "L" : "M"}${(p.x + shift).toFixed(1)},${(p.y + shift / 2).toFixed(1)}`).join(" ");
     const key = elephantKey(e);
     const path = el("path", {
       class: "elephant-path" + (state.hover === key ? " hover" : ""), d: dAttr,
@@ -393,7 +395,9 @@ async function post(path, body) {
 }
 
 function summariseAnswer(a) {
-  if ("applied" in a) return `${a.applied ? "applied" : "kept"}: ${a.reason}, ${a.moved} moved, ${num(a.optimiser_ms, 1)} ms`;
+  if ("applied" in a) {
+    return `${a.applied ? "applied" : "kept"}: ${a.reason}, ${a.moved} moved, ${num(a.optimiser_ms, 1)} ms`;
+  }
   if ("objective" in a) return `objective: ${a.objective}`;
   return "done";
 }

@@ -37,8 +37,9 @@ class Prometheus:
         self.log_path = workdir / "prometheus.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [required_binary("prometheus"), f"--config.file={self.config_path}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self._log, stderr=subprocess.STDOUT)
+            [required_binary("prometheus"), f"--config.file={self.config_path}",
+             f"--storage.tsdb.path={workdir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self._log, stderr=subprocess.STDOUT)
 
     def api(self, path, **params):
         url = f"http://127.0.0.1:{self.port}{path}"

@@ -19,7 +19,7 @@ import pytest
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.harness import ping_all, wait_until
-from tests.integration.tools import required_binary
+from tests.integration.tools import DevTools, required_binary
 
 POLL_S = 2
 CONFIG = f"""
@@ -45,8 +45,8 @@ BUDGET_MS = 5000  # virtual time: the page's first fetches plus two refreshes at
 def run_chromium(url, profile, *action):
     """Headless Chromium on ``url`` with a fresh profile; returns stdout (the DOM for --dump-dom)."""
     env = dict(os.environ, HOME=str(profile))
-    cmd = [required_binary("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={BUDGET_MS}",
-           *action, url]
+    cmd = [required_binary("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+           f"--virtual-time-budget={BUDGET_MS}", *action, url]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -203,3 +203,59 @@ def test_the_page_and_the_objective_switch_over_rest(loaded_fabric):
     assert ctl.post("/mlroute/objective", {"objective": "job"}, token="secret") == {"objective": "job"}
     assert ctl.get("/mlroute/ui-config")["objective"] == "job"
     assert ctl.post("/mlroute/objective", {"objective": "flow"}, token="secret") == {"objective": "flow"}
+
+
+def test_hover_hosts_and_the_token_gated_buttons_in_the_live_page(loaded_fabric, tmp_path):
+    """Driven over the DevTools protocol: what a user does with the page, and what the controller answers."""
+    page = DevTools(required_binary("chromium"), loaded_fabric.controller.url("/mlroute/ui"), tmp_path / "p",
+                    CHROMIUM_FLAGS)
+
+    def until(expression, timeout=15):
+        return wait_until(lambda: page.evaluate(expression), timeout=timeout, interval=0.2)
+
+    def by_id(element_id):
+        return f"document.getElementById('{element_id}')"
+
+    def click(element_id):  # clears the answer line first, so the next answer is the button's
+        page.evaluate(f"{by_id('action-result')}.textContent = '', {by_id(element_id)}.click()")
+
+    def type_token(token):
+        page.evaluate(f"{by_id('token')}.value = '{token}', {by_id('token')}.dispatchEvent(new Event('input'))")
+
+    answer = f"{by_id('action-result')}.textContent"
+    hosts = "document.querySelectorAll('g.host').length"
+    try:
+        assert until("document.body.dataset.state === 'ready'")
+        # hover over an elephant: its details in the tooltip, its row highlighted
+        details = page.evaluate("""(() => {
+            const p = document.querySelector('.elephant-path');
+            p.dispatchEvent(new MouseEvent('mouseenter'));
+            p.dispatchEvent(new MouseEvent('mousemove', {clientX: 200, clientY: 200}));
+            const tip = document.getElementById('tooltip');
+            const row = document.querySelector(`#elephants tr[data-key="${p.dataset.key}"]`);
+            return {hidden: tip.hidden, text: tip.textContent, key: p.dataset.key,
+                    row: row.classList.contains('hover')};
+        })()""")
+        src = details["key"].split("->")[0]
+        assert not details["hidden"] and src in details["text"] and "job ring-" in details["text"], details
+        assert details["row"]
+        # hosts collapse and come back
+        assert page.evaluate(f"{by_id('show-hosts')}.click(), {hosts}") == 0
+        assert page.evaluate(f"{by_id('show-hosts')}.click(), {hosts}") == 16
+        # buttons: off without a token, on with one; a wrong token is refused by the controller
+        assert page.evaluate(f"{by_id('recompute')}.disabled") is True
+        type_token("wrong")
+        assert page.evaluate(f"{by_id('recompute')}.disabled") is False
+        click("recompute")
+        assert until(f"{answer}.startsWith('401')")
+        type_token("secret")
+        click("recompute")
+        text = until(answer)
+        assert text.startswith(("applied", "kept")) and "moved" in text, text
+        page.evaluate(f"{by_id('objective')}.value = 'job'")
+        click("switch-objective")
+        assert until(f"{answer} === 'objective: job'")
+        assert loaded_fabric.controller.get("/mlroute/ui-config")["objective"] == "job"
+    finally:
+        page.close()
+        loaded_fabric.controller.post("/mlroute/objective", {"objective": "flow"}, token="secret")
