@@ -15,6 +15,7 @@ from typing import Any
 
 import networkx as nx
 
+from controller import jobs as mljobs
 from controller import sync, te
 from controller.accounting import Accounting
 from controller.budget import TokenBucket
@@ -67,6 +68,7 @@ class ControllerCore:
                                      time_limit=time_budget_s(config))
         self.runner = runner if tecfg["mode"] != "ecmp" else None
         self.jobs: list[dict] = list(config["jobs"])
+        self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
@@ -176,6 +178,8 @@ class ControllerCore:
         if decision.learned:
             host = self.topology.hosts[pkt.src_ip]
             LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
+            if pkt.src_ip in self.jobs_by_host():
+                self.decide_now = True  # a declared job's host: its sends can be routed now
         self._hosts_decided(decision)
         return decision
 
@@ -227,6 +231,9 @@ class ControllerCore:
         key = key_from_fields(fields)
         if self.accounting.removed(key, dpid):
             sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
+            state = self.monitor.flows.get(key)
+            if self.monitor.forget(key) and state.elephant:
+                self.decide_now = True  # an elephant ended: the others may use what it leaves, now
             self.dirty = True
 
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
@@ -241,6 +248,14 @@ class ControllerCore:
         return sorted({h.dpid for h in self.topology.hosts.values()} & self.connected)
 
     # -- traffic engineering ------------------------------------------------------------------------------------
+    def set_jobs(self, jobs: list[dict]) -> None:
+        """Declared jobs replaced (REST): the flows of jobs no longer declared leave at once, and a decision
+        follows at once (new jobs' sends are routed before their first packet)."""
+        still = {ip for job in jobs for ip in job["hosts"]}
+        self.monitor.job_ended({ip for job in self.jobs for ip in job["hosts"]} - still)
+        self.jobs = list(jobs)
+        self.decide_now = self.dirty = True
+
     def jobs_by_host(self) -> dict[str, str]:
         return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
 
@@ -252,16 +267,19 @@ class ControllerCore:
         runner the decision is made in its worker: the periodic call takes the previous one's result and hands
         over the current inputs; ``wait`` (REST /recompute) waits for a decision on the current inputs, within
         the runner's deadline (a green wait under Ryu: the event loop runs meanwhile)."""
+        self.decide_now = False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
-        fractions = list(estimate_demands([Flow(st.key.src_ip, st.key.dst_ip) for st in elephants])) \
-            if elephants else []
+        pairs = mljobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
+        keys = [st.key for st in elephants] + pairs
+        fractions = list(estimate_demands([Flow(k.src_ip, k.dst_ip) for k in keys])) if keys else []
         for st, fraction in zip(elephants, fractions):
             st.demand_bps = float(fraction) * self.host_bps
         previous_count = self.te.last.elephants if self.te.last else 0
         self._restore_pins([st.key for st in elephants])
         previous_pins = dict(self.te.pinned)
-        args = (self.fabric(), [(st.key, float(f)) for st, f in zip(elephants, fractions)], self.jobs_by_host())
+        args = (self.fabric(), [(k, float(f)) for k, f in zip(keys, fractions)], self.jobs_by_host(),
+                mljobs.weights(self.jobs))
         if self.runner is None:
             result = self.te.step(*args)
         else:
@@ -349,8 +367,8 @@ class ControllerCore:
         if fresh or host_switches != self._host_switches or self.tiers is None:
             self._host_switches = host_switches
             self._update_tiers(graph)
-        if fresh and sync.pinned_paths_broken(self.te.pinned, graph):
-            self.te_step()  # a failure under an elephant: move it now, not at the next period
+        if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
+            self.te_step()  # a job event, or a failure under an elephant: decide now, not at the next period
             self.dirty = False
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()

@@ -1,0 +1,114 @@
+"""Declared jobs in the controller core (issue 12): routed before their first packet, job events decide at once,
+finished elephants stop counting. The core runs without Ryu or a switch; the data plane is the simulated table."""
+
+from controller import config, sync
+from controller.core import ControllerCore
+from controller.flowkey import FlowKey
+from controller.jobs import HostPair
+from controller.monitor import FlowSample
+from controller.packet_in import PacketIn
+from tests import topologies
+from tests.oftable import trace
+
+# allreduce:4x4 as mlroute experiment runs it on a k=4 fat-tree: ring r = hosts r+1, r+5, r+9, r+13
+RINGS = [[f"10.0.0.{r + 1 + 4 * i}" for i in range(4)] for r in range(4)]
+
+
+def declared(rings=RINGS):
+    jobs = "".join(f"  - {{name: ring{r}, rings: [[{', '.join(ring)}]]}}\n" for r, ring in enumerate(rings))
+    return config.parse("jobs:\n" + jobs)
+
+
+def make_core(cfg):
+    clock = [0.0]
+    core = ControllerCore(cfg, lambda: clock[0])
+    core.topology = core.packet_in.topology = topologies.fat_tree(4)  # hosts and links as LLDP/ARP would learn
+    core.sync()  # tiers from the learned graph
+    return core, clock
+
+
+def ring_pairs(rings=RINGS):
+    return [HostPair(r[i], r[(i + 1) % len(r)]) for r in rings for i in range(len(r))]
+
+
+def test_declared_rings_are_routed_before_their_first_packet():
+    core, _ = make_core(declared())
+    result = core.te_step()
+    assert result.applied and result.after["max_link_load"] == 1
+    assert set(core.te.pinned) == set(ring_pairs())
+    desired = sync.desired_state(core.topology, core.tiers, core.accounting, core.te.pinned, stagger=False,
+                                 idle_timeout=10)
+    used = []
+    for p in ring_pairs():
+        src, dst = core.topology.hosts[p.src_ip], core.topology.hosts[p.dst_ip]
+        t = trace(desired, core.topology, src.dpid, src.port, {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": p.src_ip,
+                                                               "ipv4_dst": p.dst_ip, "tcp_src": 40000, "tcp_dst": 5201})
+        assert t.delivered == {(dst.dpid, dst.port)} and [tuple(x) for x in t.paths] == [core.te.pinned[p]]
+        assert t.to_controller  # the first packet still reaches the controller: it gets its counting rule
+        used += list(zip(t.paths[0], t.paths[0][1:]))
+    assert len(used) == len(set(used))  # iteration 0 already on disjoint paths
+
+
+def test_undeclared_traffic_pins_nothing_before_it_is_seen():
+    core, _ = make_core(config.parse(""))
+    assert not core.te_step().applied and core.te.pinned == {}
+
+
+def elephant(core, clock, key, mbps=9.0):
+    src = core.topology.hosts[key.src_ip]
+    core.new_transport_flow(key, src.dpid, src.port)
+    for i in (1, 2):
+        clock[0] = 2.0 * i
+        core.flow_stats(src.dpid, [FlowSample(key, src.dpid, int(mbps * 1e6 * 2 * i / 8), 2.0 * i)])
+    assert core.monitor.flows[key].elephant
+
+
+def test_a_detected_flow_takes_its_pairs_place_on_the_same_path():
+    core, clock = make_core(declared())
+    core.te_step()
+    pair = ring_pairs()[0]
+    path = core.te.pinned[pair]
+    key = FlowKey(pair.src_ip, pair.dst_ip, 6, 40000, 5201)
+    elephant(core, clock, key)
+    result = core.te_step()
+    assert key in core.te.pinned and pair not in core.te.pinned and core.te.pinned[key] == path
+    assert result.moved == []
+
+
+def test_an_elephant_whose_counting_rule_is_removed_leaves_and_triggers_a_decision():
+    core, clock = make_core(config.parse(""))
+    key = FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201)
+    elephant(core, clock, key)
+    core.te_step()
+    assert key in core.te.pinned
+    src = core.topology.hosts[key.src_ip]
+    core.counting_rule_removed(src.dpid, {"ip_proto": 6, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
+                                          "tcp_src": 40000, "tcp_dst": 5201, "in_port": src.port})
+    assert key not in core.monitor.flows and core.decide_now and core.dirty
+    core.sync()  # the resync decides at once, without waiting for the next poll
+    assert not core.decide_now and key not in core.te.pinned
+
+
+def test_setting_jobs_ends_the_old_ones_and_routes_the_new_at_once():
+    core, clock = make_core(config.parse(""))
+    key = FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201)
+    elephant(core, clock, key)
+    core.set_jobs(config.validate_jobs([{"name": "old", "hosts": ["10.0.0.1"]}], "request body"))
+    core.set_jobs(config.validate_jobs([{"name": "new", "rings": [RINGS[1]]}], "request body"))
+    assert key not in core.monitor.flows  # its job ended: it leaves pattern memory at once
+    assert core.decide_now
+    core.sync()
+    assert set(core.te.pinned) == set(ring_pairs([RINGS[1]]))
+
+
+def test_a_declared_host_learned_late_triggers_a_decision():
+    core, _ = make_core(declared())
+    host = core.topology.hosts[RINGS[0][0]]
+    core.topology.forget_host(host.ip)
+    core.te_step()
+    assert HostPair(RINGS[0][0], RINGS[0][1]) not in core.te.pinned  # unknown host: not routable yet
+    core.packet(PacketIn(dpid=host.dpid, in_port=host.port, eth_src=host.mac, eth_dst="ff:ff:ff:ff:ff:ff",
+                         eth_type=0x0806, arp_op=1, src_ip=host.ip, dst_ip=RINGS[0][1]))
+    assert core.decide_now
+    core.sync()
+    assert HostPair(RINGS[0][0], RINGS[0][1]) in core.te.pinned
