@@ -231,8 +231,9 @@ def wait_until(predicate, timeout, interval=0.5):
     return predicate()
 
 
-def ping_all(net, timeout_s=1):
-    """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs."""
+def ping_all(net, timeout_s=1, failed=None):
+    """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs (the pairs that
+    failed are appended to ``failed`` when a list is given)."""
     sent = lost = 0
     for src in net.hosts:
         for dst in net.hosts:
@@ -241,6 +242,8 @@ def ping_all(net, timeout_s=1):
             sent += 1
             if " 0% packet loss" not in src.cmd(f"ping -c1 -W{timeout_s} {dst.IP()}"):
                 lost += 1
+                if failed is not None:
+                    failed.append((src.name, dst.name))
     return lost / sent
 
 
