@@ -1,5 +1,8 @@
 """`mlroute experiment`: compare routing modes on an emulated fabric (real controller, OVS, Mininet)."""
 
+from __future__ import annotations
+
+import argparse
 import json
 import signal
 import sys
@@ -13,7 +16,7 @@ HELP = ("run the controller in several routing modes on an emulated fat-tree / l
         "all-reduce traffic, and report throughput vs a non-blocking reference (needs root)")
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topo", choices=("fattree", "leafspine"), required=True)
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
     p.add_argument("--spines", type=int, default=4)
@@ -29,9 +32,12 @@ def add_arguments(p):
     p.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
     p.add_argument("--out", default=None, help="output directory (default results/experiment-<time>)")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--undeclared", action="store_true",
+                   help="do not declare all-reduce rings to the controller: it learns them from flow statistics, "
+                        "so iteration 0 runs on ECMP (the comparison)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from mlroute.experiment import report, runner
 
     try:
@@ -41,7 +47,7 @@ def run(args):
     patterns = [p for arg in args.pattern for p in _split_patterns(arg)]
     spec = runner.ExperimentSpec(args.topo, args.k, args.spines, args.leaves, args.hosts_per_leaf, patterns,
                                  [m.strip() for m in args.modes.split(",") if m.strip()], args.bw,
-                                 args.duration, seeds)
+                                 args.duration, seeds, declare_jobs=not args.undeclared)
     out = args.out or f"results/experiment-{time.strftime('%Y%m%d-%H%M%S')}"
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on kill as on Ctrl-C
     try:
@@ -65,10 +71,10 @@ def run(args):
     return 0
 
 
-def _split_patterns(arg):
+def _split_patterns(arg: str) -> list[str]:
     """'stride:4' -> [stride:4]; allow several in one flag separated by ';'."""
     return [p.strip() for p in arg.split(";") if p.strip()]
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlroute.errors import UsageError
 from mlroute.routing.optimisers import ALGORITHMS
@@ -192,7 +192,7 @@ def _earlier_results(out: str, extra_cfg: GridConfig | None, cmd: str) -> tuple[
     if not os.path.exists(path) or extra_cfg is None:
         raise UsageError(f"--random-only needs {path} and the random-placement grid")
     results = load_results(path)
-    stored = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
+    stored: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()}
     algos = extra_cfg.algos
     extra_cfg = GridConfig(**stored).random_placement()
     extra_cfg.algos = algos

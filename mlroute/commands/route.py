@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlroute.errors import UsageError
 from mlroute.routing.optimisers import ALGORITHMS
+
+if TYPE_CHECKING:
+    from mlroute.routing.fabric import Fabric
+    from mlroute.routing.flow import Flow
 
 NAME = "route"
 HELP = ("route elephant flows (traffic files or a standard pattern) on a Clos or fat-tree fabric with one "
@@ -17,7 +24,7 @@ HELP = ("route elephant flows (traffic files or a standard pattern) on a Clos or
 
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fabric", choices=("clos", "fattree"), default="clos",
                    help="2-tier leaf-spine Clos (default) or k-ary 3-tier fat-tree")
     p.add_argument("--tors", type=int, default=64, help="Clos: number of ToRs (default 64)")
@@ -45,7 +52,7 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
-def build_fabric(args):
+def build_fabric(args: argparse.Namespace) -> Fabric:
     """The fabric of ``--fabric`` / ``--tors`` ... with ``--failed-spines`` and ``--failed-links`` failed."""
     from mlroute.routing import spec
     from mlroute.routing.fabric import FabricError
@@ -60,7 +67,7 @@ def build_fabric(args):
     return spec.fail(fab, switches, links)
 
 
-def _authors_flows(paths, fab):
+def _authors_flows(paths: Sequence[str], fab: Fabric) -> tuple[list[Flow], list[str], dict]:
     from mlroute.workloads.jobs import WorkloadError, jobs_to_flows, read_traffic_files
 
     tor_where: dict = {}
@@ -75,7 +82,7 @@ def _authors_flows(paths, fab):
     return flows, origins, job_specs
 
 
-def load_traffic(args, fab):
+def load_traffic(args: argparse.Namespace, fab: Fabric) -> tuple[list[Flow], list[str], dict]:
     """(flows, origins, job specs) from --traffic files or --pattern."""
     from mlroute.routing.fabric import FabricError
     from mlroute.workloads.flowfile import FlowFileError, is_flow_file, read_flow_file_with_origins
@@ -83,16 +90,18 @@ def load_traffic(args, fab):
 
     if args.pattern:
         try:
-            flows = pattern_flows(args.pattern, seed=args.seed, fabric=fab)
+            generated = pattern_flows(args.pattern, seed=args.seed, fabric=fab)
         except PatternError as exc:
             raise UsageError(f"--pattern: {exc}") from None
-        return flows, [f"--pattern {args.pattern}"] * len(flows), {}
+        return generated, [f"--pattern {args.pattern}"] * len(generated), {}
     missing = [p for p in args.traffic if not Path(p).is_file()]
     if missing:
         raise UsageError(f"{missing[0]}: no such file")
     ours = [p for p in args.traffic if is_flow_file(p)]
     theirs = [p for p in args.traffic if not is_flow_file(p)]
-    flows, origins, specs = [], [], {}
+    flows: list[Flow] = []
+    origins: list[str] = []
+    specs: dict = {}
     for p in ours:
         try:
             f, o = read_flow_file_with_origins(p)
@@ -107,19 +116,19 @@ def load_traffic(args, fab):
         specs.update(s)
     if not flows:
         raise UsageError(f"{args.traffic[0]}: no flows")
-    for f, where in zip(flows, origins):
+    for flow, where in zip(flows, origins):
         try:
-            fab.tor_of(f)
+            fab.tor_of(flow)
         except FabricError as exc:
             raise UsageError(f"{where}: {exc}") from None
     return flows, origins, specs
 
 
-def _fmt_host(h):
+def _fmt_host(h: object) -> object:
     return h if isinstance(h, (int, str)) else str(h)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from mlroute.routing.metric import report
     from mlroute.routing.optimisers import OPTIMISERS, Problem
 
@@ -131,7 +140,6 @@ def run(args) -> int:
         raise UsageError(f"--runs must be at least 1 (got {runs})")
     kw = {"seed": args.seed, "objective": args.objective, "time_limit": args.time_limit}
     times = []
-    routing = None
     for _ in range(runs):
         t0 = time.perf_counter()
         routing = fn(fab, flows, **kw)
@@ -175,7 +183,7 @@ def run(args) -> int:
     return 0
 
 
-def _fabric_desc(args, fab) -> dict:
+def _fabric_desc(args: argparse.Namespace, fab: Fabric) -> dict:
     from mlroute.routing.spec import format_link
 
     d = {"kind": args.fabric}
@@ -189,7 +197,7 @@ def _fabric_desc(args, fab) -> dict:
 
 
 def _print_table(out: dict) -> None:
-    def rate(x):
+    def rate(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
 
     bound = out["lower_bound"]

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mlroute.routing.optimisers import ALGORITHMS
+
+if TYPE_CHECKING:
+    from mlroute.sim.engine import SimResult
 
 NAME = "simulate"
 HELP = "simulate ML training jobs (ring all-reduce / pipeline) on a fabric routed by an algorithm"
 
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("fabric")
     g.add_argument("--fabric", choices=("clos", "fattree"), default="clos", help="fabric kind (default clos)")
     g.add_argument("--tors", type=int, default=64, help="ToRs of the Clos (default 64)")
@@ -64,14 +69,14 @@ def add_arguments(p):
     o.add_argument("--no-progress", dest="progress", action="store_false")
 
 
-def _positive(name, v):
+def _positive(name: str, v: int | None) -> None:
     from mlroute.errors import UsageError
 
     if v is not None and v < 1:
         raise UsageError(f"{name} must be a positive integer (got {v})")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from mlroute.errors import UsageError
     from mlroute.routing import spec
     from mlroute.routing.fabric import FabricError
@@ -121,7 +126,8 @@ def run(args) -> int:
     return 0
 
 
-def summary(res) -> dict:
+def summary(res: SimResult) -> dict:
+    """The run's headline statistics (All-Reduce, FCT, throughput, controller runtime, max link load)."""
     ar = res.allreduce_times()
     norm = res.normalised_allreduce()
     ms = np.asarray(res.controller_ms)
@@ -143,7 +149,8 @@ def summary(res) -> dict:
     }
 
 
-def format_table(res, desc) -> str:
+def format_table(res: SimResult, desc: dict) -> str:
+    """The human-readable output: the scenario, one row per job, the summary."""
     lines = []
     d = desc
     lines.append(f"{d['fabric']} {d['tors']} ToRs x {d['spines']} spines x {d['hosts_per_tor']} hosts, "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +17,7 @@ def failed_runs(data: dict) -> list[dict]:
 
 def summarise(data: dict) -> list[dict]:
     """Per (pattern, mode): mean/min/max of the non-blocking fraction and aggregate over seeds."""
-    rows = {}
+    rows: dict[tuple[str, str], list[dict]] = {}
     for r in data["results"]:
         if "error" in r:
             continue
@@ -72,7 +74,7 @@ def plots(data: dict, summary: list[dict], out_dir: str | Path) -> list[str]:
     return written
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,7 +96,7 @@ def _bars(summary: list[dict], patterns: list[str], mode: str) -> tuple[list[flo
     return vals, errs
 
 
-def _throughput_plot(plt, data: dict, summary: list[dict], modes: list[str], out_dir: str | Path) -> str:
+def _throughput_plot(plt: ModuleType, data: dict, summary: list[dict], modes: list[str], out_dir: str | Path) -> str:
     patterns = list(dict.fromkeys(r["pattern"] for r in summary))
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(patterns) * len(modes) / 2), 3.6))
     width = 0.8 / max(1, len(modes))
@@ -110,7 +112,7 @@ def _throughput_plot(plt, data: dict, summary: list[dict], modes: list[str], out
     return _save(plt, fig, out_dir, "throughput.png")
 
 
-def _flows_cdf_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
+def _flows_cdf_plot(plt: ModuleType, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
     """Per-flow throughput of the iperf3 patterns (all-reduce edges are summarised by iteration times)."""
     cdfs = {mode: sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
                          and not r["pattern"].startswith("allreduce") for f in r["flows"]) for mode in modes}
@@ -126,7 +128,7 @@ def _flows_cdf_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> s
     return _save(plt, fig, out_dir, "flows_cdf.png")
 
 
-def _allreduce_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
+def _allreduce_plot(plt: ModuleType, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
     """Mean all-reduce time per iteration over seeds, per mode, against the ideal."""
     import matplotlib.ticker
 
@@ -148,7 +150,7 @@ def _allreduce_plot(plt, data: dict, modes: list[str], out_dir: str | Path) -> s
     return _save(plt, fig, out_dir, "allreduce.png")
 
 
-def _save(plt, fig, out_dir: str | Path, name: str) -> str:
+def _save(plt: ModuleType, fig: Any, out_dir: str | Path, name: str) -> str:
     fig.tight_layout()
     fig.savefig(Path(out_dir) / name, dpi=120)
     plt.close(fig)

@@ -5,6 +5,8 @@ successor while receiving as much from the predecessor, and start the next step 
 ring all-reduce's data dependency). Prints one JSON line per iteration: {"rank", "iteration", "seconds"}.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import socket
@@ -15,14 +17,14 @@ import time
 CHUNK = 1 << 20
 
 
-def _send(sock, n, buf):
+def _send(sock: socket.socket, n: int, buf: bytes) -> None:
     while n > 0:
         k = min(n, len(buf))
         sock.sendall(buf[:k])
         n -= k
 
 
-def _recv(sock, n):
+def _recv(sock: socket.socket, n: int) -> None:
     while n > 0:
         data = sock.recv(min(n, CHUNK))
         if not data:
@@ -30,7 +32,7 @@ def _recv(sock, n):
         n -= len(data)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--peers", required=True, help="comma-separated IPs in ring order")

@@ -1,11 +1,15 @@
 """Run an experiment grid: (pattern x seed x mode) on an emulated fabric, one fresh controller and network per
 run, and measure steady-state throughput (iperf3) or all-reduce iteration times (ring workers)."""
 
+from __future__ import annotations
+
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,31 +49,32 @@ class ExperimentSpec:
     bw: float = 10.0
     duration: float = 30.0
     seeds: list = field(default_factory=lambda: [1])
+    declare_jobs: bool = True  # all-reduce rings declared to the controller (routed before their first packet)
 
     @property
-    def n_hosts(self):
+    def n_hosts(self) -> int:
         return self.k ** 3 // 4 if self.topo == "fattree" else self.leaves * self.hosts_per_leaf
 
     @property
-    def hosts_per_edge(self):
+    def hosts_per_edge(self) -> int:
         return self.k // 2 if self.topo == "fattree" else self.hosts_per_leaf
 
     @property
-    def hosts_per_pod(self):
+    def hosts_per_pod(self) -> int:
         return self.k * self.k // 4 if self.topo == "fattree" else self.n_hosts
 
     @property
-    def warmup_s(self):
+    def warmup_s(self) -> float:
         """Discarded start of each run: elephant detection (2 polls) + re-routing + TCP settling."""
         return min(10.0, self.duration / 3)
 
-    def describe(self):
+    def describe(self) -> str:
         if self.topo == "fattree":
             return f"fat-tree k={self.k}"
         return f"leaf-spine {self.spines}x{self.leaves}x{self.hosts_per_leaf}"
 
 
-def parse_allreduce(spec):
+def parse_allreduce(spec: str) -> AllReduceSpec:
     """``allreduce:RINGSxSIZE[,mb=M][,iters=I][,compute=S]``, e.g. ``allreduce:4x4,mb=2``."""
     m = re.fullmatch(r"allreduce:(\d+)x(\d+)((?:,\w+=[\d.]+)*)", spec)
     if not m:
@@ -87,7 +92,7 @@ def parse_allreduce(spec):
     return out
 
 
-def ring_placement(ar, n_hosts, seed):
+def ring_placement(ar: AllReduceSpec, n_hosts: int, seed: int) -> list[list[str]]:
     """Rings of distinct hosts (1-based Mininet numbers), seeded: ring j takes the next ``size`` hosts of a
     random permutation, so members land on random edges/pods as in the paper's random placement."""
     if ar.rings * ar.size > n_hosts:
@@ -97,7 +102,8 @@ def ring_placement(ar, n_hosts, seed):
     return [[f"h{perm[j * ar.size + r] + 1}" for r in range(ar.size)] for j in range(ar.rings)]
 
 
-def validate(spec):
+def validate(spec: ExperimentSpec) -> None:
+    """Refuse a grid that cannot run (unknown names, sizes the topology files cannot number, bad patterns)."""
     if spec.topo not in ("fattree", "leafspine"):
         raise ExperimentError(f"unknown topology {spec.topo!r} (fattree or leafspine)")
     if spec.topo == "fattree" and (spec.k < 2 or spec.k % 2):
@@ -129,7 +135,8 @@ def validate(spec):
                 raise ExperimentError(str(exc)) from None
 
 
-def build_topo(spec, mode):
+def build_topo(spec: ExperimentSpec, mode: str) -> Any:
+    """The Mininet topology of a run: the fabric, or one big switch for the non-blocking reference."""
     from mininet_topos.bigswitch import BigSwitchTopo
     from mininet_topos.fattree import FatTreeTopo
     from mininet_topos.leafspine import LeafSpineTopo
@@ -140,14 +147,22 @@ def build_topo(spec, mode):
     return LeafSpineTopo(spec.spines, spec.leaves, spec.hosts_per_leaf, bw=spec.bw)
 
 
-def controller_config(spec, mode):
-    return (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
+def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: int = 0) -> str:
+    """The YAML configuration of the controller of one run (the reference runs plain ECMP). An all-reduce's rings
+    are declared as jobs (one per ring, members by IP in ring order) unless ``spec.declare_jobs`` is off."""
+    text = (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
             f"  host_link_mbps: {spec.bw}\n")
+    if spec.declare_jobs and mode != NONBLOCKING and pattern.startswith("allreduce"):
+        from mininet_topos.common import host_ip
+        rings = ring_placement(parse_allreduce(pattern), spec.n_hosts, seed)
+        text += "jobs:\n" + "".join(f"  - {{name: ring{j}, rings: [[{', '.join(host_ip(int(h[1:])) for h in ring)}]]}}\n"
+                                    for j, ring in enumerate(rings))
+    return text
 
 
-def run_one(spec, pattern, mode, seed, workdir):
+def run_one(spec: ExperimentSpec, pattern: str, mode: str, seed: int, workdir: Path) -> dict:
     """One run: fresh controller + network, traffic, measurement. Always cleans up."""
-    controller = emulation.Controller(workdir, controller_config(spec, mode))
+    controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed))
     net = None
     try:
         controller.wait_ready()
@@ -170,7 +185,7 @@ def run_one(spec, pattern, mode, seed, workdir):
         controller.stop()
 
 
-def _run_iperf(spec, pattern, seed, net):
+def _run_iperf(spec: ExperimentSpec, pattern: str, seed: int, net: Any) -> dict:
     pairs = pattern_pairs(pattern, spec.n_hosts, seed, hosts_per_edge=spec.hosts_per_edge,
                           hosts_per_pod=spec.hosts_per_pod)
     names = [(f"h{s + 1}", f"h{d + 1}") for s, d in pairs]
@@ -185,7 +200,7 @@ def _run_iperf(spec, pattern, seed, net):
             "failed_flows": sum(1 for r in reports if r is None)}
 
 
-def _run_allreduce(spec, pattern, seed, net):
+def _run_allreduce(spec: ExperimentSpec, pattern: str, seed: int, net: Any) -> dict:
     ar = parse_allreduce(pattern)
     rings = ring_placement(ar, spec.n_hosts, seed)
     job = RingAllReduce(net, rings, ar.mb * 1e6, ar.iterations, ar.compute_s)
@@ -206,7 +221,7 @@ def _run_allreduce(spec, pattern, seed, net):
                       for ring in rings for r in range(len(ring))]}
 
 
-def run(spec, out_dir, progress=None):
+def run(spec: ExperimentSpec, out_dir: str | Path, progress: Callable[[str], None] | None = None) -> dict:
     """Run the grid; nonblocking first for each (pattern, seed) so fractions can be computed as runs end."""
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     validate(spec)
@@ -216,7 +231,8 @@ def run(spec, out_dir, progress=None):
     out_dir = Path(out_dir)
     modes = sorted(spec.modes, key=lambda m: m != NONBLOCKING)
     grid = [(p, s, m) for p in spec.patterns for s in spec.seeds for m in modes]
-    results, reference = [], {}
+    results: list[dict] = []
+    reference: dict = {}
     started = time.time()
     for i, (pattern, seed, mode) in enumerate(grid, 1):
         tag = f"[{i}/{len(grid)}] {spec.describe()} {pattern} seed {seed} {mode}"
@@ -245,5 +261,6 @@ def run(spec, out_dir, progress=None):
     return {"config": {"topology": spec.describe(), "topo": spec.topo, "k": spec.k, "spines": spec.spines,
                        "leaves": spec.leaves, "hosts_per_leaf": spec.hosts_per_leaf, "bw_mbps": spec.bw,
                        "duration_s": spec.duration, "warmup_s": spec.warmup_s, "seeds": spec.seeds,
-                       "modes": modes, "patterns": spec.patterns, "poll_interval_s": POLL_S},
+                       "modes": modes, "patterns": spec.patterns, "poll_interval_s": POLL_S,
+                       "declared_jobs": spec.declare_jobs},
             "results": results}

@@ -1,8 +1,12 @@
 """Traffic for emulated experiments: long iperf3 TCP flows, and real ring all-reduce jobs between hosts."""
 
+from __future__ import annotations
+
 import json
 import sys
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from mlroute.tolerances import TIME_TOL_S
 
@@ -11,11 +15,12 @@ class Iperf3Flows:
     """One iperf3 server per flow on its destination, then the clients (each under a hard timeout), each on
     its own server and client port so every flow is a distinct transport 5-tuple."""
 
-    def __init__(self, net, pairs, seconds, base_port=5300):
+    def __init__(self, net: Any, pairs: Iterable[tuple[str, str]], seconds: float, base_port: int = 5300) -> None:
         self.net = net
         self.pairs = list(pairs)
         self.seconds = seconds
-        self.servers, self.clients = [], []
+        self.servers: list = []
+        self.clients: list = []
         for i, (_, dst) in enumerate(self.pairs):
             self.servers.append(net.get(dst).popen(["iperf3", "-s", "-1", "-p", str(base_port + i)]))
         time.sleep(0.5)
@@ -25,9 +30,9 @@ class Iperf3Flows:
                    "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i)]
             self.clients.append(net.get(src).popen(cmd))
 
-    def reports(self):
+    def reports(self) -> list[dict | None]:
         """Wait for the clients; iperf3's JSON per flow (None for a client that failed)."""
-        out = []
+        out: list[dict | None] = []
         for client in self.clients:
             text = client.communicate()[0]
             try:
@@ -37,26 +42,31 @@ class Iperf3Flows:
         self.stop()
         return out
 
-    def results_mbps(self):
+    def results_mbps(self) -> list[float]:
         """Received Mb/s per flow over the whole run (0 for a failed client)."""
         return [total_mbps(r) for r in self.reports()]
 
-    def stop(self):
+    def stop(self) -> None:
         for p in self.servers + self.clients:
             if p.poll() is None:
                 p.kill()
                 p.wait()
 
 
-def total_mbps(report):
+def total_mbps(report: dict | None) -> float:
+    """Received Mb/s over the whole run (0 for a failed client)."""
+    if report is None:
+        return 0.0
     try:
         return report["end"]["sum_received"]["bits_per_second"] / 1e6
     except (KeyError, TypeError):
         return 0.0
 
 
-def steady_mbps(report, warmup_s):
+def steady_mbps(report: dict | None, warmup_s: float) -> float:
     """Mean rate over the 1-second intervals that start after ``warmup_s`` (the steady part of the run)."""
+    if report is None:
+        return 0.0
     try:
         rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"]
                  if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
@@ -71,9 +81,10 @@ class RingAllReduce:
     receiving as much from its predecessor per step, 2(n-1) steps per iteration after a compute gap. The
     connections persist across steps and iterations, as NCCL's do, so each ring edge is one transport flow."""
 
-    def __init__(self, net, rings, step_bytes, iterations, compute_s, base_port=6000):
+    def __init__(self, net: Any, rings: list[list[str]], step_bytes: float, iterations: int, compute_s: float,
+                 base_port: int = 6000) -> None:
         self.rings = rings
-        self.procs = []
+        self.procs: list[tuple[int, int, Any]] = []
         for j, ring in enumerate(rings):
             ips = ",".join(net.get(h).IP() for h in ring)
             for rank, host in enumerate(ring):
@@ -83,9 +94,9 @@ class RingAllReduce:
                 self.procs.append((j, rank, net.get(host).popen(cmd)))
         self.timeout = 60 + iterations * (compute_s + 60)
 
-    def results(self):
+    def results(self) -> list[list[float]]:
         """Per ring, per iteration: the iteration's all-reduce time (slowest rank), in seconds."""
-        per_ring = {j: {} for j in range(len(self.rings))}
+        per_ring: dict[int, dict[int, float]] = {j: {} for j in range(len(self.rings))}
         deadline = time.time() + self.timeout
         for j, _rank, proc in self.procs:
             try:
@@ -102,7 +113,7 @@ class RingAllReduce:
                 per_ring[j][it] = max(per_ring[j].get(it, 0.0), rec["seconds"])
         return [[per_ring[j][i] for i in sorted(per_ring[j])] for j in sorted(per_ring)]
 
-    def stop(self):
+    def stop(self) -> None:
         for _, _, proc in self.procs:
             if proc.poll() is None:
                 proc.kill()

@@ -100,6 +100,8 @@ def _generated_jobs(fab: Fabric, n_jobs: int, ring: int, seed: int, iterations: 
         if m not in MODELS:
             raise ScenarioError(f"--models: unknown model {m!r} (known: {', '.join(MODELS)})")
     n_tors, hpt = len(fab.leaves), fab.hosts_per_tor
+    if hpt is None:  # a generated fabric always knows it
+        raise ScenarioError("the fabric does not say how many hosts sit under a ToR")
     try:
         return paper_jobs(n_jobs, ring, n_tors, hpt, seed=seed, models=models, iterations=iterations,
                           gpus_per_host=gpus_per_host, kind=kind, placement=placement)
