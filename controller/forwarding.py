@@ -7,20 +7,24 @@ recomputed from live links after every failure. ARP goes to the controller (whic
 never floods on fabric links), IPv6 is dropped, and IPv4 toward an unknown host goes to the controller.
 """
 
+from __future__ import annotations
+
 import zlib
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 import networkx as nx
 
 from controller.rules import (ETH_ARP, ETH_IPV4, ETH_IPV6, PRIO_ARP, PRIO_HOST, PRIO_IPV4_MISS,
                               PRIO_IPV6_DROP, PRIO_TABLE_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule,
-                              GroupRule, SwitchRules, match)
+                              GroupRule, Match, SwitchRules, match)
+from controller.topology import Topology
 
 PACKET_IN_BYTES = 128
 MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
 
 
-def staggered_buckets(ports, level):
+def staggered_buckets(ports: Iterable[int], level: int) -> tuple[int, ...]:
     """Bucket list for a SELECT group at tier ``level`` (0 = host-facing), de-correlated from the tiers below.
 
     Switches that hash the same header fields the same way pick bucket ``hash mod n_buckets``; with plain
@@ -32,7 +36,7 @@ def staggered_buckets(ports, level):
 
 
 @lru_cache(maxsize=65536)
-def _staggered(ports, level):  # a plan asks for the same few bucket lists once per (host, switch) pair
+def _staggered(ports: tuple[int, ...], level: int) -> tuple[int, ...]:  # a plan asks for the same few bucket lists once per (host, switch) pair
     n = len(ports)
     reps = n ** level
     if level <= 0 or n * reps > MAX_STAGGERED_BUCKETS:
@@ -41,11 +45,11 @@ def _staggered(ports, level):  # a plan asks for the same few bucket lists once 
 
 
 @lru_cache(maxsize=65536)
-def _base_group_id(ports):
+def _base_group_id(ports: tuple[int, ...]) -> int:
     return zlib.crc32(",".join(map(str, ports)).encode()) % 0x7FFF0000 + 1
 
 
-def group_id_for(ports, taken):
+def group_id_for(ports: Iterable[int], taken: Mapping[int, tuple[int, ...]]) -> int:
     """A stable group id for a bucket list (same list, same id across recomputations and restarts)."""
     ports = tuple(ports)
     gid = _base_group_id(ports)
@@ -54,7 +58,7 @@ def group_id_for(ports, taken):
     return gid
 
 
-def base_rules(dpid):
+def base_rules(dpid: int) -> list[FlowRule]:
     """Rules independent of topology: ARP copied to the controller (learning, proxy answers, asking for unknown
     hosts) and on to forwarding (where ARP for a known host follows that host's rules), IPv6 dropped, the rest
     on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped)."""
@@ -68,13 +72,13 @@ def base_rules(dpid):
     ]
 
 
-def next_hop_ports(graph, dst_switch):
+def next_hop_ports(graph: nx.Graph, dst_switch: int) -> dict[int, tuple[int, ...]]:
     """For every switch, the ports toward neighbours one hop closer to ``dst_switch`` (shortest-path DAG)."""
     if dst_switch not in graph:
         return {}
     dist = nx.single_source_shortest_path_length(graph, dst_switch)
     adj = graph.adj
-    hops = {}
+    hops: dict[int, tuple[int, ...]] = {}
     for s, d in dist.items():
         if s == dst_switch:
             continue
@@ -82,13 +86,14 @@ def next_hop_ports(graph, dst_switch):
     return hops
 
 
-def host_matches(ip):
+def host_matches(ip: str) -> tuple[Match, Match]:
     """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
     its IPv4, so ARP keeps working while the controller is away)."""
     return (match(eth_type=ETH_IPV4, ipv4_dst=ip), match(eth_type=ETH_ARP, arp_tpa=ip))
 
 
-def plan(topology, levels=None, stagger=True, graph=None):
+def plan(topology: Topology, levels: Mapping[int, int] | None = None, stagger: bool = True,
+         graph: nx.Graph | None = None) -> dict[int, SwitchRules]:
     """Desired rules for every connected switch: dict dpid -> SwitchRules.
 
     ``levels`` (dpid -> tier level, 0 = host-facing) enables staggered ECMP buckets against hash polarisation;
@@ -100,11 +105,11 @@ def plan(topology, levels=None, stagger=True, graph=None):
     for dpid, rules in desired.items():
         for rule in base_rules(dpid):
             rules.add_flow(rule)
-    hops_cache = {}
+    hops_cache: dict[int, dict[int, tuple[int, ...]]] = {}
     # per switch: bucket list -> group id and group id -> bucket list, kept as groups are added (building
     # ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)
-    gids = {dpid: {} for dpid in desired}
-    taken = {dpid: {} for dpid in desired}
+    gids: dict[int, dict[tuple[int, ...], int]] = {dpid: {} for dpid in desired}
+    taken: dict[int, dict[int, tuple[int, ...]]] = {dpid: {} for dpid in desired}
     for host in topology.hosts.values():
         if host.dpid not in desired:
             continue
