@@ -1,11 +1,16 @@
 """Prometheus metrics of one controller instance (own registry, so tests and several apps never collide)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 
 class Metrics:
-    def __init__(self):
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.packet_in = Counter("mlroute_packet_in", "Packet-ins received, by kind (lldp = link discovery)",
@@ -23,12 +28,12 @@ class Metrics:
         self.link_utilisation = Gauge("mlroute_link_utilisation",
                                       "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
                                       ["src", "dst"], registry=r)
-        self._link_series = set()
+        self._link_series: set[tuple[str, str]] = set()
 
-    def estimate_ecmp_from(self, routing_view):
+    def estimate_ecmp_from(self, routing_view: Callable[[], Mapping[str, Any]]) -> None:
         """ECMP's estimated max link load, computed from ``routing_view()`` (the GET /mlroute/routing body) when
         scraped rather than every period: it costs one ECMP routing and one report, and only Prometheus reads it."""
-        def value():
+        def value() -> float:
             try:
                 ecmp = routing_view().get("ecmp") or {}
             except Exception:  # a scrape must not fail because one estimate did
@@ -36,10 +41,10 @@ class Metrics:
             return float(ecmp.get("max_link_load") or 0)
         self.ecmp_max_link_load.set_function(value)
 
-    def set_link_utilisation(self, links):
+    def set_link_utilisation(self, links: Iterable[Mapping[str, Any]]) -> None:
         """One series per directed fabric link (``links_json`` rows); a link that went away loses its series,
         so the label set stays bounded by the fabric. Parallel links between two switches report the busier."""
-        values = {}
+        values: dict[tuple[str, str], float] = {}
         for link in links:
             if link["utilisation"] is not None:
                 key = (str(link["src"]), str(link["dst"]))
@@ -50,5 +55,5 @@ class Metrics:
             self.link_utilisation.labels(*key).set(value)
         self._link_series = set(values)
 
-    def exposition(self):
+    def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
