@@ -89,7 +89,10 @@ def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list
         adds = [(dpid, c) for dpid, c in step.changes if c.op == "add"]
         for dpid, change in adds:
             held = installed[dpid]
-            (held.add_group if isinstance(change.rule, GroupRule) else held.add_flow)(change.rule)
+            if isinstance(change.rule, GroupRule):
+                held.add_group(change.rule)
+            else:
+                held.add_flow(change.rule)
         if adds:
             out.append(Step(step.phase, adds))
     return out
