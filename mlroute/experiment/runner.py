@@ -149,14 +149,14 @@ def build_topo(spec: ExperimentSpec, mode: str) -> Any:
 
 def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: int = 0) -> str:
     """The YAML configuration of the controller of one run (the reference runs plain ECMP). An all-reduce's rings
-    are declared as jobs (one per ring, members by IP in ring order) unless ``spec.declare_jobs`` is off."""
+    are declared as one job (its rings' members by IP, in ring order) unless ``spec.declare_jobs`` is off."""
     text = (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
             f"  host_link_mbps: {spec.bw}\n")
     if spec.declare_jobs and mode != NONBLOCKING and pattern.startswith("allreduce"):
         from mininet_topos.common import host_ip
         rings = ring_placement(parse_allreduce(pattern), spec.n_hosts, seed)
-        text += "jobs:\n" + "".join(f"  - {{name: ring{j}, rings: [[{', '.join(host_ip(int(h[1:])) for h in ring)}]]}}\n"
-                                    for j, ring in enumerate(rings))
+        members = ", ".join("[" + ", ".join(host_ip(int(h[1:])) for h in ring) + "]" for ring in rings)
+        text += f"jobs:\n  - {{name: allreduce, rings: [{members}]}}\n"
     return text
 
 
