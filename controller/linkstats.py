@@ -10,10 +10,18 @@ producing a negative rate, and a port missing from a complete reply is forgotten
 hands the reply's entries to ``samples_from_reply``.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from controller.flowkey import FlowKey
 from controller.monitor import MalformedStats
 from controller.te import port_toward
+from controller.topology import Topology
 
 # OpenFlow 1.3 reserved port numbers start here (OFPP_MAX = 0xffffff00): OFPP_LOCAL and friends are no links.
 OFPP_MAX = 0xFFFFFF00
@@ -31,7 +39,8 @@ class PortSample:
     duration_s: float | None
 
 
-def sample_from_port_stat(dpid, port_no, tx_bytes, rx_bytes, duration_sec, duration_nsec):
+def sample_from_port_stat(dpid: int, port_no: Any, tx_bytes: Any, rx_bytes: Any, duration_sec: Any,
+                          duration_nsec: Any) -> PortSample:
     """A PortSample from one port-stats entry's fields; MalformedStats when they are not usable counters."""
     try:
         port, tx, rx, sec, nsec = int(port_no), int(tx_bytes), int(rx_bytes), int(duration_sec), int(duration_nsec)
@@ -43,7 +52,7 @@ def sample_from_port_stat(dpid, port_no, tx_bytes, rx_bytes, duration_sec, durat
     return PortSample(dpid, port, tx, rx, duration)
 
 
-def samples_from_reply(dpid, entries):
+def samples_from_reply(dpid: int, entries: Iterable[Any]) -> tuple[list[PortSample], list[str]]:
     """PortSamples of the physical ports in a port-stats reply (objects with OFPPortStats' attribute names).
 
     Returns (samples, problems): a malformed entry is skipped and described, the others still count.
@@ -77,10 +86,10 @@ class PortRate:
 class PortRates:
     """Per (dpid, port) transmit and receive rates from successive complete port-stats replies."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.switches: dict[int, dict[int, PortRate]] = {}  # dpid -> port -> rate (a reply touches one switch)
 
-    def update(self, dpid, samples, now):
+    def update(self, dpid: int, samples: Iterable[PortSample], now: float) -> None:
         """Fold in one complete reply of switch ``dpid``; its ports absent from the reply are forgotten."""
         before = self.switches.get(dpid, {})
         after = {}
@@ -99,21 +108,21 @@ class PortRates:
             prev.tx_bytes, prev.rx_bytes, prev.clock_s, prev.measured = s.tx_bytes, s.rx_bytes, clock, True
         self.switches[dpid] = after
 
-    def forget(self, dpid):
+    def forget(self, dpid: int) -> None:
         """A switch went away: its counters mean nothing any more."""
         self.switches.pop(dpid, None)
 
-    def rate(self, dpid, port):
+    def rate(self, dpid: int, port: int) -> PortRate | None:
         return self.switches.get(dpid, {}).get(port)
 
 
-def elephants_per_link(pinned, graph):
+def elephants_per_link(pinned: Mapping[FlowKey, tuple[int, ...]], graph: nx.Graph) -> dict[tuple[int, int], int]:
     """Number of pinned elephants on each directed link, keyed by (src dpid, src port).
 
     ``pinned`` maps FlowKey -> path (tuple of dpids); the port of each hop is the one the pinned rules use
     (the live graph's port toward the next switch), so parallel links are told apart as the rules do.
     """
-    counts = {}
+    counts: dict[tuple[int, int], int] = {}
     for path in pinned.values():
         for a, b in zip(path, path[1:]):
             port = port_toward(graph, a, b)
@@ -122,7 +131,8 @@ def elephants_per_link(pinned, graph):
     return counts
 
 
-def links_json(topology, rates, pinned, capacity_bps, graph=None):
+def links_json(topology: Topology, rates: PortRates, pinned: Mapping[FlowKey, tuple[int, ...]], capacity_bps: float,
+               graph: nx.Graph | None = None) -> list[dict[str, Any]]:
     """The body of ``GET /mlroute/links``: one entry per directed fabric link the topology knows.
 
     ``tx_bps`` is what the source port sent, ``rx_bps`` what the destination port received; ``utilisation``
@@ -154,23 +164,24 @@ class LinkLoad:
     ``clock`` is the fallback for switches that report no port durations (monotonic seconds).
     """
 
-    def __init__(self, clock):
+    def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.rates = PortRates()
 
     @staticmethod
-    def poll_targets(topology, connected) -> list[int]:
+    def poll_targets(topology: Topology, connected: Iterable[int]) -> list[int]:
         """Connected switches with at least one fabric port: one port-stats request each per period."""
         return sorted(d for d in connected if topology.fabric_ports(d))
 
-    def reply(self, dpid, entries) -> list[str]:
+    def reply(self, dpid: int, entries: Iterable[Any]) -> list[str]:
         """Fold in one complete port-stats reply; returns descriptions of the entries that were skipped."""
         samples, problems = samples_from_reply(dpid, entries)
         self.rates.update(dpid, samples, self.clock())
         return problems
 
-    def forget(self, dpid):
+    def forget(self, dpid: int) -> None:
         self.rates.forget(dpid)
 
-    def links(self, topology, pinned, capacity_bps):
+    def links(self, topology: Topology, pinned: Mapping[FlowKey, tuple[int, ...]],
+              capacity_bps: float) -> list[dict[str, Any]]:
         return links_json(topology, self.rates, pinned, capacity_bps)
