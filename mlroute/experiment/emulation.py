@@ -1,12 +1,15 @@
 """Real ryu-manager + Open vSwitch + Mininet: start a controller, build a faithful emulated network, tear both
 down cleanly. Shared by ``mlroute experiment`` and the integration tests.
 
-Faithful means the emulation does not cap throughput below the shaped link rate (PLATFORM.md): the userspace
-datapath forwards every packet on one ovs-vswitchd thread, and sends through one socket whose buffer is
-``net.core.wmem_default`` when OVS starts, so jumbo frames (MTU 9000) and an 8 MB default buffer are needed.
+Faithful means the emulation does not cap throughput below the shaped link rate (docs/paper.md, "Emulation
+fidelity"): the userspace datapath forwards every packet on one ovs-vswitchd thread, and sends through one socket
+whose buffer is ``net.core.wmem_default`` when OVS starts, so jumbo frames (MTU 9000) and an 8 MB default buffer
+are needed.
 Teardown never runs ``mn -c`` (it kills every ryu-manager and deletes /tmp/*.log): it stops the network and
 deletes the bridges and veths it created.
 """
+
+from __future__ import annotations
 
 import json
 import os
@@ -16,7 +19,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import controller
 
@@ -24,14 +29,17 @@ APP = Path(controller.__file__).with_name("app.py")  # the installed controller 
 
 WMEM_NEEDED = 8 * 1024 * 1024
 
+T = TypeVar("T")
 
-def free_port():
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def ryu_manager():
+def ryu_manager() -> str:
     """The ryu-manager next to this interpreter (the project venv), else the one on PATH."""
     candidate = Path(sys.executable).with_name("ryu-manager")
     return str(candidate) if candidate.exists() else "ryu-manager"
@@ -40,7 +48,7 @@ def ryu_manager():
 class Controller:
     """``ryu-manager controller/app.py`` as a subprocess with its own OpenFlow and REST ports and log."""
 
-    def __init__(self, workdir, config_text=None, extra_env=None):
+    def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.of_port = free_port()
@@ -75,7 +83,8 @@ class Controller:
         self._log.flush()
         self.proc = self._spawn()
 
-    def wait_ready(self, timeout=30):
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until the REST API answers; raises with the log tail if ryu-manager exits or times out."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -87,15 +96,16 @@ class Controller:
                 time.sleep(0.3)
         raise TimeoutError(f"controller REST not up after {timeout}s:\n{self.log()[-3000:]}")
 
-    def url(self, path):
+    def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.rest_port}{path}"
 
-    def get(self, path):
+    def get(self, path: str) -> Any:
+        """GET a REST path: parsed JSON under /mlroute, text elsewhere (/metrics)."""
         with urllib.request.urlopen(self.url(path), timeout=10) as r:
             body = r.read().decode()
         return json.loads(body) if path.startswith("/mlroute") else body
 
-    def post(self, path, payload=None, token=None):
+    def post(self, path: str, payload: dict | None = None, token: str | None = None) -> Any:
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -104,7 +114,7 @@ class Controller:
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read().decode())
 
-    def metric(self, name, labels=None):
+    def metric(self, name: str, labels: dict | None = None) -> float:
         """Sum of a Prometheus sample's values (optionally only those with the given labels)."""
         total = 0.0
         for line in self.get("/metrics").splitlines():
@@ -116,12 +126,12 @@ class Controller:
             total += float(m.group(3))
         return total
 
-    def log(self):
+    def log(self) -> str:
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text()
 
-    def stop(self):
+    def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -132,7 +142,7 @@ class Controller:
         self._log.close()
 
 
-def check_platform():
+def check_platform() -> list[str]:
     """Problems that make an emulation unfaithful or impossible, as readable strings (empty: all good)."""
     problems = []
     if os.geteuid() != 0:
@@ -149,13 +159,13 @@ def check_platform():
     return problems
 
 
-def start_network(topo, controller, jumbo=False):
+def start_network(topo: Any, controller: Controller, jumbo: bool = False) -> Any:
     """Build and start a Mininet network on userspace OVS, connected to ``controller``."""
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
 
     class Remote(RemoteController):
-        def checkListening(self):
+        def checkListening(self) -> None:
             """Mininet probes the port with telnet and decodes Ryu's binary HELLO as UTF-8, which fails at
             random; the controller's REST answered already (Controller.wait_ready), so it is listening."""
 
@@ -178,7 +188,7 @@ PACKET_IN_RATE_PPS = 200  # per switch: new-flow copies, ARP and unknown-destina
 PACKET_IN_BURST = 50
 
 
-def limit_packet_ins(net, rate_pps: int = PACKET_IN_RATE_PPS, burst: int = PACKET_IN_BURST) -> None:
+def limit_packet_ins(net: Any, rate_pps: int = PACKET_IN_RATE_PPS, burst: int = PACKET_IN_BURST) -> None:
     """Open vSwitch's own packet-in rate limit on every switch's controller connection: a storm of new flows
     from one host is queued and dropped in the switch (the packets themselves are still forwarded; only the
     copies to the controller go), so the controller's event loop keeps up with echo requests and LLDP."""
@@ -190,7 +200,8 @@ def limit_packet_ins(net, rate_pps: int = PACKET_IN_RATE_PPS, burst: int = PACKE
                             f"controller_burst_limit={burst}"], capture_output=True, check=False)
 
 
-def set_jumbo(net, mtu=9000):
+def set_jumbo(net: Any, mtu: int = 9000) -> None:
+    """MTU ``mtu`` on every host and switch interface (the userspace datapath needs jumbo frames)."""
     for host in net.hosts:
         for intf in host.intfList():
             host.cmd(f"ip link set {intf} mtu {mtu}")
@@ -201,7 +212,7 @@ def set_jumbo(net, mtu=9000):
                                check=False, capture_output=True)
 
 
-def stop_network(net):
+def stop_network(net: Any) -> None:
     """Stop a network and remove what it left: bridges, veths. Never `mn -c`. Safe to call twice."""
     if getattr(net, "mlroute_stopped", False):
         return
@@ -221,7 +232,8 @@ def stop_network(net):
                 subprocess.run(["ip", "link", "del", dev], check=False)
 
 
-def wait_until(predicate, timeout, interval=0.5):
+def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.5) -> T:
+    """Poll ``predicate`` until it returns something true or ``timeout`` passes; its last value."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         value = predicate()
@@ -231,7 +243,7 @@ def wait_until(predicate, timeout, interval=0.5):
     return predicate()
 
 
-def ping_all(net, timeout_s=1, failed=None):
+def ping_all(net: Any, timeout_s: float = 1, failed: list | None = None) -> float:
     """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs (the pairs that
     failed are appended to ``failed`` when a list is given)."""
     sent = lost = 0
@@ -247,7 +259,7 @@ def ping_all(net, timeout_s=1, failed=None):
     return lost / sent
 
 
-def iperf3(net, src, dst, seconds=3, port=5201):
+def iperf3(net: Any, src: Any, dst: Any, seconds: float = 3, port: int = 5201) -> float:
     """One TCP iperf3 run (server on dst, client on src under a hard timeout); received Mb/s, 0 on failure."""
     server = dst.popen(["iperf3", "-s", "-1", "-p", str(port)])
     time.sleep(0.5)
