@@ -99,6 +99,13 @@ def test_tor_must_agree_across_files_and_fit(tmp_path):
     assert len(read_traffic_files([a, c], hosts_per_tor=3)) == 2
     with pytest.raises(WorkloadError, match="ToR 0 has 3 distinct hosts.*--hosts-per-tor 2"):
         read_traffic_files([a, c], hosts_per_tor=2)
+    # the first host beyond the capacity, and a host beyond the fabric, are named by the line they appear on
+    with pytest.raises(WorkloadError, match=rf"{c}:2: ToR 0 has 3 distinct hosts"):
+        read_traffic_files([a, c], hosts_per_tor=2)
+    assert len(read_traffic_files([a, c], tors=2)) == 2
+    with pytest.raises(WorkloadError, match=rf"{a}:2: host 130 is under ToR 1, but the fabric has ToRs 0..0 "
+                                            r"\(ToR 1 is beyond the fabric\)"):
+        read_traffic_files([a, c], tors=1)
 
 
 def test_missing_file_and_duplicate_names(tmp_path):
