@@ -34,7 +34,7 @@ import time
 import networkx as nx
 import numpy as np
 
-from mlroute.routing.metric import compare
+from mlroute.routing.metric import WeightedJob, compare
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
 from mlroute.routing.optimisers.greedy import greedy_choice
@@ -853,7 +853,8 @@ def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: boo
     mat = prob.link_matrix(choice)
     loads = prob.loads(matrix=mat)
     max_load = loads.max(initial=0)
-    if uniform and prob.demands is None and max_load <= 2 and _one_flow_per_nic(prob):
+    weighted = any(isinstance(j, WeightedJob) for j in jobs or ())  # the proof below is for equal jobs only
+    if uniform and prob.demands is None and max_load <= 2 and not weighted and _one_flow_per_nic(prob):
         # Provably nothing for the polishing to find: every NIC carries one flow, so rates are c/2 on the links
         # with two flows and c elsewhere; a flow at c/2 sits on a link of a ToR with more flows than spines,
         # all of whose links carry a flow at >= c/2, so no other spine offers it more than c/2.
