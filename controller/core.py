@@ -22,11 +22,11 @@ from controller.budget import TokenBucket
 from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
-from controller.plan_state import PlanState
 from controller.optimiser_runner import DONE, LATE, OptimiserRunner
 from controller.packet_in import Decision, PacketIn, PacketInHandler
+from controller.plan_state import PlanState
 from controller.recovery import Recovered
-from controller.rules import Change, FlowRule, GroupRule, SwitchRules
+from controller.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import Topology
 from mlroute.routing import metric
@@ -376,14 +376,21 @@ class ControllerCore:
         desired = self.plan.desired  # equals sync.desired_state(...) of these inputs (the property test)
         ready = [d for d in sorted(self.connected) if d in self.installed and d in desired
                  and (d in changed or d in stale)]
-        steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause)
+        # a switch whose installed state is its last desired one: diff only what the plan changed there
+        only = {d: keys for d, keys in self.plan.changed.items() if keys is not None and d not in stale}
+        steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
         if self.recovering():
             steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
             self.dirty = True
         else:
-            for dpid in ready:  # a snapshot: the plan changes its own dicts in place
-                self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
+            for step in steps:
+                for dpid, change in step.changes:
+                    if dpid in only:
+                        apply_change(self.installed[dpid], change)
+            for dpid in ready:  # the others: a snapshot (the plan changes its own dicts in place)
+                if dpid not in only:
+                    self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)

@@ -140,8 +140,8 @@ def actions_of(instruction_list: list) -> tuple:
 
 def rule_from_stats(dpid: int, stat: Any) -> FlowRule:
     """One flow-stats entry (or a parsed OFPFlowMod) as the FlowRule it is."""
-    return FlowRule(dpid, stat.priority, match(**dict(stat.match.items())), actions_of(stat.instructions), table=stat.table_id,
-                    cookie=stat.cookie, idle_timeout=stat.idle_timeout)
+    return FlowRule(dpid, stat.priority, match(**dict(stat.match.items())), actions_of(stat.instructions),
+                    table=stat.table_id, cookie=stat.cookie, idle_timeout=stat.idle_timeout)
 
 
 def group_from_desc(dpid: int, desc: Any) -> GroupRule:

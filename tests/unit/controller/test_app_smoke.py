@@ -76,7 +76,7 @@ class Lab:
         dp.connected = False
         self.app.datapath_dead(ofp_event.EventOFPStateChange(dp))
         self.app.switch_leave(topo_event.EventSwitchLeave(Switch(dp)))
-        for link in [l for l in self.ref.links.values() if dpid in (l.src, l.dst)]:
+        for link in [ln for ln in self.ref.links.values() if dpid in (ln.src, ln.dst)]:
             src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
             self.app.link_delete(topo_event.EventLinkDelete(Link(src, dst)))
 
