@@ -27,7 +27,7 @@ import networkx as nx
 
 from controller import forwarding, te
 from controller.flowkey import FlowKey
-from controller.rules import PRIO_HOST, FlowRule, GroupRule, SwitchRules
+from controller.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, SwitchRules
 from controller.tiers import TierInference
 from controller.topology import Host, Topology
 
@@ -99,6 +99,8 @@ class PlanState:
         self._by_pair: dict[tuple[str, str], set[FlowKey]] = {}  # (src, dst) -> accounted flows of that pair
         self._pinned: dict[Any, tuple] = {}
         self._dirty: set[int] = set()
+        # per switch of the last update: (flow keys, group ids) it changed, or None for "all of it" (new)
+        self.changed: dict[int, tuple[set, set] | None] = {}
         self._writes = 0
 
     # -- the one entry point ----------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class PlanState:
         the graph is not looked at. ``flows`` names the accounting keys that may have changed since the last
         update (None: compare the whole accounting).
         """
-        self._dirty = set()
+        self._dirty, self.changed = set(), {}
         hosts = dict(topology.hosts)
         pinned = dict(pinned)
         tiers_changed = tiers is not self._tiers and self._apply_tiers(tiers)
@@ -204,12 +206,14 @@ class PlanState:
         for key, holders in self._te.get(dpid, {}).items():
             rules.add_flow(next(reversed(holders.values())))
         self._dirty.add(dpid)
+        self.changed[dpid] = None
 
     def _drop_switch(self, dpid: int) -> None:
         del self.desired[dpid]
         for table in (self._gid, self._taken, self._grefs):
             table.pop(dpid, None)
         self._dirty.discard(dpid)
+        self.changed.pop(dpid, None)
 
     def _apply_tiers(self, tiers: TierInference | None) -> bool:
         """New tier levels re-stagger the groups of the switches whose level changed; True if tiers changed."""
@@ -290,29 +294,37 @@ class PlanState:
         return (("group", gid, buckets),)  # the bucket list travels until _set_forward refcounts it
 
     def _set_forward(self, s: int, m: tuple, actions: tuple | None) -> None:
-        """Set (or with None, remove) the forwarding rule toward one host on switch ``s``."""
+        """Set (or with None, remove) the forwarding rule toward one host on switch ``s``. ``actions`` may
+        carry a group's bucket list as a third element of its group action (see ``_actions``)."""
         rules = self.desired.get(s)
         if rules is None:
             return
-        key = (forwarding.TABLE_FORWARD, PRIO_HOST, m)
-        old = rules.flows.get(key)
+        flows = rules.flows
+        key = (TABLE_FORWARD, PRIO_HOST, m)
+        old = flows.get(key)
         group = None
-        if actions is not None and actions[0][0] == "group":
+        if actions is not None and len(actions[0]) == 3:
             _, gid, buckets = actions[0]
             group = (gid, buckets)
             actions = (("group", gid),)
-        if old is not None and old.actions == actions:
-            return
+        if old is not None:
+            if old.actions == actions:
+                return
+            if old.actions[0][0] == "group":
+                if group is not None:
+                    self._ref_group(s, *group)  # before the old one goes: it may be the same list
+                    group = None
+                self._unref_group(s, old.actions[0][1])
         if group is not None:
             self._ref_group(s, *group)
-        if old is not None and old.actions[0][0] == "group":
-            self._unref_group(s, old.actions[0][1])
         if actions is None:
-            del rules.flows[key]
+            del flows[key]
         else:
-            rules.add_flow(FlowRule(s, PRIO_HOST, m, actions))
-        self._dirty.add(s)
-        self._tick()
+            flows[key] = FlowRule(s, PRIO_HOST, m, actions)
+        self._touch(s, flow=key)
+        self._writes += 1
+        if self._writes % PAUSE_EVERY == 0:
+            self.pause()
 
     def _ref_group(self, s: int, gid: int, buckets: tuple) -> None:
         refs = self._grefs[s]
@@ -321,6 +333,7 @@ class PlanState:
             self._gid[s][buckets] = gid
             self._taken[s][gid] = buckets
             self.desired[s].add_group(GroupRule(s, gid, buckets))
+            self._touch(s, group=gid)
         refs[gid] += 1
 
     def _unref_group(self, s: int, gid: int) -> None:
@@ -331,6 +344,7 @@ class PlanState:
             buckets = self._taken[s].pop(gid)
             del self._gid[s][buckets]
             del self.desired[s].groups[gid]
+            self._touch(s, group=gid)
 
     # -- the traffic-engineering layer -------------------------------------------------------------------------
     def _apply_flow(self, key: FlowKey, where: tuple[int, int] | None, pinned: Mapping[Any, tuple],
@@ -414,8 +428,19 @@ class PlanState:
             del rules.flows[key]
         else:
             rules.add_flow(rule)
-        self._dirty.add(dpid)
+        self._touch(dpid, flow=key)
         self._tick()
+
+    def _touch(self, dpid: int, flow: tuple | None = None, group: int | None = None) -> None:
+        self._dirty.add(dpid)
+        if dpid not in self.changed:
+            self.changed[dpid] = (set(), set())
+        keys = self.changed[dpid]
+        if keys is not None:
+            if flow is not None:
+                keys[0].add(flow)
+            if group is not None:
+                keys[1].add(group)
 
     def _tick(self) -> None:
         self._writes += 1

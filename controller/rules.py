@@ -10,6 +10,7 @@ pinned elephants), table 1 forwards toward hosts (the ECMP baseline).
 """
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # Cookies mark the rules mlroute owns, so a reconnecting switch is wiped of ours and nobody else's.
 COOKIE_BASE = 0x6D6C0001  # "ml" + 1: forwarding baseline (ECMP, ARP/IPv6 handling)
@@ -104,6 +105,28 @@ def diff_switch(installed, desired):
             + _deletes(installed.groups, desired.groups))
 
 
+def diff_keys(installed, desired, flow_keys, group_ids):
+    """``diff_switch`` restricted to some flow keys and group ids: the same changes, in the same order, when
+    ``installed`` and ``desired`` agree everywhere else (what an incremental plan knows it changed)."""
+    installed = installed or SwitchRules()
+    have, want = _only(installed, flow_keys, group_ids), _only(desired, flow_keys, group_ids)
+    return diff_switch(have, want)
+
+
+def _only(rules, flow_keys, group_ids):
+    flows, groups = rules.flows, rules.groups
+    return SwitchRules({k: flows[k] for k in flow_keys if k in flows}, {g: groups[g] for g in group_ids if g in groups})
+
+
+def apply_change(rules, change):
+    """Record a sent change in ``rules`` (a switch's installed state)."""
+    table = rules.groups if isinstance(change.rule, GroupRule) else rules.flows
+    if change.op == "delete":
+        table.pop(change.rule.key, None)
+    else:
+        table[change.rule.key] = change.rule
+
+
 def _upserts(installed, desired, order=None):
     """Adds and modifies turning one rule table (key -> rule) of ``installed`` into ``desired``, keys sorted by
     ``order`` (group ids: by value)."""
@@ -124,4 +147,10 @@ def _deletes(installed, desired, order=None):
 
 def _flow_order(key):
     table, priority, m = key
-    return (-table, -priority, repr(m))
+    return (-table, -priority, _match_text(m))
+
+
+@lru_cache(maxsize=1 << 16)
+def _match_text(m):
+    """repr of a match, memoised: a first install sorts every host's match once per switch."""
+    return repr(m)

@@ -25,7 +25,8 @@ import networkx as nx
 
 from controller import forwarding, te
 from controller.flowkey import FlowKey, five_tuple_match
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules, diff_switch
+from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules, diff_keys,
+                              diff_switch)
 from controller.tiers import TierInference
 from controller.topology import Topology
 
@@ -66,15 +67,21 @@ class Step:
 
 
 def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int, SwitchRules],
-              dpids: Iterable[int], pause: Callable[[], None] | None = None) -> list[Step]:
+              dpids: Iterable[int], pause: Callable[[], None] | None = None,
+              only: Mapping[int, tuple[set, set]] | None = None) -> list[Step]:
     """Ordered, non-empty steps bringing each switch of ``dpids`` from ``installed`` to ``desired``
-    (``pause`` is called after each switch: a first install diffs hundreds of thousands of rules)."""
+    (``pause`` is called after each switch: a first install diffs hundreds of thousands of rules).
+    ``only`` (dpid -> (flow keys, group ids)) limits a switch's diff to what is known to have changed."""
     steps = {phase: Step(phase) for phase in Phase}
+    only = only or {}
     for dpid in dpids:
         want = desired.get(dpid)
         if want is None:
             continue
-        for change in diff_switch(installed.get(dpid), want):
+        keys = only.get(dpid)
+        diff = diff_switch(installed.get(dpid), want) if keys is None else \
+            diff_keys(installed.get(dpid), want, *keys)
+        for change in diff:
             steps[phase_of(change)].changes.append((dpid, change))
         if pause is not None:
             pause()

@@ -11,7 +11,7 @@ from controller.accounting import Accounting
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
 from controller.jobs import HostPair
 from controller.plan_state import PlanState
-from controller.rules import SwitchRules
+from controller.rules import SwitchRules, diff_keys, diff_switch
 from controller.tiers import infer_tiers
 from tests import topologies
 
@@ -120,6 +120,13 @@ def check(world, state, flows=None):
     assert state.desired == world.reference()
     untouched = [d for d in state.desired if d not in dirty]
     assert all(before.get(d) == state.desired[d] for d in untouched), "a switch that changed was not reported"
+    for dpid, keys in state.changed.items():  # the keys it reports are all a diff needs to look at
+        assert dpid in dirty
+        if keys is None:
+            assert dpid not in before
+        else:
+            full = diff_switch(before[dpid], state.desired[dpid])
+            assert diff_keys(before[dpid], state.desired[dpid], *keys) == full
 
 
 FABRICS = {"fattree4": lambda: topologies.fat_tree(4), "leafspine": lambda: topologies.leaf_spine(3, 4, 2),
