@@ -12,9 +12,15 @@ merges ``te_rules`` into the switches' desired state. Design choices, and why:
   the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
 """
 
+from __future__ import annotations
+
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+import networkx as nx
 
 from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
@@ -22,17 +28,31 @@ from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.tiers import TIER_RANK
 from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
-                              PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, match)
-from controller.flowkey import PROTO_TCP, PROTO_UDP, five_tuple_match
+                              PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, Match,
+                              match)
+from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
 from controller.host_guard import admitted_source, host_rules
 from controller.jobs import HostPair
+from controller.tiers import TierInference
+from controller.topology import Host, Topology
 
 LOG = logging.getLogger("mlroute.te")
 
 FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
 
+RouteKey = FlowKey | HostPair  # what the traffic engineer routes: a transport flow or a declared host pair
+Path = tuple[int, ...]  # dpids, ingress switch first
 
-def fabric_from_topology(topology, tiers, host_bps, fabric_bps):
+
+class HostTable(Protocol):
+    """The part of a Topology that ``te_rules`` reads when it is given the graph: its hosts."""
+
+    @property
+    def hosts(self) -> Mapping[str, Host]: ...
+
+
+def fabric_from_topology(topology: Topology, tiers: TierInference | None, host_bps: float,
+                         fabric_bps: float) -> Fabric | None:
     """The routing core's Fabric for the live learned topology, or None when it is not a Clos."""
     if tiers is None or not tiers.is_clos:
         return None
@@ -46,27 +66,28 @@ def fabric_from_topology(topology, tiers, host_bps, fabric_bps):
 @dataclass
 class TEResult:
     applied: bool
-    moved: list = field(default_factory=list)  # FlowKeys whose path changed
-    before: dict | None = None  # routing-core report of the routing in force before the step
-    after: dict | None = None  # ... and of the routing in force after it
+    moved: list[RouteKey] = field(default_factory=list)  # FlowKeys whose path changed
+    before: dict[str, Any] | None = None  # routing-core report of the routing in force before the step
+    after: dict[str, Any] | None = None  # ... and of the routing in force after it
     runtime_s: float = 0.0
     elephants: int = 0
     reason: str = ""
 
 
 class TrafficEngineer:
-    def __init__(self, mode="mlroute", objective="flow", hysteresis=True, seed=0, clock=time.perf_counter,
-                 time_limit=None):
+    def __init__(self, mode: str = "mlroute", objective: str = "flow", hysteresis: bool = True, seed: int = 0,
+                 clock: Callable[[], float] = time.perf_counter, time_limit: float | None = None) -> None:
         self.mode = mode
         self.time_limit = time_limit  # seconds the optimiser may search (config te.time_budget_s)
         self.objective = objective
         self.hysteresis = hysteresis
         self.seed = seed
         self.clock = clock
-        self.pinned = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
-        self.last = None  # last TEResult
+        self.pinned: dict[RouteKey, Path] = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
+        self.last: TEResult | None = None  # last TEResult
 
-    def step(self, fabric, elephants, jobs=None, weights=None):
+    def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+             jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None) -> TEResult:
         """One decision over ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow
         (FlowKey) or a declared job's host pair (HostPair, routed before its first packet).
 
@@ -76,19 +97,20 @@ class TrafficEngineer:
         a worse one is never applied, first decision included: the routing in force is kept.
         """
         jobs, weights = jobs or {}, weights or {}
-        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=jobs.get(k.src_ip), key=k,
-                      weight=weights.get(jobs.get(k.src_ip), 1.0)) for k, d in elephants
+        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=(job := jobs.get(k.src_ip)), key=k,
+                      weight=1.0 if job is None else weights.get(job, 1.0)) for k, d in elephants
                  if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
-        keys = [f.key for f in flows]
+        keys = cast("list[RouteKey]", [f.key for f in flows])
         if not flows:
             self.pinned = {}
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
+        assert fabric is not None  # flows are only taken on a known fabric
         ecmp = run_optimiser("ecmp", fabric, flows, seed=self.seed).paths
         current, valid = paths_in_force(fabric, flows, self.pinned, ecmp)
         # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
         # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
-        self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok}
+        self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = metric.job_labels(flows)
         before = metric.report(fabric, flows, current, objective=objective)
@@ -124,22 +146,26 @@ class TrafficEngineer:
         return self.last
 
 
-def paths_in_force(fabric, flows, pinned, fallback):
+def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],
+                   fallback: Sequence[Sequence[int] | None]) -> tuple[list[Sequence[int] | None], list[bool]]:
     """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
     own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
     routing that actually carries the traffic. Returns (paths, valid flags)."""
-    pins = [pinned[f.key] if f.key in pinned else pinned.get(HostPair(f.src, f.dst)) for f in flows]
+    # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
+    pins = [pinned[cast(RouteKey, f.key)] if f.key in pinned
+            else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
     valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
 
 
-def port_toward(graph, a, b):
+def port_toward(graph: nx.Graph, a: int, b: int) -> int | None:
     if not graph.has_edge(a, b):
         return None
     return graph.edges[a, b]["ports"][a]
 
 
-def counting_rule(graph, key, dpid, in_port, pinned, idle_timeout):
+def counting_rule(graph: nx.Graph, key: FlowKey, dpid: int, in_port: int, pinned: Mapping[RouteKey, Sequence[int]],
+                  idle_timeout: int) -> FlowRule:
     """One transport flow's exact counting rule at its ingress switch: on to the ECMP table, or to the pinned
     first hop when the flow (or its host pair) is pinned."""
     actions = (("goto", TABLE_FORWARD),)
@@ -152,7 +178,9 @@ def counting_rule(graph, key, dpid, in_port, pinned, idle_timeout):
                     cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
 
 
-def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
+def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
+             pinned: Mapping[RouteKey, Sequence[int]], idle_timeout: int,
+             graph: nx.Graph | None = None) -> list[FlowRule]:
     """Rules of the traffic-engineering layer for all switches (a flat list of FlowRule).
 
     * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple) and forwarded;
@@ -164,8 +192,8 @@ def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
       from the host to the peer are copied to the controller (cookie of the flow-miss copy, so the new flow
       gets its counting rule) and sent to the pinned first hop; IPv4 src/dst rules on the upward hops.
     """
-    graph = graph if graph is not None else topology.graph()
-    rules = []
+    graph = graph if graph is not None else cast(Topology, topology).graph()  # only a Topology comes without one
+    rules: list[FlowRule] = []
     for h in topology.hosts.values():
         rules.extend(host_rules(h))  # anti-spoofing at the host's port (host_guard.py)
         for proto in (PROTO_TCP, PROTO_UDP):
@@ -174,20 +202,19 @@ def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
                                                                 **admitted_source(h)),
                                   (("controller", FLOW_MISS_BYTES), ("goto", TABLE_FORWARD)),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
-    for key, (dpid, in_port) in accounting.items():
-        rules.append(counting_rule(graph, key, dpid, in_port, pinned, idle_timeout))
+    for flow_key, (dpid, in_port) in accounting.items():
+        rules.append(counting_rule(graph, flow_key, dpid, in_port, pinned, idle_timeout))
     tier_of = tiers.tiers if tiers is not None else {}
     for key, path in pinned.items():
-        pair = isinstance(key, HostPair)
-        if pair:
+        if isinstance(key, HostPair):
             rules += _pair_ingress(topology, graph, key, path)
-        ranks = [TIER_RANK.get(tier_of.get(d), 0) for d in path]
+        ranks = [TIER_RANK.get(tier_of.get(d, ""), 0) for d in path]  # ("" is no tier)
         top = ranks.index(max(ranks))
         for i in range(1, top):
             port = port_toward(graph, path[i], path[i + 1])
             if port is None:
                 continue
-            if pair:
+            if isinstance(key, HostPair):
                 rules.append(FlowRule(path[i], PRIO_PAIR_HOP, pair_match(key), (("output", port),),
                                       table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
             else:
@@ -196,9 +223,9 @@ def te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=None):
     return rules
 
 
-def pair_match(pair, in_port=None, proto=None):
+def pair_match(pair: HostPair, in_port: int | None = None, proto: int | None = None) -> Match:
     """IPv4 traffic of a host pair (of one transport protocol and from one port, for the ingress rule)."""
-    fields = {"eth_type": ETH_IPV4, "ipv4_src": pair.src_ip, "ipv4_dst": pair.dst_ip}
+    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ipv4_src": pair.src_ip, "ipv4_dst": pair.dst_ip}
     if proto is not None:
         fields["ip_proto"] = proto
     if in_port is not None:
@@ -206,7 +233,7 @@ def pair_match(pair, in_port=None, proto=None):
     return match(**fields)
 
 
-def _pair_ingress(topology, graph, pair, path):
+def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Sequence[int]) -> list[FlowRule]:
     host = topology.hosts.get(pair.src_ip)
     if host is None or host.dpid != path[0] or len(path) < 2:
         return []
