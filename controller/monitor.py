@@ -9,8 +9,12 @@ job ended (``job_ended``) stops counting at once, so finished flows never hold r
 Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`` values.
 """
 
+from __future__ import annotations
+
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, key_from_fields  # noqa: F401  (re-exported)
 
@@ -28,7 +32,8 @@ class MalformedStats(ValueError):
     """A stats entry that cannot be turned into a sample (missing field, wrong type, negative counter)."""
 
 
-def sample_from_stat(dpid, fields, byte_count, duration_sec, duration_nsec):
+def sample_from_stat(dpid: int, fields: Mapping[str, Any], byte_count: int, duration_sec: int,
+                     duration_nsec: int) -> FlowSample:
     """A FlowSample from one flow-stats entry's match fields and counters; MalformedStats if it is not one."""
     try:
         key = key_from_fields(fields)
@@ -43,10 +48,10 @@ def sample_from_stat(dpid, fields, byte_count, duration_sec, duration_nsec):
 class StatsAssembler:
     """Reassembles multipart flow-stats replies (OFPMPF_REPLY_MORE) per switch and request."""
 
-    def __init__(self):
-        self._parts = {}  # (dpid, xid) -> list of entries
+    def __init__(self) -> None:
+        self._parts: dict[tuple[int, int], list[Any]] = {}  # (dpid, xid) -> list of entries
 
-    def feed(self, dpid, xid, entries, more):
+    def feed(self, dpid: int, xid: int, entries: Iterable[Any], more: bool) -> list[Any] | None:
         """Add one reply part; returns the complete entry list when the last part arrives, else None."""
         parts = self._parts.setdefault((dpid, xid), [])
         parts.extend(entries)
@@ -54,7 +59,7 @@ class StatsAssembler:
             return None
         return self._parts.pop((dpid, xid))
 
-    def forget(self, dpid):
+    def forget(self, dpid: int) -> None:
         """Drop half-assembled replies of a switch that went away."""
         self._parts = {k: v for k, v in self._parts.items() if k[0] != dpid}
 
@@ -82,14 +87,14 @@ class MonitorConfig:
 @dataclass
 class FlowMonitor:
     config: MonitorConfig
-    flows: dict = field(default_factory=dict)  # FlowKey -> FlowState (added only by ``update``)
+    flows: dict[FlowKey, FlowState] = field(default_factory=dict)  # FlowKey -> FlowState (added only by ``update``)
     # dpid -> keys of the flows counted there, so a reply touches its own switch's flows only (scanning every
     # flow per reply made a 100k-entry poll of 64 switches quadratic); removals elsewhere are caught up lazily
-    _by_switch: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def update(self, dpid, samples, now):
+    def update(self, dpid: int, samples: Iterable[FlowSample], now: float) -> None:
         """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent."""
-        seen = set()
+        seen: set[FlowKey] = set()
         for s in samples:
             if s.key in seen:
                 continue
@@ -122,7 +127,7 @@ class FlowMonitor:
             del self.flows[key]
             keys.discard(key)
 
-    def _judge(self, st, now):
+    def _judge(self, st: FlowState, now: float) -> None:
         if st.rate_bps >= self.config.threshold_bps:
             st.streak += 1
             st.last_active = now
@@ -132,7 +137,7 @@ class FlowMonitor:
         else:
             st.streak = 0
 
-    def forget(self, key):
+    def forget(self, key: FlowKey) -> bool:
         """The flow ended (its counting rule was removed): it stops counting toward routing at once.
         Returns whether it was known."""
         st = self.flows.pop(key, None)
@@ -140,7 +145,7 @@ class FlowMonitor:
             LOG.info("elephant %s ended (counting rule removed)", key)
         return st is not None
 
-    def job_ended(self, hosts):
+    def job_ended(self, hosts: Iterable[str]) -> list[FlowKey]:
         """A job ended (undeclared, or its last iteration): its flows (those sent by ``hosts``) stop counting,
         idle or not, so pattern memory keeps only flows of jobs still running. Returns the keys forgotten."""
         hosts = set(hosts)
@@ -149,7 +154,7 @@ class FlowMonitor:
             self.forget(k)
         return gone
 
-    def expire(self, now):
+    def expire(self, now: float) -> list[FlowKey]:
         """Forget elephants idle for longer than the pattern memory; returns the keys forgotten."""
         gone = [k for k, st in self.flows.items() if st.elephant and st.streak == 0
                 and now - st.last_active > self.config.memory_s]
@@ -158,6 +163,6 @@ class FlowMonitor:
             del self.flows[k]
         return gone
 
-    def elephants(self):
+    def elephants(self) -> list[FlowState]:
         """Known elephants (active or idle within the pattern memory), in a stable order."""
         return [st for _, st in sorted(self.flows.items()) if st.elephant]
