@@ -35,8 +35,8 @@ def staggered_buckets(ports: Iterable[int], level: int) -> tuple[int, ...]:
     return _staggered(tuple(ports), level)
 
 
-@lru_cache(maxsize=65536)
-def _staggered(ports: tuple[int, ...], level: int) -> tuple[int, ...]:  # a plan asks for the same few bucket lists once per (host, switch) pair
+@lru_cache(maxsize=65536)  # a plan asks for the same few bucket lists once per (host, switch) pair
+def _staggered(ports: tuple[int, ...], level: int) -> tuple[int, ...]:
     n = len(ports)
     reps = n ** level
     if level <= 0 or n * reps > MAX_STAGGERED_BUCKETS:
