@@ -36,12 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller import config as mlconfig  # noqa: E402
 from controller import sync  # noqa: E402
 from controller.core import ControllerCore  # noqa: E402
-from controller.flowkey import PROTO_TCP, FlowKey, five_tuple_match  # noqa: E402
+from controller.flowkey import PROTO_TCP, FlowKey  # noqa: E402
 from controller.monitor import FlowState  # noqa: E402
 from controller.packet_in import PacketIn  # noqa: E402
-from controller.rules import COOKIE_FLOW, ETH_ARP, PRIO_FLOW, TABLE_CLASSIFY  # noqa: E402
+from controller.rules import ETH_ARP  # noqa: E402
 from controller.tiers import infer_tiers  # noqa: E402
 from tests import topologies  # noqa: E402
+from tests.flowstats_bytes import counting_entry, replies  # noqa: E402
 
 try:  # the fast flow-stats parser (issue 11); absent on older trees, where Ryu's parser is all there is
     from controller import ofstats
@@ -49,7 +50,6 @@ except ImportError:
     ofstats = None
 
 ARP_REQUEST = 1
-MAX_MSG = 65535
 
 
 # -- fabrics -----------------------------------------------------------------------------------------------
@@ -209,38 +209,6 @@ def bench_te(name, core, topo, n, rows):
     rows.append((name, f"TE decision, {n} elephants, 2nd period", t, len(result.moved)))
 
 
-def _stats_entry(key, in_port, byte_count, duration_s):
-    """One ofp_flow_stats of a counting rule, as an OpenFlow 1.3 switch serialises it."""
-    from ryu.ofproto import ofproto_v1_3_parser as p
-
-    buf = bytearray()
-    p.OFPMatch(**dict(five_tuple_match(key, in_port))).serialize(buf, 0)
-    inst = bytearray()
-    p.OFPInstructionGotoTable(1).serialize(inst, 0)
-    body = bytes(buf) + bytes(inst)
-    head = struct.pack("!HBxIIHHHH4xQQQ", 48 + len(body), TABLE_CLASSIFY, int(duration_s),
-                       int(duration_s % 1 * 1e9), PRIO_FLOW, 10, 0, 1, COOKIE_FLOW, byte_count // 1000, byte_count)
-    return head + body
-
-
-def _replies(entries, xid):
-    """Multipart OFPMP_FLOW replies carrying ``entries`` (split so no message exceeds 64 KiB)."""
-    out, part, size = [], [], 16
-    for e in entries:
-        if size + len(e) > MAX_MSG:
-            out.append(part)
-            part, size = [], 16
-        part.append(e)
-        size += len(e)
-    out.append(part)
-    msgs = []
-    for i, part in enumerate(out):
-        body = b"".join(part)
-        more = 1 if i < len(out) - 1 else 0
-        msgs.append(struct.pack("!BBHIHH4x", 4, 19, 16 + len(body), xid, 1, more) + body)
-    return msgs
-
-
 def poll_messages(topo, n, poll):
     """Per ingress switch, the reply messages of poll number ``poll`` over ``n`` counting rules."""
     hosts = list(topo.hosts.values())
@@ -248,8 +216,8 @@ def poll_messages(topo, n, poll):
     per_switch = {}
     for key in elephant_keys(hosts, n, seed=7):
         src = where[key.src_ip]
-        per_switch.setdefault(src.dpid, []).append(_stats_entry(key, src.port, 125_000 * 5 * poll, 5.0 * poll))
-    return {dpid: _replies(entries, xid=poll) for dpid, entries in per_switch.items()}
+        per_switch.setdefault(src.dpid, []).append(counting_entry(key, src.port, 125_000 * 5 * poll, 5.0 * poll))
+    return {dpid: replies(entries, xid=poll) for dpid, entries in per_switch.items()}
 
 
 def poll_with_ryu(core, messages):

@@ -1,0 +1,86 @@
+"""controller.ofstats reads flow-stats replies exactly as Ryu's parser + the shell's field read-out do."""
+
+import struct
+from types import SimpleNamespace
+
+import pytest
+from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+
+from controller import ofmsg, ofstats
+from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
+from controller.monitor import MalformedStats, sample_from_stat
+from tests.flowstats_bytes import counting_entry, replies, stats_entry
+
+DPID = 1001
+DP = SimpleNamespace(id=DPID, ofproto=ofproto_v1_3, ofproto_parser=ofproto_v1_3_parser)
+
+
+def ryu_samples(raw):
+    """The reply path through Ryu: its parser, then what app.py reads of each entry."""
+    version, msg_type, msg_len, xid = struct.unpack_from("!BBHI", raw)
+    msg = ofproto_parser.msg(DP, version, msg_type, msg_len, xid, raw)
+    out = []
+    for stat in msg.body:
+        try:
+            out.append(sample_from_stat(DPID, ofmsg.stats_fields(stat), stat.byte_count, stat.duration_sec,
+                                        stat.duration_nsec))
+        except MalformedStats:
+            pass
+    return msg.xid, bool(msg.flags & 1), out
+
+
+def flows(n):
+    return [FlowKey(f"10.{i >> 8 & 255}.{i & 255}.1", f"10.9.{i % 200}.{i % 7 + 1}", (PROTO_TCP, PROTO_UDP)[i % 2],
+                    1024 + i, 5201 + i % 3) for i in range(n)]
+
+
+def test_counting_rules_read_like_ryu_across_a_split_reply():
+    entries = [counting_entry(k, 1 + i % 4, 10_000 * i + 7, 3.25 + i / 1000) for i, k in enumerate(flows(1500))]
+    msgs = replies(entries, xid=42)
+    assert len(msgs) > 1  # split into parts of at most 64 KiB, REPLY_MORE on all but the last
+    total = 0
+    for raw in msgs:
+        ours = ofstats.parse_flow_stats_reply(DPID, raw)
+        xid, more, theirs = ryu_samples(raw)
+        assert (ours.xid, ours.more) == (xid, more)
+        assert [(s.key, s.dpid, s.byte_count) for s in ours.samples] == [(s.key, s.dpid, s.byte_count) for s in theirs]
+        assert [s.duration_s for s in ours.samples] == pytest.approx([s.duration_s for s in theirs], abs=1e-9)
+        total += len(ours.samples)
+    assert total == 1500
+    assert [ofstats.parse_flow_stats_reply(DPID, m).more for m in msgs] == [True] * (len(msgs) - 1) + [False]
+
+
+def test_entries_that_name_no_flow_are_skipped_as_the_shell_skips_them():
+    from ryu.ofproto import ofproto_v1_3_parser as p
+
+    key = flows(1)[0]
+    entries = [
+        stats_entry({"eth_type": 0x0806}, 5, 1.0, [p.OFPInstructionActions(4, [p.OFPActionOutput(0xfffffffd, 128)])]),
+        stats_entry({"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": ("10.0.0.0", "255.0.0.0"),
+                     "ipv4_dst": "10.0.0.2", "tcp_src": 1, "tcp_dst": 2}, 5, 1.0),  # masked: not one flow
+        stats_entry({"in_port": 3, "eth_type": 0x0800, "ip_proto": 6, "ipv4_src": key.src_ip}, 5, 1.0),
+        counting_entry(key, 2, 999, 2.5),
+        stats_entry({"eth_type": 0x0800, "ip_proto": 17, "ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.2",
+                     "udp_src": 53, "udp_dst": 5353, "vlan_vid": 0x1005}, 7, 0.5),  # an extra field is ignored
+    ]
+    (raw,) = replies(entries, xid=7)
+    ours = ofstats.parse_flow_stats_reply(DPID, raw)
+    assert [s.key for s in ours.samples] == [key, FlowKey("10.0.0.1", "10.0.0.2", PROTO_UDP, 53, 5353)]
+    assert ours.skipped == 3
+    (unmasked,) = replies(entries[:1] + entries[2:], xid=7)
+    _, _, theirs = ryu_samples(unmasked)
+    assert [(s.key, s.byte_count) for s in ours.samples] == [(s.key, s.byte_count) for s in theirs]
+    _, _, masked = ryu_samples(replies(entries[1:2], xid=7)[0])
+    assert masked[0].key.src_ip == "('10.0.0.0', '255.0.0.0')"  # the Ryu path took a masked field for an IP
+
+
+def test_bytes_that_are_not_a_flow_stats_reply_are_refused():
+    (raw,) = replies([counting_entry(flows(1)[0], 1, 1, 1.0)], xid=1)
+    with pytest.raises(ofstats.MalformedReply):
+        ofstats.parse_flow_stats_reply(DPID, raw[:10])
+    with pytest.raises(ofstats.MalformedReply, match="not an OpenFlow 1.3 flow-stats"):
+        ofstats.parse_flow_stats_reply(DPID, raw[:1] + bytes([20]) + raw[2:])  # another message type
+    with pytest.raises(ofstats.MalformedReply, match="length"):
+        ofstats.parse_flow_stats_reply(DPID, raw[:16] + struct.pack("!H", 9) + raw[18:])
+    with pytest.raises(ofstats.MalformedReply):
+        ofstats.parse_flow_stats_reply(DPID, raw[:-8])  # shorter than its header says
