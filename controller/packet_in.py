@@ -13,12 +13,15 @@ answer) refuses the claim, and only when nothing came back within ``probe_timeou
 with the injected clock: ``handle`` or ``tick``) does the binding move.
 """
 
+from __future__ import annotations
+
 import ipaddress
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from controller.rules import ETH_ARP, ETH_IPV4
-from controller.topology import CONFLICT, LEARNED, Host
+from controller.topology import CONFLICT, LEARNED, Host, Topology
 
 ARP_REQUEST = 1
 ARP_REPLY = 2
@@ -83,16 +86,19 @@ class Refused:
     """A claim refused: ``claim`` contradicted ``holders``, which are still there (``reason`` says how we know)."""
 
     claim: Host
-    holders: tuple
+    holders: tuple[Host, ...]
     reason: str
+
+
+Action = ArpReply | Forward | ArpProbe  # what the handler asks the shell to send
 
 
 @dataclass
 class Decision:
     learned: bool = False  # the packet's sender was learned or moved: the forwarding plan must be recomputed
-    actions: list = field(default_factory=list)
-    moved: list = field(default_factory=list)  # Hosts whose pending move was confirmed (probe unanswered)
-    refused: list = field(default_factory=list)  # Refused claims, reported once per REFUSAL_HOLD_S: log them
+    actions: list[Action] = field(default_factory=list)
+    moved: list[Host] = field(default_factory=list)  # Hosts whose pending move was confirmed (probe unanswered)
+    refused: list[Refused] = field(default_factory=list)  # Refused claims, reported once per REFUSAL_HOLD_S: log them
 
     @property
     def changed(self) -> bool:
@@ -103,7 +109,7 @@ class Decision:
 @dataclass
 class _Pending:
     claim: Host
-    holders: tuple
+    holders: tuple[Host, ...]
     since: float
     last_probe: float
     probes: int = 1
@@ -114,18 +120,18 @@ def _mac_bytes(mac: str) -> bytes:
 
 
 class PacketInHandler:
-    def __init__(self, topology, clock, flood_hold_s=1.0, probe_timeout_s=PROBE_TIMEOUT_S,
-                 refusal_hold_s=REFUSAL_HOLD_S):
+    def __init__(self, topology: Topology, clock: Callable[[], float], flood_hold_s: float = 1.0,
+                 probe_timeout_s: float = PROBE_TIMEOUT_S, refusal_hold_s: float = REFUSAL_HOLD_S) -> None:
         self.topology = topology
         self.clock = clock
         self.flood_hold_s = flood_hold_s
         self.probe_timeout_s = probe_timeout_s
         self.refusal_hold_s = refusal_hold_s
-        self._recent_floods = {}  # (src_ip, dst_ip) -> time
-        self.pending = {}  # claimed ip -> _Pending (one pending move per address at a time)
-        self._refused = {}  # (ip, mac, dpid, port) of a refused claim -> time
+        self._recent_floods: dict[tuple[str, str], float] = {}  # (src_ip, dst_ip) -> time
+        self.pending: dict[str, _Pending] = {}  # claimed ip -> _Pending (one pending move per address at a time)
+        self._refused: dict[tuple[str, str, int, int], float] = {}  # (ip, mac, dpid, port) of a refused claim -> time
 
-    def handle(self, pkt):
+    def handle(self, pkt: PacketIn) -> Decision:
         decision = self.tick()
         topo = self.topology
         if topo.is_fabric_port(pkt.dpid, pkt.in_port):
@@ -146,7 +152,7 @@ class PacketInHandler:
                 decision.actions.append(Forward(target.dpid, target.port))  # first packet before rules land
         return decision
 
-    def tick(self):
+    def tick(self) -> Decision:
         """Settle pending moves by the clock: confirmed when no answer came within the timeout (then the forwarding
         plan changes: ``Decision.moved``), probed again meanwhile. Call it periodically, too."""
         decision = Decision()
@@ -163,14 +169,14 @@ class PacketInHandler:
                 decision.actions.extend(self._probes(p.holders))
         return decision
 
-    def _heard_from(self, sender, decision):
+    def _heard_from(self, sender: Host, decision: Decision) -> None:
         """A packet from a binding some pending claim contradicts: that binding is alive, the claim is refused."""
         for ip, p in list(self.pending.items()):
             if sender in p.holders:
                 del self.pending[ip]
                 self._refuse(p.claim, p.holders, "the bound host answered from its port", decision)
 
-    def _conflict(self, claim, holders, decision):
+    def _conflict(self, claim: Host, holders: tuple[Host, ...], decision: Decision) -> None:
         now = self.clock()
         self._refused = {k: t for k, t in self._refused.items() if now - t < self.refusal_hold_s}
         if _fields(claim) in self._refused:
@@ -187,15 +193,15 @@ class PacketInHandler:
         self.pending[claim.ip] = _Pending(claim, holders, now, now)
         decision.actions.extend(self._probes(holders))
 
-    def _refuse(self, claim, holders, reason, decision):
+    def _refuse(self, claim: Host, holders: tuple[Host, ...], reason: str, decision: Decision) -> None:
         self._refused[_fields(claim)] = self.clock()
         decision.refused.append(Refused(claim, holders, reason))
 
     @staticmethod
-    def _probes(holders):
+    def _probes(holders: Iterable[Host]) -> list[ArpProbe]:
         return [ArpProbe(h.dpid, h.port, h.ip, h.mac) for h in holders]
 
-    def _arp(self, pkt, decision):
+    def _arp(self, pkt: PacketIn, decision: Decision) -> None:
         topo = self.topology
         target = topo.hosts.get(pkt.dst_ip)
         if pkt.arp_op == ARP_REQUEST:
@@ -225,5 +231,5 @@ class PacketInHandler:
                 decision.actions.append(Forward(asker.dpid, asker.port))
 
 
-def _fields(host):
+def _fields(host: Host) -> tuple[str, str, int, int]:
     return (host.ip, host.mac, host.dpid, host.port)
