@@ -25,7 +25,7 @@ from controller import config as mlconfig
 from controller import ofmsg
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
-from controller.monitor import MalformedStats, StatsAssembler, sample_from_stat
+from controller.monitor import StatsAssembler
 from controller.optimiser_runner import OptimiserRunner
 from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
@@ -177,26 +177,20 @@ class MlrouteApp(app_manager.RyuApp):
     def flow_stats_reply(self, ev):
         msg, dpid = ev.msg, ev.msg.datapath.id
         try:
-            entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
+            readback = self._readback_xids.get(msg.xid) == dpid
+            # a poll's counting rules are read from the reply bytes (ofstats); Ryu parses entries only for a
+            # read-back (ofmsg.LazyFlowStats), whose rules need every field
+            parts = list(msg.body) if readback else ofmsg.poll_samples(dpid, msg)
+            entries = self.assembler.feed(dpid, msg.xid, parts, bool(msg.flags & ofmsg.REPLY_MORE))
             if entries is None:
                 return  # more parts to come
-            if self._readback_xids.pop(msg.xid, None) == dpid:
+            if readback:
+                self._readback_xids.pop(msg.xid, None)
                 self.core.flows_read_back(dpid, [ofmsg.rule_from_stats(dpid, s) for s in entries])
                 return self.wake()
-            self.core.flow_stats(dpid, self._samples(dpid, entries))
+            self.core.flow_stats(dpid, entries)
         except Exception:  # a bad reply from one switch must not disturb the others
             LOG.warning("switch %s: malformed flow-stats reply skipped", dpid, exc_info=True)
-
-    @staticmethod
-    def _samples(dpid, entries):
-        samples = []
-        for stat in entries:
-            try:
-                samples.append(sample_from_stat(dpid, ofmsg.stats_fields(stat), stat.byte_count,
-                                                stat.duration_sec, stat.duration_nsec))
-            except (MalformedStats, AttributeError) as exc:
-                LOG.warning("skipping flow-stats entry: %s", exc)
-        return samples
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def port_stats_reply(self, ev):

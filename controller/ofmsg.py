@@ -8,13 +8,17 @@ serialise them, parse them back and run them through the fake table.
 
 from __future__ import annotations
 
+import logging
+import struct
 from typing import Any
 
 from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as ofparser
 
+from controller import ofstats
 from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
+from controller.monitor import FlowSample, MalformedStats, sample_from_stat
 from controller.packet_in import ArpReply, PacketIn
 from controller.rules import COOKIE_BASE, ETH_ARP, ETH_IPV4, ETH_LLDP, Change, FlowRule, GroupRule, match
 
@@ -178,3 +182,51 @@ def decode_flow_key(data: bytes) -> FlowKey:
     prefix = L4_PREFIX[ip.proto]
     return key_from_fields({"ip_proto": ip.proto, "ipv4_src": ip.src, "ipv4_dst": ip.dst,
                             f"{prefix}_src": l4.src_port, f"{prefix}_dst": l4.dst_port})
+
+
+# -- flow-stats replies -----------------------------------------------------------------------------------------
+LOG = logging.getLogger("mlroute")
+
+
+class LazyFlowStats:
+    """A flow-stats entry as Ryu's reply parser leaves it: its length read, the rest parsed by Ryu on first use.
+
+    A poll's counting rules are read from the reply bytes by ``ofstats`` (Ryu's per-entry objects cost about
+    80 us each: seconds per 100k-entry poll on the event-loop thread); a read-back of a reconnecting switch
+    uses every field, and gets them from Ryu's own parser here.
+    """
+
+    __slots__ = ("buf", "offset", "length", "_parsed")
+
+    @classmethod
+    def parser(cls, buf, offset):
+        entry = cls()
+        entry.buf, entry.offset, entry._parsed = buf, offset, None
+        (entry.length,) = struct.unpack_from("!H", buf, offset)
+        return entry
+
+    def __getattr__(self, name):  # only for what is not a slot: every OFPFlowStats field
+        if self._parsed is None:
+            self._parsed = ofparser.OFPFlowStats.parser(self.buf, self.offset)
+        return getattr(self._parsed, name)
+
+
+ofparser.OFPFlowStatsReply.cls_stats_body_cls = LazyFlowStats
+
+
+def poll_samples(dpid: int, msg: Any) -> list[FlowSample]:
+    """The counting-rule samples of one flow-stats reply part: from its bytes when it came off the wire,
+    else (a reply built in-process) from its entries; entries that name no flow are logged and skipped."""
+    if getattr(msg, "buf", None):
+        reply = ofstats.parse_flow_stats_reply(dpid, msg.buf)
+        if reply.skipped:
+            LOG.warning("switch %s: %d flow-stats entries without a usable 5-tuple skipped", dpid, reply.skipped)
+        return reply.samples
+    samples = []
+    for stat in msg.body:
+        try:
+            samples.append(sample_from_stat(dpid, stats_fields(stat), stat.byte_count, stat.duration_sec,
+                                            stat.duration_nsec))
+        except (MalformedStats, AttributeError) as exc:
+            LOG.warning("skipping flow-stats entry: %s", exc)
+    return samples

@@ -84,3 +84,16 @@ def test_bytes_that_are_not_a_flow_stats_reply_are_refused():
         ofstats.parse_flow_stats_reply(DPID, raw[:16] + struct.pack("!H", 9) + raw[18:])
     with pytest.raises(ofstats.MalformedReply):
         ofstats.parse_flow_stats_reply(DPID, raw[:-8])  # shorter than its header says
+
+
+def test_the_shell_reads_polls_from_the_bytes_and_read_backs_through_ryu():
+    key = flows(1)[0]
+    entries = [counting_entry(key, 2, 5000, 1.5), stats_entry({"eth_type": 0x0806}, 1, 1.0)]
+    (raw,) = replies(entries, xid=9)
+    version, msg_type, msg_len, xid = struct.unpack_from("!BBHI", raw)
+    msg = ofproto_parser.msg(DP, version, msg_type, msg_len, xid, raw)
+    assert all(isinstance(e, ofmsg.LazyFlowStats) for e in msg.body)  # Ryu parsed no entry yet
+    assert ofmsg.poll_samples(DPID, msg) == ofstats.parse_flow_stats_reply(DPID, raw).samples
+    full = [ofproto_v1_3_parser.OFPFlowStats.parser(raw, 16),
+            ofproto_v1_3_parser.OFPFlowStats.parser(raw, 16 + len(entries[0]))]
+    assert [ofmsg.rule_from_stats(DPID, e) for e in msg.body] == [ofmsg.rule_from_stats(DPID, e) for e in full]
