@@ -6,8 +6,14 @@ merges ``te_rules`` into the switches' desired state. Design choices, and why:
 * Every elephant is pinned once known: ECMP's real choice for an unpinned flow is a switch-internal hash the
   controller cannot see, so "leave it where it is" is not a known state. Before/after reports show ECMP's
   behaviour by the routing core's per-flow hash, labelled as an estimate.
+* Never worse than what runs: a new routing, the first decision included, is applied only if it is at least as
+  good as the routing in force (ECMP's estimate for flows not pinned) in the configured leximin order; an
+  optimiser that proposes worse (edge-colouring on a k=16 fat-tree's first decision: max link load 2 -> 5) is
+  logged and ignored.
 * Hysteresis: once all elephants are pinned on live paths, a new routing is applied only if it is strictly
-  better in the configured leximin order; ties keep the installed routing, so nothing flaps.
+  better; ties keep the installed routing, so nothing flaps.
+* Declared jobs' sends (controller.jobs.HostPair) are routed like elephants before their first packet; a
+  transport flow of a pinned pair follows the pair's path, so it takes the pair's place without moving.
 * An elephant's route is fixed by exact 5-tuple rules on its upward hops only: the ingress rule's action picks
   the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
 """
