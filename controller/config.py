@@ -4,13 +4,17 @@ Every error names the key path and the line (``config.yaml:7: te.poll_interval_s
 'fast'``), and the controller refuses to start on one, so a typo never silently falls back to a default.
 """
 
+from __future__ import annotations
+
 import copy
 import ipaddress
 import math
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TextIO
 
 import yaml
 
@@ -21,7 +25,7 @@ from mlroute.routing.optimisers import ALGORITHMS
 
 TIER_VALUES = tuple(name for names in TIER_NAMES.values() for name in names)
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "rest": {"host": "127.0.0.1", "port": 8080, "token": None},
     "tiers": {},  # dpid -> tier, pins inference for odd labs
     "te": {
@@ -63,43 +67,43 @@ class ConfigError(MlrouteError, ValueError):
 
 @dataclass
 class _Rule:
-    kind: type | tuple
-    check: object = None  # callable(value) -> error string or None
+    kind: type | tuple[type, ...]
+    check: Callable[[Any], str | None] | None = None  # callable(value) -> error string or None
     nullable: bool = False
 
 
-def _positive(v):
+def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
-def _fraction(v):
+def _fraction(v: float) -> str | None:
     return None if 0 < v <= 1 else "must be in (0, 1]"
 
 
-def _choice(options):
+def _choice(options: Iterable[str]) -> Callable[[Any], str | None]:
     return lambda v: None if v in options else f"must be one of {', '.join(options)}"
 
 
-def _port(v):
+def _port(v: int) -> str | None:
     return None if 0 < v < 65536 else "must be a TCP port (1-65535)"
 
 
-def _between(low, high):
+def _between(low: float, high: float) -> Callable[[float], str | None]:
     return lambda v: None if low <= v <= high else f"must be in [{low:g}, {high:g}]"
 
 
-def _idle_timeout(v):
+def _idle_timeout(v: int) -> str | None:
     if v <= 0:
         return "must be > 0"
     return None if v <= MAX_FLOW_IDLE_TIMEOUT_S else \
         f"must be at most {MAX_FLOW_IDLE_TIMEOUT_S} (OpenFlow's 16-bit idle timeout)"
 
 
-def _time_budget(v):
+def _time_budget(v: float) -> str | None:
     return None if 0 < v <= MAX_TIME_BUDGET_S else f"must be in (0, {MAX_TIME_BUDGET_S:g}]"
 
 
-def _bind_host(v):
+def _bind_host(v: str) -> str | None:
     """Checked without the network: a literal IPv4/IPv6 address or a syntactically valid host name."""
     try:
         ipaddress.ip_address(v)
@@ -109,7 +113,7 @@ def _bind_host(v):
     return None if _HOSTNAME.fullmatch(v) else "must be an IP address or a host name"
 
 
-def _token(v):
+def _token(v: str) -> str | None:
     return None if _TOKEN.fullmatch(v) else \
         "must be a non-empty string of printable characters without spaces (or null: no mutating calls)"
 
@@ -140,7 +144,7 @@ SCHEMA = {
 }
 
 
-def load(path=None):
+def load(path: str | None = None) -> dict[str, Any]:
     """Load and validate the configuration; ``path`` defaults to ``$MLROUTE_CONFIG``; none means defaults."""
     path = path or os.environ.get("MLROUTE_CONFIG")
     if not path:
@@ -159,7 +163,7 @@ def load(path=None):
     return parse(text, path)
 
 
-def load_or_exit(path=None, stderr=None):
+def load_or_exit(path: str | None = None, stderr: TextIO | None = None) -> dict[str, Any]:
     """``load`` for a program's start: a bad configuration is one line on stderr and exit status 2."""
     try:
         return load(path)
@@ -168,7 +172,7 @@ def load_or_exit(path=None, stderr=None):
         raise SystemExit(2) from None
 
 
-def parse(text, name="<config>"):
+def parse(text: str, name: str = "<config>") -> dict[str, Any]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -204,10 +208,11 @@ def parse(text, name="<config>"):
     return config
 
 
-def _section(section, node, value, name):
+def _section(section: str, node: yaml.Node, value: Any, name: str) -> dict[str, Any]:
     if not isinstance(node, yaml.MappingNode):
         raise ConfigError(f"{name}:{node.start_mark.line + 1}: {section}: must be a mapping")
-    out, lines = {}, {}
+    out: dict[str, Any] = {}
+    lines: dict[str, str] = {}
     rules = SCHEMA[section]
     for key_node, _ in node.value:
         key = key_node.value
@@ -235,7 +240,7 @@ def _section(section, node, value, name):
     return out
 
 
-def _tiers(value, line):
+def _tiers(value: Any, line: str) -> dict[int, str]:
     if not isinstance(value, dict):
         raise ConfigError(f"{line}: tiers: must map dpid -> tier")
     out = {}
@@ -253,7 +258,7 @@ def _tiers(value, line):
     return out
 
 
-def validate_jobs(value, where):
+def validate_jobs(value: Any, where: str) -> list[dict[str, Any]]:
     """Jobs from a request body (``where`` prefixes every error, e.g. "request body"): as from the file, but a
     traffic file is not read on behalf of a request (a body carries its rings / stages itself)."""
     return _jobs(value, where, files=False)
@@ -262,7 +267,8 @@ def validate_jobs(value, where):
 JOB_KEYS = ("hosts", "name", "nodes", "rings", "stages", "traffic", "weight")
 
 
-def _jobs(value, line, node=None, name=None, files=True):
+def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None = None,
+          files: bool = True) -> list[dict[str, Any]]:
     """The job list: ``name``; ``hosts`` and/or collective structure (controller.jobs): ``rings`` (ordered
     host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IPv4
     addresses or node ids mapped by ``nodes``); optional ``weight`` > 0 for the job-level objective."""
@@ -290,7 +296,7 @@ def _jobs(value, line, node=None, name=None, files=True):
     return out
 
 
-def _host_entries(job):
+def _host_entries(job: Any) -> int:
     """Host entries a job lists (hosts, ring and stage members), for the bound on what a job list may hold."""
     if not isinstance(job, dict):
         return 0
@@ -302,9 +308,10 @@ def _host_entries(job):
     return count
 
 
-def _job_structure(job, i, line, node, name, files):
+def _job_structure(job: Mapping[str, Any], i: int, line: str, node: yaml.Node | None, name: str | None,
+                   files: bool) -> dict[str, Any]:
     """A job's rings / stages / traffic / weight, validated; errors at the key's line."""
-    out = {}
+    out: dict[str, Any] = {}
     try:
         for key in ("rings", "stages"):
             if key in job:
@@ -339,15 +346,17 @@ def _job_structure(job, i, line, node, name, files):
     return out
 
 
-def _key_line(node, name, i, key):
+def _key_line(node: yaml.Node | None, name: str | None, i: int, key: str) -> str | None:
     """file:line of ``jobs[i].key`` in the YAML node tree, or None (REST bodies have no lines)."""
+    if node is None:
+        return None
     try:
         return f"{name}:{next(k for k, _ in node.value[i].value if k.value == key).start_mark.line + 1}"
     except (AttributeError, IndexError, StopIteration, TypeError):
         return None
 
 
-def _job_hosts(hosts, i, line, node, name):
+def _job_hosts(hosts: Sequence[Any], i: int, line: str, node: yaml.Node | None, name: str | None) -> list[str]:
     """Each host an IPv4 address string (the flow table matches ipv4_src on it); errors at the host's line."""
     for j, host in enumerate(hosts):
         if not mljobs.is_ipv4(host):
@@ -356,8 +365,10 @@ def _job_hosts(hosts, i, line, node, name):
     return list(hosts)
 
 
-def _item_line(node, name, i, j):
+def _item_line(node: yaml.Node | None, name: str | None, i: int, j: int) -> str | None:
     """file:line of ``jobs[i].hosts[j]`` in the YAML node tree, or None (REST bodies have no lines)."""
+    if node is None:
+        return None
     try:
         job = node.value[i]
         hosts = next(v for k, v in job.value if k.value == "hosts")
