@@ -89,6 +89,7 @@ class ControllerCore:
         self._host_switches: frozenset[int] = frozenset()
         self._stale: set[int] = set()
         self.syncing = False
+        self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
 
     def live_graph(self) -> nx.Graph:
         """The live switch graph, rebuilt only after a switch, port or link event."""
@@ -260,7 +261,15 @@ class ControllerCore:
         return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
 
     def fabric(self):
-        return te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
+        """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
+        hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
+        places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
+        graph = self.live_graph()
+        cached = self._fabric_cache
+        if cached is None or cached[0] is not graph or cached[1] is not self.tiers or cached[2] != places:
+            fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
+            self._fabric_cache = cached = (graph, self.tiers, places, fabric)
+        return cached[3]
 
     def te_step(self, wait: bool = False) -> te.TEResult:
         """One traffic-engineering decision; marks the rules dirty when the pinned routing changed. With a
