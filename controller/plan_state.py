@@ -153,7 +153,8 @@ class PlanState:
             for hops in self._hops.values():
                 hops.pop(s, None)
 
-    def _update_destination(self, dst: int, removed, added, moved) -> set[int]:
+    def _update_destination(self, dst: int, removed: list[tuple[int, int]], added: list[tuple[int, int]],
+                            moved: list[tuple[int, int]]) -> set[int]:
         """Switches whose next hops toward ``dst`` changed with these link changes (distances updated)."""
         adj, dist = self._adj, self._dist[dst]
         if dst not in adj:
