@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from controller import config
 
@@ -28,7 +28,7 @@ def _error(status: int, message: str) -> tuple[None, Error]:
     return None, (status, {"error": message})
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
