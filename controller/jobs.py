@@ -21,7 +21,7 @@ import ipaddress
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from mlroute.workloads.jobs import WorkloadError, read_traffic_file
 
@@ -41,7 +41,7 @@ class DeclarationError(ValueError):
     """A declared job's structure is unusable; the message names where (file:line: jobs[i].key)."""
 
 
-def is_ipv4(value: Any) -> bool:
+def is_ipv4(value: Any) -> TypeGuard[str]:
     """A dotted-quad IPv4 address string (what the flow tables match ipv4_src / ipv4_dst on)."""
     if not isinstance(value, str):
         return False
