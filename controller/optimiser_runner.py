@@ -21,7 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.te import Path, RouteKey, TEResult, TrafficEngineer
 
 DONE = "done"  # the decision came back: apply it
 LATE = "late"  # past its deadline: the worker was stopped, the routing in force stays
@@ -35,8 +38,8 @@ _PRELOAD = ("controller.te", "mlroute.routing.optimisers.mlroute", "mlroute.rout
 class Outcome:
     status: str  # DONE, LATE or FAILED
     generation: Any  # what ``submit`` was given: lets the caller drop a result computed on an older topology
-    pinned: dict | None = None  # the engineer's pins after the decision (DONE)
-    result: Any = None  # the decision's TEResult (DONE)
+    pinned: dict[RouteKey, Path] | None = None  # the engineer's pins after the decision (DONE)
+    result: TEResult | None = None  # the decision's TEResult (DONE)
     error: str = ""
 
 
@@ -81,10 +84,11 @@ class OptimiserRunner:
         self.budget_s = float(budget_s)
         self.deadline_s = self.budget_s + float(grace_s)
         self.clock = clock
-        self._proc = None
-        self._send = self._conn = None  # pickled messages to / from the worker
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._send: Connection | None = None  # pickled messages to the worker
+        self._conn: Connection | None = None  # ... and from it
         self._ready = False
-        self._task = None  # (generation, started) of the decision in flight
+        self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
         self.late = 0  # decisions dropped for running late (a metric for the shell)
 
     # -- worker lifetime -----------------------------------------------------------------------------------
@@ -93,12 +97,13 @@ class OptimiserRunner:
         if self._proc is not None:
             return
         # a plain fresh interpreter: no re-import of the caller's __main__ (ryu-manager), no eventlet in it
-        self._proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, close_fds=True)
-        self._send = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
-        self._conn = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
-        self._proc.stdin.close()
-        self._proc.stdout.close()
+        self._proc = proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, close_fds=True)
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes
+        self._send = Connection(os.dup(proc.stdin.fileno()), readable=False)
+        self._conn = Connection(os.dup(proc.stdout.fileno()), writable=False)
+        proc.stdin.close()
+        proc.stdout.close()
         self._ready, self._task = False, None
 
     def close(self) -> None:
@@ -106,7 +111,7 @@ class OptimiserRunner:
         if self._proc is None:
             return
         try:
-            if self._task is None and self._ready:
+            if self._task is None and self._ready and self._send is not None:
                 self._send.send(None)
                 self._proc.wait(1.0)
         except (OSError, ValueError, subprocess.TimeoutExpired):
@@ -115,7 +120,8 @@ class OptimiserRunner:
             self._proc.kill()
             self._proc.wait()
         for conn in (self._send, self._conn):
-            conn.close()
+            if conn is not None:
+                conn.close()
         self._proc = self._send = self._conn = self._task = None
         self._ready = False
 
@@ -132,17 +138,17 @@ class OptimiserRunner:
     def _check_ready(self) -> None:
         if self._proc is None:
             self.start()
-        if not self._ready and self._conn.poll(0):
+        if not self._ready and self._conn is not None and self._conn.poll(0):
             try:
                 self._ready = self._conn.recv() == ("ready",)
             except (EOFError, OSError):
                 self.close()
 
     # -- decisions -----------------------------------------------------------------------------------------
-    def submit(self, engineer, *args, generation: Any = None, **kwargs) -> bool:
+    def submit(self, engineer: TrafficEngineer, *args: Any, generation: Any = None, **kwargs: Any) -> bool:
         """Send ``engineer.step(*args, **kwargs)`` to the worker. False (nothing sent) while one is in flight
         or the worker is still warming up: the routing in force stays meanwhile."""
-        if not self.ready:
+        if not self.ready or self._send is None:
             return False
         try:
             self._send.send((engineer, args, kwargs))
@@ -154,8 +160,8 @@ class OptimiserRunner:
 
     def poll(self) -> Outcome | None:
         """The decision in flight, if it ended (DONE / FAILED) or ran past its deadline (LATE); else None."""
-        if self._task is None:
-            return None
+        if self._task is None or self._conn is None or self._proc is None:
+            return None  # (a decision in flight has its worker)
         generation, started = self._task
         try:
             if self._conn.poll(0):
@@ -192,9 +198,9 @@ class OptimiserRunner:
         return self.ready
 
     @staticmethod
-    def apply(engineer, outcome: Outcome) -> bool:
+    def apply(engineer: TrafficEngineer, outcome: Outcome) -> bool:
         """Take a DONE decision over into the loop's engineer. True when applied."""
-        if outcome.status != DONE:
+        if outcome.status != DONE or outcome.pinned is None:
             return False
         engineer.pinned = outcome.pinned
         engineer.last = outcome.result
