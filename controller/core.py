@@ -22,15 +22,17 @@ from controller.budget import TokenBucket
 from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
-from controller.optimiser_runner import DONE, LATE, OptimiserRunner
+from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
 from controller.packet_in import Decision, PacketIn, PacketInHandler
 from controller.plan_state import PlanState
 from controller.recovery import Recovered
 from controller.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change
+from controller.sync import Step
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import Topology
 from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
+from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 
 LOG = logging.getLogger("mlroute")
@@ -48,7 +50,7 @@ class ControllerCore:
     """What the controller knows and decides; ``config`` is the validated configuration (controller.config)."""
 
     def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
-                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None):
+                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None) -> None:
         """``pause`` is called now and then during long work (the shell passes a green-thread yield);
         ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
         event loop); without one they run in the caller."""
@@ -233,7 +235,7 @@ class ControllerCore:
         if self.accounting.removed(key, dpid):
             sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
             state = self.monitor.flows.get(key)
-            if self.monitor.forget(key) and state.elephant:
+            if self.monitor.forget(key) and state is not None and state.elephant:
                 self.decide_now = True  # an elephant ended: the others may use what it leaves, now
             self.dirty = True
 
@@ -260,7 +262,7 @@ class ControllerCore:
     def jobs_by_host(self) -> dict[str, str]:
         return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
 
-    def fabric(self):
+    def fabric(self) -> Fabric | None:
         """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
         hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
         places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
@@ -292,9 +294,10 @@ class ControllerCore:
         if self.runner is None:
             result = self.te.step(*args)
         else:
-            result = self._step_off_loop(args, wait)
-            if result is None:
+            taken = self._step_off_loop(args, wait)
+            if taken is None:
                 return te.TEResult(False, elephants=len(elephants), reason="deciding in the optimiser worker")
+            result = taken
         if self.te.pinned != previous_pins:
             self.dirty = True
         self._record(result, len(elephants))
@@ -310,6 +313,7 @@ class ControllerCore:
         """Take the worker's finished decision (applied here, in the loop), then hand it the current inputs.
         None while no decision finished; a late one is dropped and the routing in force stays."""
         runner = self.runner
+        assert runner is not None  # only called with a worker
         result = self._take(runner.poll())
         if wait:
             if runner.busy:  # a decision on older inputs first
@@ -319,7 +323,7 @@ class ControllerCore:
             result = self._take(runner.wait(runner.deadline_s) or runner.poll())
         return result
 
-    def _take(self, outcome) -> te.TEResult | None:
+    def _take(self, outcome: Outcome | None) -> te.TEResult | None:
         if outcome is None:
             return None
         if outcome.status == DONE:
@@ -356,7 +360,7 @@ class ControllerCore:
             m.flows_moved.inc(len(result.moved))
 
     # -- synchronisation ----------------------------------------------------------------------------------------
-    def sync(self) -> list[sync.Step]:
+    def sync(self) -> list[Step]:
         """The rule changes that bring every connected, read-back switch to its desired state (in order); the
         shell sends them, with a barrier after each step whose phase needs one."""
         self.syncing = True  # ``pause`` lets other handlers run meanwhile
@@ -365,7 +369,7 @@ class ControllerCore:
         finally:
             self.syncing = False
 
-    def _sync(self) -> list[sync.Step]:
+    def _sync(self) -> list[Step]:
         self.dirty = False
         for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology):
             self.topology.learn_host(ip, mac, dpid, port)
@@ -410,7 +414,7 @@ class ControllerCore:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""
         return self.found_state and self.clock() < self.recovery_ends
 
-    def _update_tiers(self, graph) -> None:
+    def _update_tiers(self, graph: nx.Graph) -> None:
         result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"], previous=self.tiers,
                              hosted=self._host_switches)  # a half-known graph keeps the tiers it agrees with
         previous, self.tiers = self.tiers, result
@@ -448,7 +452,7 @@ class ControllerCore:
                                     "optimiser_ms": 1e3 * last.runtime_s,
                                     "max_link_load_before": (last.before or {}).get("max_link_load"),
                                     "max_link_load_after": (last.after or {}).get("max_link_load")}
-        if not elephants:
+        if not elephants or fabric is None:  # (elephants are only taken on a known fabric)
             return out
         jobs = self.jobs_by_host()
         flows = [Flow(st.key.src_ip, st.key.dst_ip, demand=st.demand_bps / self.host_bps or None,
