@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
-from controller.flowkey import key_from_fields
+from controller.flowkey import FlowKey, key_from_fields
 from controller.monitor import FlowSample
 
 OFP_VERSION = 4
@@ -50,14 +51,15 @@ class FlowStatsReply:
     skipped: int = 0  # entries that name no transport flow (masked or missing 5-tuple fields)
 
 
-_keys: dict[bytes, object] = {}  # match bytes -> FlowKey (or None: not a 5-tuple); bounded
+_keys: dict[bytes, FlowKey | None] = {}  # match bytes -> FlowKey (or None: not a 5-tuple); bounded
 
 
-def match_key(oxm: bytes):
+def match_key(oxm: bytes) -> FlowKey | None:
     """The FlowKey named by an ofp_match's OXM TLVs (exact fields only), or None if they name none."""
     key = _keys.get(oxm)
     if key is not None or oxm in _keys:
         return key
+    fields: dict[str, Any] | None
     fields, i, n = {}, 0, len(oxm)
     while i + 4 <= n:
         oxm_class, field_hm, length = struct.unpack_from("!HBB", oxm, i)
