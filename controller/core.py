@@ -9,6 +9,7 @@ events.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from mlroute.routing.flow import Flow
 LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
 
@@ -364,10 +366,19 @@ class ControllerCore:
         """The rule changes that bring every connected, read-back switch to its desired state (in order); the
         shell sends them, with a barrier after each step whose phase needs one."""
         self.syncing = True  # ``pause`` lets other handlers run meanwhile
+        collecting = gc.isenabled()
+        gc.disable()  # a full collection over millions of rule objects would be one long event-loop step
+        steps: list[sync.Step] = []
         try:
-            return self._sync()
+            steps = self._sync()
+            return steps
         finally:
             self.syncing = False
+            if sum(len(s.changes) for s in steps) > FREEZE_AFTER_CHANGES:
+                gc.collect(1)  # young cyclic garbage first: frozen objects are never collected
+                gc.freeze()  # the rules just built are long-lived, acyclic values: later collections skip them
+            if collecting:
+                gc.enable()
 
     def _sync(self) -> list[Step]:
         self.dirty = False
@@ -397,13 +408,14 @@ class ControllerCore:
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
             self.dirty = True
         else:
-            for step in steps:
+            for step in steps if only else ():
                 for dpid, change in step.changes:
                     if dpid in only:
                         apply_change(self.installed[dpid], change)
             for dpid in ready:  # the others: a snapshot (the plan changes its own dicts in place)
                 if dpid not in only:
                     self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
+                    self.pause()
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
