@@ -9,8 +9,12 @@ Two tables: table 0 classifies (ARP and IPv6 handling, per-transport-flow accoun
 pinned elephants), table 1 forwards toward hosts (the ECMP baseline).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 # Cookies mark the rules mlroute owns, so a reconnecting switch is wiped of ours and nobody else's.
 COOKIE_BASE = 0x6D6C0001  # "ml" + 1: forwarding baseline (ECMP, ARP/IPv6 handling)
@@ -38,10 +42,12 @@ ETH_IPV6 = 0x86DD
 ETH_LLDP = 0x88CC
 
 
-Match = tuple  # a canonical match: sorted ((OXM field name, value), ...)
+Match = tuple[tuple[str, Any], ...]  # a canonical match: sorted ((OXM field name, value), ...)
+Actions = tuple[tuple[Any, ...], ...]  # (("output", port), ("group", group_id), ...)
+RuleKey = tuple[int, int, Match]  # FlowRule.key: (table, priority, match)
 
 
-def match(**fields) -> Match:
+def match(**fields: Any) -> Match:
     """A canonical (hashable, order-free) match."""
     return tuple(sorted(fields.items()))
 
@@ -50,14 +56,14 @@ def match(**fields) -> Match:
 class FlowRule:
     dpid: int
     priority: int
-    match: tuple
-    actions: tuple = ()
+    match: Match
+    actions: Actions = ()
     table: int = TABLE_FORWARD
     cookie: int = COOKIE_BASE
     idle_timeout: int = 0
 
     @property
-    def key(self):
+    def key(self) -> RuleKey:
         return (self.table, self.priority, self.match)
 
 
@@ -67,32 +73,32 @@ class GroupRule:
 
     dpid: int
     group_id: int
-    ports: tuple
+    ports: tuple[int, ...]
 
     @property
-    def key(self):
+    def key(self) -> int:
         return self.group_id
 
 
 @dataclass
 class SwitchRules:
-    flows: dict = field(default_factory=dict)  # FlowRule.key -> FlowRule
-    groups: dict = field(default_factory=dict)  # group_id -> GroupRule
+    flows: dict[RuleKey, FlowRule] = field(default_factory=dict)  # FlowRule.key -> FlowRule
+    groups: dict[int, GroupRule] = field(default_factory=dict)  # group_id -> GroupRule
 
-    def add_flow(self, rule):
+    def add_flow(self, rule: FlowRule) -> None:
         self.flows[rule.key] = rule
 
-    def add_group(self, rule):
+    def add_group(self, rule: GroupRule) -> None:
         self.groups[rule.key] = rule
 
 
 @dataclass(frozen=True)
 class Change:
     op: str  # "add" | "modify" | "delete"
-    rule: "FlowRule | GroupRule"
+    rule: FlowRule | GroupRule
 
 
-def diff_switch(installed, desired):
+def diff_switch(installed: SwitchRules | None, desired: SwitchRules) -> list[Change]:
     """Ordered changes turning ``installed`` into ``desired`` (both SwitchRules) on one switch.
 
     Groups are created before the flows that point at them and deleted after the flows that used them, so no
@@ -120,14 +126,20 @@ def _only(rules, flow_keys, group_ids):
 
 def apply_change(rules, change):
     """Record a sent change in ``rules`` (a switch's installed state)."""
-    table = rules.groups if isinstance(change.rule, GroupRule) else rules.flows
-    if change.op == "delete":
-        table.pop(change.rule.key, None)
+    rule = change.rule
+    if isinstance(rule, GroupRule):
+        if change.op == "delete":
+            rules.groups.pop(rule.key, None)
+        else:
+            rules.groups[rule.key] = rule
+    elif change.op == "delete":
+        rules.flows.pop(rule.key, None)
     else:
-        table[change.rule.key] = change.rule
+        rules.flows[rule.key] = rule
 
 
-def _upserts(installed, desired, order=None):
+def _upserts(installed: Mapping[Any, FlowRule | GroupRule], desired: Mapping[Any, FlowRule | GroupRule],
+             order: Callable[[Any], Any] | None = None) -> list[Change]:
     """Adds and modifies turning one rule table (key -> rule) of ``installed`` into ``desired``, keys sorted by
     ``order`` (group ids: by value)."""
     # only the keys that change are sorted: a resync that changes a few rules of a large table stays cheap,
@@ -140,17 +152,18 @@ def _upserts(installed, desired, order=None):
     return changes
 
 
-def _deletes(installed, desired, order=None):
+def _deletes(installed: Mapping[Any, FlowRule | GroupRule], desired: Mapping[Any, FlowRule | GroupRule],
+             order: Callable[[Any], Any] | None = None) -> list[Change]:
     gone = [key for key in installed if key not in desired]
     return [Change("delete", installed[key]) for key in sorted(gone, key=order)]
 
 
-def _flow_order(key):
+def _flow_order(key: RuleKey) -> tuple[int, int, str]:
     table, priority, m = key
     return (-table, -priority, _match_text(m))
 
 
 @lru_cache(maxsize=1 << 16)
-def _match_text(m):
+def _match_text(m: Match) -> str:
     """repr of a match, memoised: a first install sorts every host's match once per switch."""
     return repr(m)

@@ -106,7 +106,7 @@ def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list
 
 
 def desired_state(topology: Topology, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
-                  pinned: Mapping[FlowKey, Path], *, stagger: bool, idle_timeout: int,
+                  pinned: Mapping[te.RouteKey, Path], *, stagger: bool, idle_timeout: int,
                   graph: nx.Graph | None = None) -> dict[int, SwitchRules]:
     """Every switch's desired rules: the forwarding baseline plus the traffic-engineering layer."""
     graph = graph if graph is not None else topology.graph()
@@ -118,7 +118,7 @@ def desired_state(topology: Topology, tiers: TierInference | None, accounting: M
     return desired
 
 
-def pinned_paths_broken(pinned: Mapping[FlowKey, Path], graph: nx.Graph) -> bool:
+def pinned_paths_broken(pinned: Mapping[te.RouteKey, Path], graph: nx.Graph) -> bool:
     """Does any pinned path cross a switch or link that is no longer live?"""
     return any(any(d not in graph for d in p) or not all(graph.has_edge(a, b) for a, b in zip(p, p[1:]))
                for p in pinned.values())
