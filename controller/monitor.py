@@ -12,7 +12,7 @@ Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
