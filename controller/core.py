@@ -375,8 +375,9 @@ class ControllerCore:
         finally:
             self.syncing = False
             if sum(len(s.changes) for s in steps) > FREEZE_AFTER_CHANGES:
-                gc.collect(1)  # young cyclic garbage first: frozen objects are never collected
-                gc.freeze()  # the rules just built are long-lived, acyclic values: later collections skip them
+                # the rules just built are long-lived, acyclic values: later collections skip them (a collection
+                # first would scan all of them, the very pause this avoids; cycles made meanwhile stay frozen)
+                gc.freeze()
             if collecting:
                 gc.enable()
 
