@@ -302,10 +302,12 @@ def test_a_switch_that_loses_its_controller_is_not_a_topology_change(lab):
 
 def test_arp_for_known_hosts_is_answered_in_the_data_plane_without_the_controller(lab):
     h1, h9 = lab.ref.hosts["10.0.0.1"], lab.ref.hosts["10.0.0.9"]
-    request = {"eth_type": 0x0806, "arp_op": 1, "arp_spa": h1.ip, "arp_tpa": h9.ip}
+    request = {"eth_type": 0x0806, "eth_src": h1.mac, "arp_op": 1, "arp_sha": h1.mac, "arp_spa": h1.ip,
+               "arp_tpa": h9.ip}
     t = trace(lab.tables(), lab.ref, h1.dpid, h1.port, request)
     assert t.delivered == {(h9.dpid, h9.port)} and not t.looped  # straight to the target, never flooded
-    reply = {"eth_type": 0x0806, "arp_op": 2, "arp_spa": h9.ip, "arp_tpa": h1.ip}
+    reply = {"eth_type": 0x0806, "eth_src": h9.mac, "arp_op": 2, "arp_sha": h9.mac, "arp_spa": h9.ip,
+             "arp_tpa": h1.ip}
     assert trace(lab.tables(), lab.ref, h9.dpid, h9.port, reply).delivered == {(h1.dpid, h1.port)}
     unknown = dict(request, arp_tpa="10.0.0.200")
     assert trace(lab.tables(), lab.ref, h1.dpid, h1.port, unknown).delivered == set()  # the controller asks

@@ -51,4 +51,24 @@ def test_unbound_ports_are_not_guarded_and_one_drop_rule_per_port():
     h1 = topo.hosts["10.0.0.1"]
     topo.learn_host("10.0.1.1", h1.mac, h1.dpid, h1.port)  # a second address on the same port
     rules = [r for r in host_guard.guard_rules(topo) if (r.dpid, dict(r.match)["in_port"]) == h1.location]
-    assert sorted(r.priority for r in rules) == [host_guard.PRIO_GUARD_DROP] + [host_guard.PRIO_GUARD_ALLOW] * 2
+    g = host_guard
+    assert sorted(r.priority for r in rules) == sorted([g.PRIO_GUARD_DROP, g.PRIO_ARP_HOLD]
+                                                   + [g.PRIO_GUARD_ALLOW, g.PRIO_ARP_ALLOW] * 2)
+
+
+def arp(sender_ip, sender_mac, target_ip, op=1):
+    return dict(eth_type=0x0806, eth_src=sender_mac, arp_op=op, arp_spa=sender_ip, arp_sha=sender_mac,
+                arp_tpa=target_ip)
+
+
+def test_forged_arp_is_not_forwarded_in_the_data_plane():
+    """ARP for a known host follows its forwarding rules (so it works while the controller is away): a forged
+    sender would poison the target's cache (h5 would send h9's traffic to h1's MAC, which h9 drops)."""
+    topo = topologies.fat_tree(4)
+    h1, h5, h9 = (topo.hosts[f"10.0.0.{n}"] for n in (1, 5, 9))
+    rules = desired(topo)
+    good = trace(rules, topo, h1.dpid, h1.port, arp(h1.ip, h1.mac, h5.ip))
+    assert good.delivered == {h5.location} and good.to_controller[0] == h1.dpid
+    for forged in (arp(h9.ip, h1.mac, h5.ip), arp(h9.ip, h1.mac, h5.ip, op=2), arp(h1.ip, h9.mac, h5.ip)):
+        result = trace(rules, topo, h1.dpid, h1.port, forged)
+        assert result.delivered == set() and result.to_controller == [h1.dpid], forged  # the controller judges
