@@ -86,6 +86,16 @@ def next_hop_ports(graph: nx.Graph, dst_switch: int) -> dict[int, tuple[int, ...
     return hops
 
 
+PRIO_ARP_FABRIC = PRIO_ARP + 1  # above the ARP copy: ARP that crossed a fabric link was copied at its ingress
+
+
+def fabric_arp_rule(dpid: int, port: int) -> FlowRule:
+    """ARP arriving over a fabric link goes on without another copy to the controller: it was copied where it
+    entered the fabric, and one ARP must not cost a packet-in per hop."""
+    return FlowRule(dpid, PRIO_ARP_FABRIC, match(in_port=port, eth_type=ETH_ARP), (("goto", TABLE_FORWARD),),
+                    table=TABLE_CLASSIFY)
+
+
 def host_matches(ip: str) -> tuple[Match, Match]:
     """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
     its IPv4, so ARP keeps working while the controller is away)."""
@@ -105,6 +115,9 @@ def plan(topology: Topology, levels: Mapping[int, int] | None = None, stagger: b
     for dpid, rules in desired.items():
         for rule in base_rules(dpid):
             rules.add_flow(rule)
+        if dpid in graph:
+            for nbr in graph.adj[dpid]:
+                rules.add_flow(fabric_arp_rule(dpid, graph.edges[dpid, nbr]["ports"][dpid]))
     hops_cache: dict[int, dict[int, tuple[int, ...]]] = {}
     # per switch: bucket list -> group id and group id -> bucket list, kept as groups are added (building
     # ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)

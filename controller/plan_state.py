@@ -143,6 +143,7 @@ class PlanState:
         for s in adj.keys() - old.keys():
             self._add_switch(s)
         self._adj = adj
+        self._apply_fabric_ports(old, adj)
         if removed or added or moved:
             for dst in list(self._dist):
                 for s in self._update_destination(dst, removed, added, moved):
@@ -152,6 +153,22 @@ class PlanState:
                 dist.pop(s, None)
             for hops in self._hops.values():
                 hops.pop(s, None)
+
+    def _apply_fabric_ports(self, old: Adjacency, adj: Adjacency) -> None:
+        """Keep each switch's per-fabric-port ARP rules (``forwarding.fabric_arp_rule``) equal to its links."""
+        for s in adj.keys() | old.keys():
+            rules = self.desired.get(s)
+            if rules is None:
+                continue
+            before, after = set(old.get(s, {}).values()), set(adj.get(s, {}).values())
+            for port in before - after:
+                key = forwarding.fabric_arp_rule(s, port).key
+                rules.flows.pop(key, None)
+                self._touch(s, flow=key)
+            for port in after - before:
+                rule = forwarding.fabric_arp_rule(s, port)
+                rules.add_flow(rule)
+                self._touch(s, flow=rule.key)
 
     def _update_destination(self, dst: int, removed: list[tuple[int, int]], added: list[tuple[int, int]],
                             moved: list[tuple[int, int]]) -> set[int]:

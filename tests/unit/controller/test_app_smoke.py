@@ -306,6 +306,7 @@ def test_arp_for_known_hosts_is_answered_in_the_data_plane_without_the_controlle
                "arp_tpa": h9.ip}
     t = trace(lab.tables(), lab.ref, h1.dpid, h1.port, request)
     assert t.delivered == {(h9.dpid, h9.port)} and not t.looped  # straight to the target, never flooded
+    assert t.to_controller == [h1.dpid]  # copied once, where it entered the fabric: not once per hop
     reply = {"eth_type": 0x0806, "eth_src": h9.mac, "arp_op": 2, "arp_sha": h9.mac, "arp_spa": h9.ip,
              "arp_tpa": h1.ip}
     assert trace(lab.tables(), lab.ref, h9.dpid, h9.port, reply).delivered == {(h1.dpid, h1.port)}
