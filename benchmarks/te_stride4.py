@@ -17,7 +17,7 @@ PAIRS = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
 
 
 def run(mode, duration, workdir):
-    from fattree import FatTreeTopo
+    from mininet_topos.fattree import FatTreeTopo
     ctl = emulation.Controller(workdir, f"te:\n  mode: {mode}\n  poll_interval_s: 2\n  host_link_mbps: 10\n")
     net = None
     try:

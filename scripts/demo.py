@@ -17,7 +17,7 @@ def say(msg):
 
 
 def forwarding_demo(workdir):
-    from fattree import FatTreeTopo
+    from mininet_topos.fattree import FatTreeTopo
     ctl = emulation.Controller(workdir, "te:\n  mode: mlroute\n  poll_interval_s: 2\n  host_link_mbps: 10\n")
     net = None
     try:
