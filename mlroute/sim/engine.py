@@ -13,7 +13,7 @@ Model (docs/simulation.md has the long version)
   independently of each other. Pipeline: each chain sends stage 0 -> 1, then 1 -> 2, ... (one send at a time).
   The iteration's communication (All-Reduce) time is from the end of the compute phase to the end of the job's
   last ring; the next iteration's compute phase starts then.
-* Controller: ``mode="iteration"`` (forward-looking, PAPER.md) recomputes the routing of all flows of all
+* Controller: ``mode="iteration"`` (forward-looking, docs/paper.md) recomputes the routing of all flows of all
   running jobs at the start of every job iteration, i.e. at the start of its compute phase;
   ``mode="comm-start"`` does the same at every communication start; ``mode="events"`` recomputes whenever a
   job starts or ends its communication, over the flows of the jobs communicating then (a job that ends frees

@@ -42,7 +42,7 @@ def sim(fabric, jobs, algo="first", **kw):
 
 
 def test_one_ring_alone_bloom_n2_exact():
-    # PAPER.md: BLOOM, n = 2: 4 * 176e9 / 48 / 2 = 7.33 GB per step; 2(n-1) = 2 steps at 100 Gb/s = 1.173 s
+    # docs/paper.md: BLOOM, n = 2: 4 * 176e9 / 48 / 2 = 7.33 GB per step; 2(n-1) = 2 steps at 100 Gb/s = 1.173 s
     (job,) = paper_jobs(1, 2, tors=64, hosts_per_tor=32, seed=1, models=("bloom",), iterations=1)
     one = Job("bloom", "allreduce", [job.rings[0]], job.step_bytes, 0.0, 0.0, 1, job.host_tor)
     res = sim(Fabric.clos(64, 32, 32), [one])
