@@ -1,7 +1,7 @@
+import dataclasses
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-import dataclasses
 
 from controller.topology import CONFLICT, IGNORED, LEARNED, Host, Topology
 from tests import topologies
