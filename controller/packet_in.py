@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from controller.rules import ETH_ARP, ETH_IPV4
-from controller.topology import CONFLICT, LEARNED, Host, Topology
+from controller.topology import CONFLICT, LEARNED, UNKNOWN_MAC, Host, Topology
 
 ARP_REQUEST = 1
 ARP_REPLY = 2
@@ -75,7 +75,8 @@ class ArpProbe:
 
     @property
     def frame(self) -> bytes:
-        dst, src = _mac_bytes(self.mac), _mac_bytes(PROBE_MAC)
+        dst = _mac_bytes(self.mac) if self.mac != UNKNOWN_MAC else b"\xff" * 6  # recovered: MAC not known yet
+        src = _mac_bytes(PROBE_MAC)
         arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, ARP_REQUEST, src, bytes(4), bytes(6),
                           ipaddress.IPv4Address(self.ip).packed)
         return (dst + src + struct.pack("!H", ETH_ARP) + arp).ljust(60, b"\0")  # minimum Ethernet frame
@@ -172,7 +173,7 @@ class PacketInHandler:
     def _heard_from(self, sender: Host, decision: Decision) -> None:
         """A packet from a binding some pending claim contradicts: that binding is alive, the claim is refused."""
         for ip, p in list(self.pending.items()):
-            if sender in p.holders:
+            if any(_answers_for(sender, h) for h in p.holders):
                 del self.pending[ip]
                 self._refuse(p.claim, p.holders, "the bound host answered from its port", decision)
 
@@ -229,6 +230,11 @@ class PacketInHandler:
             asker = topo.hosts.get(pkt.dst_ip) or topo.host_by_mac(pkt.eth_dst)
             if asker is not None and (asker.dpid, asker.port) != (pkt.dpid, pkt.in_port):
                 decision.actions.append(Forward(asker.dpid, asker.port))
+
+
+def _answers_for(sender: Host, holder: Host) -> bool:
+    """``sender`` is the binding ``holder`` (a binding recovered after a restart has no MAC yet)."""
+    return (sender.ip, sender.location) == (holder.ip, holder.location) and holder.mac in (sender.mac, UNKNOWN_MAC)
 
 
 def _fields(host: Host) -> tuple[str, str, int, int]:

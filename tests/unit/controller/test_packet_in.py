@@ -169,3 +169,20 @@ def test_the_probe_is_a_well_formed_arp_request_from_0_0_0_0():
     eth, a = pkt.get_protocol(ethernet.ethernet), pkt.get_protocol(arp.arp)
     assert len(frame) == 60 and eth.dst == "00:00:00:00:00:09" and eth.src == PROBE_MAC
     assert (a.opcode, a.src_ip, a.dst_ip, a.src_mac) == (arp.ARP_REQUEST, "0.0.0.0", "10.0.0.9", PROBE_MAC)
+
+
+def test_a_binding_recovered_without_its_mac_is_probed_by_broadcast_and_defended_by_its_answer():
+    from controller.topology import UNKNOWN_MAC
+    topo = topologies.fat_tree(4)
+    h1, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.9"]
+    topo.forget_host(h9.ip)
+    topo.learn_host(h9.ip, UNKNOWN_MAC, h9.dpid, h9.port)  # as a restarted controller recovers it
+    clock = Clock()
+    handler = PacketInHandler(topo, clock)
+    (probe,) = handler.handle(gratuitous(h1, h9.ip)).actions
+    assert probe.frame[:6] == b"\xff" * 6
+    d = handler.handle(probe_answer(h9))  # the real host answers with its MAC
+    assert [r.claim.location for r in d.refused] == [h1.location]
+    clock.t = 5
+    handler.tick()
+    assert topo.hosts[h9.ip] == h9  # its MAC filled in, never moved
