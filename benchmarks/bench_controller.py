@@ -59,8 +59,8 @@ def fixture(spec: str):
     if kind == "fattree":
         return f"fat-tree k={size}", topologies.fat_tree(int(size))
     if kind == "leafspine":
-        s, l, h = (int(x) for x in size.split("x"))
-        return f"leaf-spine {s}x{l}x{h}", topologies.leaf_spine(s, l, h)
+        spines, leaves, per_leaf = (int(x) for x in size.split("x"))
+        return f"leaf-spine {size}", topologies.leaf_spine(spines, leaves, per_leaf)
     raise SystemExit(f"unknown topology {spec!r} (fattree:K or leafspine:SxLxH)")
 
 
@@ -142,7 +142,7 @@ def changes(steps):
 def fabric_link(topo):
     """A link between the top tier and the one below it (aggregation-core, or leaf-spine)."""
     top = max(topo.ports)  # cores / spines carry the largest DPIDs in both numberings
-    return next(l for l in topo.links.values() if l.dst == top)
+    return next(link for link in topo.links.values() if link.dst == top)
 
 
 # -- rows ----------------------------------------------------------------------------------------------------

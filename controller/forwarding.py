@@ -15,13 +15,27 @@ from functools import lru_cache
 
 import networkx as nx
 
-from controller.rules import (ETH_ARP, ETH_IPV4, ETH_IPV6, PRIO_ARP, PRIO_HOST, PRIO_IPV4_MISS,
-                              PRIO_IPV6_DROP, PRIO_TABLE_MISS, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule,
-                              GroupRule, Match, SwitchRules, match)
+from controller.rules import (
+    ETH_ARP,
+    ETH_IPV4,
+    ETH_IPV6,
+    PRIO_ARP,
+    PRIO_HOST,
+    PRIO_IPV4_MISS,
+    PRIO_IPV6_DROP,
+    PRIO_TABLE_MISS,
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    FlowRule,
+    GroupRule,
+    Match,
+    SwitchRules,
+    match,
+)
 from controller.topology import Topology
 
-PACKET_IN_BYTES = 128
-MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table
 
 
 def staggered_buckets(ports: Iterable[int], level: int) -> tuple[int, ...]:

@@ -32,7 +32,7 @@ MATCH_HEAD = struct.Struct("!HH")
 ENTRY_FIXED = 48
 
 # OXM basic field number -> (name, decoder) for the fields a counting rule carries
-_IPV4 = lambda b: "%d.%d.%d.%d" % tuple(b)  # noqa: E731
+_IPV4 = lambda b: ".".join(map(str, b))  # noqa: E731
 _INT = lambda b: int.from_bytes(b, "big")  # noqa: E731
 FIELDS = {0: ("in_port", _INT), 10: ("ip_proto", _INT), 11: ("ipv4_src", _IPV4), 12: ("ipv4_dst", _IPV4),
           13: ("tcp_src", _INT), 14: ("tcp_dst", _INT), 15: ("udp_src", _INT), 16: ("udp_dst", _INT)}

@@ -221,7 +221,7 @@ class PlanState:
         for rule in forwarding.base_rules(dpid):
             rules.add_flow(rule)
         self._gid[dpid], self._taken[dpid], self._grefs[dpid] = {}, {}, {}
-        for key, holders in self._te.get(dpid, {}).items():
+        for holders in self._te.get(dpid, {}).values():
             rules.add_flow(next(reversed(holders.values())))
         self._dirty.add(dpid)
         self.changed[dpid] = None

@@ -13,7 +13,7 @@ class TopologySizeError(ValueError):
 
 
 def dpid(n):
-    return "%016x" % n
+    return f"{n:016x}"
 
 
 def _digits(n):
@@ -62,11 +62,11 @@ def check_host_count(n):
 
 def host_ip(n):
     """Host n (1-based): 10.a.b.c, with a.b.c encoding n (10.0.0.n for n <= 255)."""
-    return "10.%d.%d.%d" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
 
 
 def host_mac(n):
-    return "00:00:00:%02x:%02x:%02x" % ((n >> 16) & 255, (n >> 8) & 255, n & 255)
+    return f"00:00:00:{(n >> 16) & 255:02x}:{(n >> 8) & 255:02x}:{n & 255:02x}"
 
 
 def host_params(n):

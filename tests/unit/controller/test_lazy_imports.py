@@ -14,7 +14,8 @@ def test_loading_the_ryu_app_imports_neither_scipy_nor_matplotlib():
 
 
 def test_the_ilp_optimiser_still_brings_scipy_when_asked_for():
-    code = "import sys; from mlroute.routing.optimisers import OPTIMISERS; OPTIMISERS['ilp']; print('scipy' in sys.modules)"
+    code = ("import sys; from mlroute.routing.optimisers import OPTIMISERS; OPTIMISERS['ilp']; "
+            "print('scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "True"

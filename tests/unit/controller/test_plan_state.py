@@ -29,7 +29,7 @@ class World:
         self.pinned = {}
         self.graph = topo.graph()
         self.tiers = infer_tiers(self.graph, topo.access_switches())
-        self.cables = sorted({tuple(sorted(((l.src, l.src_port), (l.dst, l.dst_port)))) for l in topo.links.values()})
+        self.cables = sorted({tuple(sorted(((k.src, k.src_port), (k.dst, k.dst_port)))) for k in topo.links.values()})
         self.all_hosts = dict(topo.hosts)
         self.removed = {}  # dpid -> its ports, while it is gone
         self.flows_changed = set()
@@ -162,7 +162,7 @@ def test_a_link_failure_rewrites_only_the_switches_whose_rules_change():
     world = World(topologies.fat_tree(4))
     state = PlanState(stagger=True, idle_timeout=IDLE)
     state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned)
-    link = next(l for l in world.topo.links.values() if (l.src, l.dst) == (2300, 3001))
+    link = next(k for k in world.topo.links.values() if (k.src, k.dst) == (2300, 3001))
     world.topo.port_down(link.src, link.src_port)
     world.topo.port_down(link.dst, link.dst_port)
     world.graph_changed()

@@ -38,8 +38,8 @@ def test_fat_tree_topo_12_has_one_dpid_per_switch():  # the historic scheme gave
 
 @pytest.mark.parametrize("spines,leaves", [(4, 4), (32, 64), (4, 120), (120, 4), (99, 99), (100, 1), (8, 1000)])
 def test_leaf_spine_dpids_are_distinct(spines, leaves):
-    s, l = leaf_spine_dpids(spines, leaves)
-    assert len(set(s + l)) == spines + leaves
+    spine_ids, leaf_ids = leaf_spine_dpids(spines, leaves)
+    assert len(set(spine_ids + leaf_ids)) == spines + leaves
 
 
 def test_leaf_spine_topo_4_120_1_has_one_dpid_per_switch():  # the historic scheme gave 124 switches 120 DPIDs
