@@ -393,7 +393,9 @@ class ControllerCore:
             self._host_switches = host_switches
             self._update_tiers(graph)
         if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
-            self.te_step()  # a job event, or a failure under an elephant: decide now, not at the next period
+            # a job event, or a failure under an elephant: decide now, not at the next period; a job event waits
+            # for the worker's decision on the current inputs (a green wait: the event loop runs meanwhile)
+            self.te_step(wait=self.decide_now)
             self.dirty = False
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()

@@ -112,3 +112,20 @@ def test_a_declared_host_learned_late_triggers_a_decision():
     assert core.decide_now
     core.sync()
     assert HostPair(RINGS[0][0], RINGS[0][1]) in core.te.pinned
+
+
+def test_with_the_optimiser_worker_a_job_event_is_decided_in_the_same_resync():
+    from controller.optimiser_runner import OptimiserRunner
+
+    runner = OptimiserRunner(budget_s=5.0, grace_s=5.0)
+    runner.start()
+    try:
+        assert runner.wait_ready(30)
+        core = ControllerCore(config.parse(""), lambda: 0.0, runner=runner)
+        core.topology = core.packet_in.topology = topologies.fat_tree(4)
+        core.sync()
+        core.set_jobs(config.validate_jobs([{"name": "ar", "rings": RINGS}], "request body"))
+        core.sync()  # decided in the worker, waited for (not left to the next poll)
+        assert set(core.te.pinned) == set(ring_pairs())
+    finally:
+        runner.close()
