@@ -51,6 +51,7 @@ if not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
 BARRIER_TIMEOUT_S = 1.0
+LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
 
 
 class MlrouteApp(app_manager.RyuApp):
@@ -74,7 +75,7 @@ class MlrouteApp(app_manager.RyuApp):
         self._barriers = {}  # xid -> hub.Event
         self._wake = hub.Event()
         kwargs["wsgi"].register(RestController, {"app": self})
-        self._threads = [hub.spawn(self._resync_loop), hub.spawn(self._poll_loop)]
+        self._threads = [hub.spawn(self._resync_loop), hub.spawn(self._poll_loop), hub.spawn(self._lag_loop)]
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
@@ -273,6 +274,13 @@ class MlrouteApp(app_manager.RyuApp):
             events.append(event)
         for event in events:
             event.wait(timeout=BARRIER_TIMEOUT_S)
+
+    def _lag_loop(self):
+        """Event-loop lag for /metrics: a 0.1 s sleep that wakes late was held up by other work in this thread."""
+        while True:
+            start = time.monotonic()
+            hub.sleep(LAG_TICK_S)
+            self.core.metrics.loop_lag.observe(max(0.0, time.monotonic() - start - LAG_TICK_S))
 
     def _poll_loop(self):
         """Every period: ask ingress switches for their per-flow counters and fabric switches for their port

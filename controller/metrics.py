@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+LAG_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -29,6 +32,9 @@ class Metrics:
                                       "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
                                       ["src", "dst"], registry=r)
         self._link_series: set[tuple[str, str]] = set()
+        self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
+                                  "How late a short timer fires in the controller's event loop: how long other work "
+                                  "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)
 
     def estimate_ecmp_from(self, routing_view: Callable[[], Mapping[str, Any]]) -> None:
         """ECMP's estimated max link load, computed from ``routing_view()`` (the GET /mlroute/routing body) when
