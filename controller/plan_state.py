@@ -98,6 +98,7 @@ class PlanState:
         self._accounting: dict[FlowKey, tuple[int, int]] = {}
         self._by_pair: dict[tuple[str, str], set[FlowKey]] = {}  # (src, dst) -> accounted flows of that pair
         self._pinned: dict[Any, tuple] = {}
+        self._touched: set[frozenset] = set()  # links the last graph change added, removed or re-ported
         self._dirty: set[int] = set()
         # per switch of the last update: (flow keys, group ids) it changed, or None for "all of it" (new)
         self.changed: dict[int, tuple[set, set] | None] = {}
@@ -127,7 +128,9 @@ class PlanState:
             flows = set(self._accounting) | set(accounting)
         for key in flows:
             self._apply_flow(key, accounting.get(key), pinned)
-        self._apply_pins(pinned, graph_changed or tiers_changed, hosts_changed)
+        # pins hang on the graph only through the links along their paths, and on the tiers
+        touched = None if tiers_changed else self._touched if graph_changed else set()
+        self._apply_pins(pinned, touched, hosts_changed)
         return self._dirty
 
     # -- switches and links ------------------------------------------------------------------------------------
@@ -143,6 +146,7 @@ class PlanState:
         for s in adj.keys() - old.keys():
             self._add_switch(s)
         self._adj = adj
+        self._touched = {frozenset(uv) for uv in removed + added + moved}
         self._apply_fabric_ports(old, adj)
         if removed or added or moved:
             for dst in list(self._dist):
@@ -385,12 +389,15 @@ class PlanState:
         self._set_source(("count", key), [te.counting_rule(self._graph, key, where[0], where[1], pinned,
                                                            self.idle_timeout)])
 
-    def _apply_pins(self, pinned: dict[Any, tuple], graph_or_tiers_changed: bool, hosts_changed: bool) -> None:
+    def _apply_pins(self, pinned: dict[Any, tuple], touched: set[frozenset] | None, hosts_changed: bool) -> None:
+        """``touched``: the links that changed (None: everything, the tiers changed)."""
         old = self._pinned
         changed = {k for k in old.keys() | pinned.keys() if old.get(k) != pinned.get(k)}
-        if graph_or_tiers_changed:
+        if touched is None:
             changed |= pinned.keys()
-        elif hosts_changed:  # a host pair's ingress rules hang on its source host
+        elif touched:
+            changed |= {k for k, path in pinned.items() if any(frozenset(uv) in touched for uv in zip(path, path[1:]))}
+        if hosts_changed:  # a host pair's ingress rules hang on its source host
             changed |= {k for k in pinned if not isinstance(k, FlowKey)}
         self._pinned = pinned
         if not changed:
@@ -404,8 +411,6 @@ class PlanState:
                     counts.add(k)
             else:
                 counts |= self._by_pair.get((k.src_ip, k.dst_ip), set())
-        if graph_or_tiers_changed:  # counting rules of flows pinned through their pair or their own pin
-            counts |= {k for k in self._accounting if k in pinned}
         for k in counts:
             self._apply_flow(k, self._accounting[k], pinned, force=True)
 
