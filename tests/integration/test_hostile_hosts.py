@@ -1,0 +1,121 @@
+"""Faults and a hostile host with the real controller, Open vSwitch and Mininet (issue 10's acceptance):
+
+* h1 sends gratuitous ARPs and IPv4 packets with a forged source claiming h9's address: h9 keeps its binding and
+  its traffic (h5 -> h9 ping with a cold ARP cache, 0 % loss, during the attack);
+* both core uplinks of one aggregation switch go down under 8 pinned elephants: no exception in the log, the
+  elephants that crossed them are re-pinned around them and every flow keeps delivering.
+"""
+
+import sys
+import time
+
+from mininet_topos.fattree import FatTreeTopo
+from mlroute.experiment.traffic import Iperf3Flows
+from tests.integration.harness import ping_all, wait_until
+
+POLL_S = 2
+CONFIG = f"""
+te:
+  mode: mlroute
+  poll_interval_s: {POLL_S}
+  host_link_mbps: 10
+"""
+STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+
+# raw frames from the attacker's interface: gratuitous ARP request + reply for the victim's IP, and UDP packets
+# whose IPv4 source is the victim's, to a known host and to an unknown address (the controller's learning path)
+FORGE = r"""
+import socket, struct, sys, time
+iface, victim, targets, count = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
+mac = bytes.fromhex(open(f"/sys/class/net/{iface}/address").read().strip().replace(":", ""))
+vip = socket.inet_aton(victim)
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+def arp(op, target):
+    return b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, op, mac, vip,
+                                                         b"\xff" * 6 if op == 2 else bytes(6), target)
+def csum(b):
+    t = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    t = (t >> 16) + (t & 0xFFFF)
+    return ~(t + (t >> 16)) & 0xFFFF
+def forged(dst):
+    udp = struct.pack("!HHHH", 4000, 4000, 12, 0) + b"hijk"
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, vip, socket.inet_aton(dst))
+    hdr = hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:]
+    return b"\xff" * 6 + mac + b"\x08\x00" + hdr + udp
+# gratuitous request and reply, and a request to a known host that would poison its cache for the victim
+frames = [arp(1, vip), arp(2, vip), arp(1, socket.inet_aton(targets[0]))] + [forged(t) for t in targets]
+for _ in range(count):
+    for f in frames:
+        s.send(f)
+    time.sleep(0.2)
+print(count * len(frames))
+"""
+
+
+def host_binding(fab, ip):
+    return next(((h["dpid"], h["port"], h["mac"]) for h in fab.controller.get("/mlroute/topology")["hosts"]
+                 if h["ip"] == ip), None)
+
+
+def test_a_host_claiming_another_hosts_address_does_not_take_its_traffic(fabric_factory):
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
+    assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
+    h1, h5, h9 = (fab.net.get(n) for n in ("h1", "h5", "h9"))
+    before = host_binding(fab, h9.IP())
+    assert before is not None and before[2] == h9.MAC()
+    attack = h1.popen([sys.executable, "-c", FORGE, h1.defaultIntf().name, h9.IP(), f"{h5.IP()},10.0.0.200",
+                       "40"])  # 8 s of forged frames
+    try:
+        time.sleep(1)
+        h5.cmd("ip neigh flush all")  # h5 must ask for h9 again, during the attack
+        out = h5.cmd(f"ping -c 20 -i 0.2 -W 1 {h9.IP()}")
+    finally:
+        sent = int(attack.communicate(timeout=60)[0].decode().strip() or 0)
+    assert sent == 40 * 5
+    assert " 0% packet loss" in out, out
+    assert host_binding(fab, h9.IP()) == before  # the binding never moved
+    assert h5.cmd(f"ip neigh show {h9.IP()}").split("lladdr")[-1].split()[0] == h9.MAC()
+    log = fab.controller.log()
+    assert "refused claim: 10.0.0.9" in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert ping_all(fab.net) == 0  # h1 itself still works: only its forged claims were refused
+
+
+def test_both_core_uplinks_of_an_aggregation_switch_down_under_elephants(fabric_factory):
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG, jumbo=True)
+    net = fab.net
+    assert wait_until(lambda: ping_all(net) == 0 or None, timeout=30, interval=0)
+    names = {int(sw.dpid, 16): sw.name for sw in net.switches}
+    dpid_of = {name: dpid for dpid, name in names.items()}
+    agg, cores = "a0_0", ("c1", "c2")  # pod 0's first aggregation switch and its two core uplinks
+    cut = {(dpid_of[agg], dpid_of[c]) for c in cores} | {(dpid_of[c], dpid_of[agg]) for c in cores}
+    flows = Iperf3Flows(net, STRIDE4, seconds=30)
+    try:
+        pinned = wait_until(lambda: (e := fab.controller.get("/mlroute/elephants")) and len(e) == 8
+                            and all(x["path"] for x in e) and e, timeout=5 * POLL_S + 5)
+        assert pinned, fab.controller.get("/mlroute/elephants")
+        crossing = [e for e in pinned if cut & set(zip(e["path"], e["path"][1:]))]
+        log_from = len(fab.controller.log())  # start-up discovery reads "not a Clos" until links are known
+        for core in cores:
+            net.configLinkStatus(agg, core, "down")
+
+        def rerouted():
+            now = fab.controller.get("/mlroute/elephants")
+            ok = len(now) == 8 and all(e["path"] and not cut & set(zip(e["path"], e["path"][1:])) for e in now)
+            return ok and now
+        after = wait_until(rerouted, timeout=3 * POLL_S + 2, interval=0.5)
+        assert after, fab.controller.get("/mlroute/elephants")
+        time.sleep(2 * POLL_S)  # two more polls and decisions on the degraded fabric
+        log = fab.controller.log()[log_from:]
+        for bad in ("Traceback", "ValueError", "not a recognised Clos"):
+            assert bad not in log, log[-3000:]
+        rates = wait_until(lambda: (e := fab.controller.get("/mlroute/elephants")) and all(
+            x["rate_bps"] > 1e6 for x in e) and e, timeout=3 * POLL_S)
+        assert rates, fab.controller.get("/mlroute/elephants")
+        print(f"{len(crossing)} of 8 elephants crossed {agg}'s core links; all re-pinned around them")
+        for core in cores:
+            net.configLinkStatus(agg, core, "up")
+    finally:
+        mbps = flows.results_mbps()
+    assert min(mbps) > 0, mbps
