@@ -35,9 +35,12 @@ def load_app_module():
 class Lab:
     """An MlrouteApp wired to fake switches shaped like a Topology fixture (switches, ports, links, hosts)."""
 
+    apps: list = []  # every app a test made: their optimiser workers are stopped at teardown
+
     def __init__(self, reference, switches=None):
         self.ref = reference
         self.app = load_app_module().MlrouteApp(wsgi=WSGIApplication())
+        Lab.apps.append(self.app)
         for thread in self.app._threads:  # the test drives resync and TE steps itself
             hub.kill(thread)
         self.switches = switches or {d: FakeSwitch(d) for d in reference.ports}
@@ -141,7 +144,11 @@ def counting_stat(key, in_port, byte_count, seconds):
 def lab():
     lab = Lab(topologies.fat_tree(4))
     lab.bring_up()
-    return lab
+    yield lab
+    while Lab.apps:
+        runner = Lab.apps.pop().core.runner
+        if runner is not None:
+            runner.close()
 
 
 def test_every_host_reaches_every_other_through_the_rules_the_switches_received(lab):
