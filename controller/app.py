@@ -2,9 +2,9 @@
 
 Run it with ``ryu-manager controller/app.py`` (LLDP link discovery is switched on here; no other flags needed).
 Each handler turns one OpenFlow or topology event into one core call; ``controller.ofmsg`` turns the core's
-values into messages and parsed replies back into values; ``controller.rest`` serves the REST API. Two green
-threads: the resync loop (sends the core's rule changes, with barriers) and the poll loop (flow stats, then a
-TE decision).
+values into messages and parsed replies back into values; ``controller.rest`` serves the REST API. Three green
+threads: the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats, then a TE
+decision) and the event-loop lag probe (/metrics).
 """
 
 import logging
