@@ -50,7 +50,8 @@ def main():
                 got[mode].append(mbps)
                 print(f"run {i + 1} {mode:8s} {mbps:6.1f} Mb/s = {mbps / ideal:.3f} of 8 x 10 Mb/s", flush=True)
     e, m = statistics.mean(got["ecmp"]), statistics.mean(got["mlroute"])
-    print(f"mean over {args.repeats}: ecmp {e / ideal:.3f}, mlroute {m / ideal:.3f} of ideal; mlroute/ecmp = {m / e:.2f}")
+    print(f"mean over {args.repeats}: ecmp {e / ideal:.3f}, mlroute {m / ideal:.3f} of ideal; "
+          f"mlroute/ecmp = {m / e:.2f}")
     return 0
 
 

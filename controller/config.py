@@ -42,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
         "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
-        "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)  # "reactive" (first packet of a flow to the controller, plain OF1.3)
+        "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
 }

@@ -142,9 +142,9 @@ def links_json(topology: Topology, rates: PortRates, pinned: Mapping[FlowKey, tu
         raise ValueError(f"fabric capacity must be > 0 bit/s, got {capacity_bps!r}")
     graph = graph if graph is not None else topology.graph()
     elephants = elephants_per_link(pinned, graph)
-    live = {(l.src, l.src_port) for l in topology.live_links()}
+    live = {(link.src, link.src_port) for link in topology.live_links()}
     out = []
-    for link in sorted(topology.links.values(), key=lambda l: (l.src, l.src_port)):
+    for link in sorted(topology.links.values(), key=lambda lnk: (lnk.src, lnk.src_port)):
         tx = rates.rate(link.src, link.src_port)
         rx = rates.rate(link.dst, link.dst_port)
         tx_bps = tx.tx_bps if tx is not None and tx.measured else None

@@ -111,7 +111,8 @@ def diff_switch(installed: SwitchRules | None, desired: SwitchRules) -> list[Cha
             + _deletes(installed.groups, desired.groups))
 
 
-def diff_keys(installed, desired, flow_keys, group_ids):
+def diff_keys(installed: SwitchRules | None, desired: SwitchRules, flow_keys: set[RuleKey],
+              group_ids: set[int]) -> list[Change]:
     """``diff_switch`` restricted to some flow keys and group ids: the same changes, in the same order, when
     ``installed`` and ``desired`` agree everywhere else (what an incremental plan knows it changed)."""
     installed = installed or SwitchRules()
@@ -119,12 +120,12 @@ def diff_keys(installed, desired, flow_keys, group_ids):
     return diff_switch(have, want)
 
 
-def _only(rules, flow_keys, group_ids):
+def _only(rules: SwitchRules, flow_keys: set[RuleKey], group_ids: set[int]) -> SwitchRules:
     flows, groups = rules.flows, rules.groups
     return SwitchRules({k: flows[k] for k in flow_keys if k in flows}, {g: groups[g] for g in group_ids if g in groups})
 
 
-def apply_change(rules, change):
+def apply_change(rules: SwitchRules, change: Change) -> None:
     """Record a sent change in ``rules`` (a switch's installed state)."""
     rule = change.rule
     if isinstance(rule, GroupRule):

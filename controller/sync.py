@@ -25,8 +25,16 @@ import networkx as nx
 
 from controller import forwarding, te
 from controller.flowkey import FlowKey, five_tuple_match
-from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules, diff_keys,
-                              diff_switch)
+from controller.rules import (
+    COOKIE_ELEPHANT,
+    COOKIE_FLOW,
+    Change,
+    FlowRule,
+    GroupRule,
+    SwitchRules,
+    diff_keys,
+    diff_switch,
+)
 from controller.tiers import TierInference
 from controller.topology import Topology
 

@@ -28,19 +28,32 @@ from typing import Any, Protocol, cast
 
 import networkx as nx
 
+from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
+from controller.host_guard import admitted_source, host_rules
+from controller.jobs import HostPair
+from controller.rules import (
+    COOKIE_ELEPHANT,
+    COOKIE_FLOW,
+    COOKIE_FLOW_MISS,
+    ETH_IPV4,
+    PRIO_ELEPHANT,
+    PRIO_FLOW,
+    PRIO_FLOW_MISS,
+    PRIO_PAIR,
+    PRIO_PAIR_HOP,
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    FlowRule,
+    Match,
+    match,
+)
+from controller.tiers import TierInference
+from controller.topology import Host, Topology
 from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.tiers import TIER_RANK
-from controller.rules import (COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, ETH_IPV4, PRIO_ELEPHANT, PRIO_FLOW,
-                              PRIO_FLOW_MISS, PRIO_PAIR, PRIO_PAIR_HOP, TABLE_CLASSIFY, TABLE_FORWARD, FlowRule, Match,
-                              match)
-from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
-from controller.host_guard import admitted_source, host_rules
-from controller.jobs import HostPair
-from controller.tiers import TierInference
-from controller.topology import Host, Topology
 
 LOG = logging.getLogger("mlroute.te")
 

@@ -91,7 +91,7 @@ class Topology:
         for key, link in list(self.links.items()):
             if dpid in (link.src, link.dst):
                 self._drop(key)
-        self._drop_pending(lambda l: dpid in (l.src, l.dst))
+        self._drop_pending(lambda link: dpid in (link.src, link.dst))
         for host in list(self.hosts.values()):
             if host.dpid == dpid:
                 self._unbind(host)
@@ -107,7 +107,7 @@ class Topology:
         for key, link in list(self.links.items()):
             if (link.src, link.src_port) == end or (link.dst, link.dst_port) == end:
                 self._drop(key)
-        self._drop_pending(lambda l: end in ((l.src, l.src_port), (l.dst, l.dst_port)))
+        self._drop_pending(lambda link: end in ((link.src, link.src_port), (link.dst, link.dst_port)))
 
     # -- links ----------------------------------------------------------------------------------------------
     def add_link(self, src: int, src_port: int, dst: int, dst_port: int) -> bool:
@@ -118,7 +118,7 @@ class Topology:
         link = Link(src, src_port, dst, dst_port)
         if self.links.get((src, src_port)) == link:
             return False
-        self._drop_pending(lambda l: (l.src, l.src_port) == (src, src_port))
+        self._drop_pending(lambda link: (link.src, link.src_port) == (src, src_port))
         pair: tuple[Link, ...]
         if self.links.get((dst, dst_port)) == link.reverse:
             pair = (link,)  # the other direction is already admitted (this one timed out and came back)
@@ -140,14 +140,14 @@ class Topology:
         claim = self.pending.get((src, src_port))
         if claim is not None:
             if claim == link:
-                self._drop_pending(lambda l: l == link)
+                self._drop_pending(lambda lnk: lnk == link)
             return False
         if self.links.get((src, src_port)) != link:
             return False
         return self._drop((src, src_port))
 
     def _admit(self, link: Link) -> None:
-        self._drop_pending(lambda l: l == link)
+        self._drop_pending(lambda lnk: lnk == link)
         self._drop((link.src, link.src_port))  # a re-cabled port: forget where it led before
         self.links[(link.src, link.src_port)] = link
         for dpid, port in ((link.src, link.src_port), (link.dst, link.dst_port)):
@@ -174,7 +174,7 @@ class Topology:
             self._pending_ends[end] = self._pending_ends.get(end, 0) + 1
 
     def _drop_pending(self, which: Callable[[Link], bool]) -> None:
-        for key, link in [(k, l) for k, l in self.pending.items() if which(l)]:
+        for key, link in [(k, lnk) for k, lnk in self.pending.items() if which(lnk)]:
             del self.pending[key]
             for end in ((link.src, link.src_port), (link.dst, link.dst_port)):
                 self._pending_ends[end] -= 1
@@ -184,7 +184,7 @@ class Topology:
     def _admit_pending_pairs_at(self, end: tuple[int, int]) -> bool:
         """A host left ``end``: pending link pairs through it that were held back only by that host go in."""
         admitted = False
-        for link in [l for l in self.pending.values() if end in ((l.src, l.src_port), (l.dst, l.dst_port))]:
+        for link in [lnk for lnk in self.pending.values() if end in ((lnk.src, lnk.src_port), (lnk.dst, lnk.dst_port))]:
             if self.pending.get((link.dst, link.dst_port)) == link.reverse and link in self.pending.values():
                 if not self._has_host_at(link.src, link.src_port) and not self._has_host_at(link.dst, link.dst_port):
                     self._admit(link)
@@ -298,12 +298,13 @@ class Topology:
         """Hosts are learned on live-switch access ports that no switch's LLDP arrived at."""
         if dpid not in self.ports or self.is_fabric_port(dpid, port):
             return False
-        return not any(l.dst == dpid and l.dst_port == port for l in self._pending_at(dpid, port))
+        return not any(link.dst == dpid and link.dst_port == port for link in self._pending_at(dpid, port))
 
     def _pending_at(self, dpid: int, port: int) -> Sequence[Link]:
         if (dpid, port) not in self._pending_ends:
             return ()
-        return [l for l in self.pending.values() if (dpid, port) in ((l.src, l.src_port), (l.dst, l.dst_port))]
+        return [link for link in self.pending.values()
+                if (dpid, port) in ((link.src, link.src_port), (link.dst, link.dst_port))]
 
     def _has_host_at(self, dpid: int, port: int) -> bool:
         return bool(self.hosts_at(dpid, port))
@@ -336,8 +337,8 @@ class Topology:
         return {
             "switches": [{"dpid": d, "tier": tiers.get(d, "unknown")} for d in sorted(self.ports)],
             "links": [
-                {"src": l.src, "src_port": l.src_port, "dst": l.dst, "dst_port": l.dst_port}
-                for l in sorted(self.links.values(), key=lambda l: (l.src, l.src_port))
+                {"src": link.src, "src_port": link.src_port, "dst": link.dst, "dst_port": link.dst_port}
+                for link in sorted(self.links.values(), key=lambda link: (link.src, link.src_port))
             ],
             "hosts": [
                 {"ip": h.ip, "mac": h.mac, "dpid": h.dpid, "port": h.port}

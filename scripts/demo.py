@@ -44,7 +44,8 @@ def forwarding_demo(workdir):
             say(f"max link load: installed {routing['installed']['max_link_load']}, "
                 f"ECMP would give {routing['ecmp']['max_link_load']}")
         flows.results_mbps()
-        say(f"packet-ins (ARP+IPv4): {ctl.metric('mlroute_packet_in_total', {'kind': 'arp'}) + ctl.metric('mlroute_packet_in_total', {'kind': 'ipv4'}):.0f}")
+        arp_ipv4 = sum(ctl.metric("mlroute_packet_in_total", {"kind": kind}) for kind in ("arp", "ipv4"))
+        say(f"packet-ins (ARP+IPv4): {arp_ipv4:.0f}")
     finally:
         if net is not None:
             emulation.stop_network(net)
@@ -60,7 +61,7 @@ def main():
     forwarding_demo(out / "forwarding")
     say("comparing routing modes on 16 stride-4 flows (3 runs of 25 s)...")
     spec = runner.ExperimentSpec("fattree", k=4, patterns=["stride:4"], duration=25)
-    data = report.write(runner.run(spec, out / "experiment"), out / "experiment")
+    report.write(runner.run(spec, out / "experiment"), out / "experiment")
     print((out / "experiment" / "summary.md").read_text())
     say(f"results and plots in {out}/experiment/")
     return 0

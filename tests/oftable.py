@@ -29,7 +29,7 @@ def lookup(rules, table, packet):
 
 def trace(desired, topology, dpid, in_port, packet, max_hops=16):
     result = Trace()
-    links = {(l.src, l.src_port): l for l in topology.live_links()}
+    links = {(link.src, link.src_port): link for link in topology.live_links()}
 
     def visit(dpid, in_port, path):
         if len(path) > max_hops or dpid in path:

@@ -51,7 +51,8 @@ def trace_elephant(tables, links, elephant, ingress, max_hops=8):
     the controller did not pin), a drop or a loop.
     """
     dpid, in_port = ingress
-    base = {"eth_type": "0x0800", "ipv4_src": elephant["src_ip"], "ipv4_dst": elephant["dst_ip"], "ip_proto": str(elephant["proto"]),
+    base = {"eth_type": "0x0800", "ipv4_src": elephant["src_ip"], "ipv4_dst": elephant["dst_ip"],
+            "ip_proto": str(elephant["proto"]),
             "l4_src": str(elephant["src_port"]), "l4_dst": str(elephant["dst_port"])}
     crossed = []
     for _ in range(max_hops):

@@ -2,7 +2,15 @@
 
 from pathlib import Path
 
-from mlroute.experiment.emulation import (Controller, free_port, iperf3, ping_all, set_jumbo,  # noqa: F401
-                                          start_network, stop_network, wait_until)
+from mlroute.experiment.emulation import (  # noqa: F401
+                                          Controller,
+                                          free_port,
+                                          iperf3,
+                                          ping_all,
+                                          set_jumbo,
+                                          start_network,
+                                          stop_network,
+                                          wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ def test_fattree_rest_topology_has_tiers_links_and_hosts(fattree):
     topo = fattree.controller.get("/mlroute/topology")
     assert len(topo["switches"]) == 20
     assert Counter(s["tier"] for s in topo["switches"]) == {"core": 4, "aggregation": 8, "edge": 8}
-    assert len({frozenset((l["src"], l["dst"])) for l in topo["links"]}) == 32
+    assert len({frozenset((link["src"], link["dst"])) for link in topo["links"]}) == 32
     assert len(topo["links"]) == 64  # both directions of each
     assert len(topo["hosts"]) == 16
     assert {h["ip"] for h in topo["hosts"]} == {f"10.0.0.{i}" for i in range(1, 17)}

@@ -98,7 +98,7 @@ def test_the_controller_target_is_up_and_its_metrics_are_scraped(scraped):
 
 def test_one_utilisation_series_per_directed_fabric_link_and_a_loaded_link_seen_loaded(scraped):
     fab, prom = scraped
-    directed = {(l["src"], l["dst"]) for l in fab.controller.get("/mlroute/topology")["links"]}
+    directed = {(link["src"], link["dst"]) for link in fab.controller.get("/mlroute/topology")["links"]}
     assert len(directed) == 8  # 2 spines x 2 leaves, both directions
     flows = Iperf3Flows(fab.net, [("h1", "h2")], seconds=15, base_port=6100)
     try:

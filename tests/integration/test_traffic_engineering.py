@@ -1,15 +1,14 @@
 """The traffic-engineering loop with the real controller, OVS and Mininet: elephants from flow stats, a global
 re-routing checked in the switches' own tables, failures, and the ECMP baseline."""
 
-import subprocess
 import time
 
 import pytest
 
 from mininet_topos.fattree import FatTreeTopo
+from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.flowtables import dump_flows, trace_elephant
 from tests.integration.harness import ping_all, wait_until
-from mlroute.experiment.traffic import Iperf3Flows
 
 POLL_S = 2
 CONFIG = f"""
@@ -26,11 +25,11 @@ STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
 def dataplane_paths(fab, elephants):
     """Directed switch links each elephant crosses, traced through `ovs-ofctl dump-flows` of every switch."""
     topo = fab.controller.get("/mlroute/topology")
-    links = {(l["src"], l["src_port"]): (l["dst"], l["dst_port"]) for l in topo["links"]}
+    links = {(link["src"], link["src_port"]): (link["dst"], link["dst_port"]) for link in topo["links"]}
     hosts = {h["ip"]: (h["dpid"], h["port"]) for h in topo["hosts"]}
     tables = {int(sw.dpid, 16): dump_flows(sw.name) for sw in fab.net.switches}
-    return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): trace_elephant(tables, links, e, hosts[e["src_ip"]])
-            for e in elephants}
+    return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]):
+            trace_elephant(tables, links, e, hosts[e["src_ip"]]) for e in elephants}
 
 
 def wait_for_elephants(fab, n, within_s):

@@ -104,8 +104,8 @@ def loaded_fabric(fabric_factory):
 
         def settled():  # two polls after the last move: every pinned link measured loaded
             links = fab.controller.get("/mlroute/links")
-            carrying = [l for l in links if l["elephants"]]
-            return carrying and all((l["utilisation"] or 0) > 0.2 for l in carrying) and links
+            carrying = [link for link in links if link["elephants"]]
+            return carrying and all((link["utilisation"] or 0) > 0.2 for link in carrying) and links
         assert wait_until(settled, timeout=6 * POLL_S), fab.controller.get("/mlroute/links")
         yield fab
     finally:
@@ -128,9 +128,9 @@ def test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loa
     # every switch and every directed link, as the controller knows them
     drawn_switches = {int(g["data-dpid"]) for g in dom.find("g", "switch")}
     assert drawn_switches == {s["dpid"] for s in topology["switches"]} and len(drawn_switches) == 20
-    drawn_links = {(int(l["data-src"]), int(l["data-src-port"]), int(l["data-dst"]), int(l["data-dst-port"]))
-                   for l in dom.find("line", "link")}
-    assert drawn_links == {(l["src"], l["src_port"], l["dst"], l["dst_port"]) for l in topology["links"]}
+    drawn_links = {(int(lnk["data-src"]), int(lnk["data-src-port"]), int(lnk["data-dst"]), int(lnk["data-dst-port"]))
+                   for lnk in dom.find("line", "link")}
+    assert drawn_links == {(link["src"], link["src_port"], link["dst"], link["dst_port"]) for link in topology["links"]}
     assert len(drawn_links) == 64
     assert {g["data-tier"] for g in dom.find("g", "switch")} == {"core", "aggregation", "edge"}
     assert len(dom.find("g", "host")) == 16
@@ -145,18 +145,18 @@ def test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loa
         assert "job ring-" in p["title"] and "demand" in p["title"]
 
     # utilisation: links under elephants drawn above the idle ones (colour, width and data-util)
-    util = {(int(l["data-src"]), int(l["data-src-port"])): l for l in dom.find("line", "link")}
-    loaded = [util[(l["src"], l["src_port"])] for l in links if l["elephants"]]
-    idle = [util[(l["src"], l["src_port"])] for l in links if not l["elephants"]]
-    loaded_u = [float(l["data-util"]) for l in loaded]
-    idle_u = [float(l["data-util"] or 0) for l in idle]
+    util = {(int(lnk["data-src"]), int(lnk["data-src-port"])): lnk for lnk in dom.find("line", "link")}
+    loaded = [util[(link["src"], link["src_port"])] for link in links if link["elephants"]]
+    idle = [util[(link["src"], link["src_port"])] for link in links if not link["elephants"]]
+    loaded_u = [float(link["data-util"]) for link in loaded]
+    idle_u = [float(link["data-util"] or 0) for link in idle]
     print(f"\nrender {render_s:.1f} s; loaded links {len(loaded)}: utilisation {min(loaded_u):.3f}-"
           f"{max(loaded_u):.3f}; idle links {len(idle)}: max {max(idle_u):.3f}")
     assert len(loaded) == 8 * 4  # 8 cross-pod elephants, 4 fabric hops each, no link shared
     # 8 TCP flows share the CPU-bound emulation unevenly (0.31-1.00 seen); idle links carry LLDP and ACKs only
     assert min(loaded_u) > 0.15 and max(idle_u) < 0.1 and min(loaded_u) > 5 * max(idle_u)
-    assert min(float(l["stroke-width"]) for l in loaded) > max(float(l["stroke-width"]) for l in idle)
-    assert all(int(l["data-elephants"]) == 1 for l in loaded)
+    assert min(float(link["stroke-width"]) for link in loaded) > max(float(link["stroke-width"]) for link in idle)
+    assert all(int(link["data-elephants"]) == 1 for link in loaded)
 
     # panels: installed routing next to ECMP's estimate, the last decision, jobs with their slowest flow
     routing = dom.find("table", id="routing")[0]

@@ -11,12 +11,12 @@ import os
 import re
 import shlex
 import shutil
-import tomllib
 import subprocess
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 import pytest
+import tomllib
 import yaml
 
 from controller import config as mlconfig

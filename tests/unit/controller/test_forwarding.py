@@ -45,7 +45,7 @@ def test_upward_traffic_is_ecmp_over_all_up_paths_and_downward_is_deterministic(
 
 def test_a_failed_aggregation_core_link_is_routed_around():
     topo = topologies.fat_tree(4)
-    link = next(l for l in topo.live_links() if l.src == 2300 and l.dst == 3001)  # pod 3's agg to a core
+    link = next(lnk for lnk in topo.live_links() if lnk.src == 2300 and lnk.dst == 3001)  # pod 3's agg to a core
     topo.port_down(link.src, link.src_port)
     topo.port_down(link.dst, link.dst_port)
     desired = assert_all_pairs_delivered(topo)
@@ -90,7 +90,7 @@ def test_staggered_buckets_break_hash_polarisation():
     from controller.tiers import infer_tiers
     topo = topologies.fat_tree(4)
     tiers = infer_tiers(topo.graph(), topo.access_switches())
-    links = {(l.src, l.src_port): l.dst for l in topo.live_links()}
+    links = {(link.src, link.src_port): link.dst for link in topo.live_links()}
     dst = topo.hosts["10.0.0.16"]
     rule_match = forwarding.match(eth_type=ETH_IPV4, ipv4_dst=dst.ip)
 

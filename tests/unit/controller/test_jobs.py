@@ -52,7 +52,7 @@ def traffic_file(tmp_path, lines, header="# src dst src_tor dst_tor start_time f
 
 def test_a_traffic_file_in_the_authors_format_declares_rings(tmp_path):
     edges = [(RING[i], RING[(i + 1) % 4]) for i in range(4)]
-    path = traffic_file(tmp_path, [f"{s} {d} {i} {(i + 1) % 4} 0 1000000 1000000000 0" for i, (s, d) in
+    traffic_file(tmp_path, [f"{s} {d} {i} {(i + 1) % 4} 0 1000000 1000000000 0" for i, (s, d) in
                                    enumerate(edges)])
     cfg = tmp_path / "c.yaml"
     cfg.write_text("jobs:\n  - name: replay\n    traffic: job0.txt\n")  # relative to the configuration's folder
@@ -69,13 +69,17 @@ def test_a_traffic_file_with_node_ids_needs_a_node_map(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.x]]\n", r"c.yaml:3: jobs\[0\].rings\[0\]\[1\]: must be an IPv4"),
+    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.x]]\n",
+     r"c.yaml:3: jobs\[0\].rings\[0\]\[1\]: must be an IPv4"),
     ("jobs:\n  - name: a\n    rings: [[10.0.0.1]]\n", r"c.yaml:3: jobs\[0\].rings\[0\]: must be a list of at least 2"),
-    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.2, 10.0.0.1]]\n", r"c.yaml:3: .*host 10.0.0.1 appears twice"),
+    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.2, 10.0.0.1]]\n",
+     r"c.yaml:3: .*host 10.0.0.1 appears twice"),
     ("jobs:\n  - name: a\n    hosts: [10.0.0.1]\n    stages: []\n", r"c.yaml:4: jobs\[0\].stages: must be a non-empty"),
     ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.2]]\n    weight: 0\n", r"c.yaml:4: jobs\[0\].weight: must be"),
-    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.2]]\n    weight: yes\n", r"c.yaml:4: jobs\[0\].weight: must be"),
-    ("jobs:\n  - name: a\n    traffic: /nonexistent/job.txt\n", r"c.yaml:3: jobs\[0\]: traffic: /nonexistent/job.txt: cannot read"),
+    ("jobs:\n  - name: a\n    rings: [[10.0.0.1, 10.0.0.2]]\n    weight: yes\n",
+     r"c.yaml:4: jobs\[0\].weight: must be"),
+    ("jobs:\n  - name: a\n    traffic: /nonexistent/job.txt\n",
+     r"c.yaml:3: jobs\[0\]: traffic: /nonexistent/job.txt: cannot read"),
     ("jobs:\n  - name: a\n    hosts: [10.0.0.1]\n    nodes: {1: 10.0.0.1}\n", r"c.yaml:4: jobs\[0\].nodes: only with"),
     ("jobs:\n  - name: a\n    ring: [[10.0.0.1, 10.0.0.2]]\n", r"c.yaml:1: jobs\[0\]: needs name"),
 ])

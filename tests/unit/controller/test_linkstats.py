@@ -3,8 +3,16 @@ from types import SimpleNamespace
 import pytest
 
 from controller.flowkey import FlowKey
-from controller.linkstats import (DURATION_UNKNOWN, LinkLoad, PortRates, PortSample, elephants_per_link, links_json,
-                                  sample_from_port_stat, samples_from_reply)
+from controller.linkstats import (
+    DURATION_UNKNOWN,
+    LinkLoad,
+    PortRates,
+    PortSample,
+    elephants_per_link,
+    links_json,
+    sample_from_port_stat,
+    samples_from_reply,
+)
 from controller.metrics import Metrics
 from controller.monitor import MalformedStats
 from tests.topologies import fat_tree, leaf_spine
@@ -144,7 +152,7 @@ def test_links_json_lists_every_directed_link_with_rates_utilisation_and_elephan
 
 def test_links_json_before_any_rate_and_with_a_dead_port():
     topo = leaf_spine(2, 2, 1)
-    link = next(l for l in topo.links.values() if (l.src, l.dst) == (101, 201))
+    link = next(lnk for lnk in topo.links.values() if (lnk.src, lnk.dst) == (101, 201))
     topo.ports[201].discard(link.dst_port)  # the far end's port is down, the link record is still there
     rows = links_json(topo, PortRates(), {}, capacity_bps=1e7)
     assert all(r["tx_bps"] is None and r["utilisation"] is None for r in rows)
@@ -176,7 +184,7 @@ def test_link_load_polls_connected_fabric_switches_and_folds_replies_into_the_vi
     assert LinkLoad.poll_targets(topo, {101, 201, 999}) == [101, 201]
     clock = iter([0.0, 1.0, 0.0, 1.0])
     load = LinkLoad(lambda: next(clock))
-    link = next(l for l in topo.links.values() if (l.src, l.dst) == (101, 201))
+    link = next(lnk for lnk in topo.links.values() if (lnk.src, lnk.dst) == (101, 201))
     for t in (0, 1):
         assert load.reply(101, [stat(link.src_port, tx=t * mb(3, 2), sec=10 + 2 * t)]) == []
         assert load.reply(201, [stat(link.dst_port, rx=t * mb(3, 2), sec=10 + 2 * t), stat(9, tx=-1)]) != []

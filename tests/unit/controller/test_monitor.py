@@ -1,7 +1,14 @@
 import pytest
 
-from controller.monitor import (FlowKey, FlowMonitor, FlowSample, MalformedStats, MonitorConfig, StatsAssembler,
-                                sample_from_stat)
+from controller.monitor import (
+    FlowKey,
+    FlowMonitor,
+    FlowSample,
+    MalformedStats,
+    MonitorConfig,
+    StatsAssembler,
+    sample_from_stat,
+)
 
 MBPS = 1e6
 KEY = FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201)

@@ -30,7 +30,7 @@ def test_unknown_target_is_asked_on_host_ports_only_once():
     edge_port = min(topo.access_ports(1000))
     d = handler.handle(arp_request(1000, edge_port, 1, "10.0.0.2"))
     assert d.learned
-    fabric = {(l.src, l.src_port) for l in topo.live_links()}
+    fabric = {(link.src, link.src_port) for link in topo.live_links()}
     outs = {(a.dpid, a.port) for a in d.actions}
     assert outs and not outs & fabric and (1000, edge_port) not in outs
     assert len(outs) == 15  # every other host port of the k=4 fat-tree

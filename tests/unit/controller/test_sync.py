@@ -4,8 +4,7 @@ import networkx as nx
 
 from controller import sync
 from controller.flowkey import FlowKey, five_tuple_match
-from controller.rules import (COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules,
-                              match)
+from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules, match
 
 
 def rules(*items):

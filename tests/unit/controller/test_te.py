@@ -69,7 +69,7 @@ def test_a_failed_link_under_an_elephant_moves_it_and_keeps_most_others():
     engineer.step(fabric, [(k, None) for k in keys])
     victim = keys[0]
     a, b = engineer.pinned[victim][1], engineer.pinned[victim][2]
-    link = next(l for l in topo.live_links() if (l.src, l.dst) == (a, b))
+    link = next(lnk for lnk in topo.live_links() if (lnk.src, lnk.dst) == (a, b))
     topo.port_down(link.src, link.src_port)
     topo.port_down(link.dst, link.dst_port)
     _, tiers, fabric = setup(topo)

@@ -14,7 +14,7 @@ def stride(topo, n=16, s=4):
 
 
 def core_links_of(topo, agg):
-    return [l for l in topo.live_links() if l.src == agg and l.dst >= 3000]
+    return [link for link in topo.live_links() if link.src == agg and link.dst >= 3000]
 
 
 def tiers_of(topo, previous=None):

@@ -33,7 +33,7 @@ def test_leaf_spine_square_is_not_confused_by_symmetry():
 
 def test_fat_tree_with_a_failed_core_link_is_still_a_fat_tree():
     topo = topologies.fat_tree(4)
-    link = next(l for l in topo.live_links() if l.src == 2000 and l.dst == 3001)
+    link = next(lnk for lnk in topo.live_links() if lnk.src == 2000 and lnk.dst == 3001)
     topo.port_down(link.src, link.src_port)
     assert infer(topo).kind == FAT_TREE
 
@@ -78,7 +78,7 @@ def still(topo, previous, before):
 def test_a_reconnecting_switch_keeps_its_tier_while_its_links_come_back(dpid):
     topo = topologies.fat_tree(4)
     before = infer(topo)
-    links = [l for l in topo.links.values() if dpid in (l.src, l.dst)]
+    links = [link for link in topo.links.values() if dpid in (link.src, link.dst)]
     ports = set(topo.ports[dpid])
     topo.remove_switch(dpid)
     topo.add_switch(dpid, ports)  # reconnected: every port live, no link known yet
@@ -91,7 +91,7 @@ def test_a_reconnecting_switch_keeps_its_tier_while_its_links_come_back(dpid):
 def test_a_link_coming_back_before_lldp_sees_it_changes_no_tier():
     topo = topologies.fat_tree(4)
     before = infer(topo)
-    link = next(l for l in topo.live_links() if l.src == 2000 and l.dst == 3001)
+    link = next(lnk for lnk in topo.live_links() if lnk.src == 2000 and lnk.dst == 3001)
     ends = ((link.src, link.src_port), (link.dst, link.dst_port))
     for end in ends:
         topo.port_down(*end)

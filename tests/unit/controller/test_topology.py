@@ -45,7 +45,7 @@ def test_live_links_need_both_directions_and_live_ports():
 def test_switch_leaving_takes_its_links_and_hosts():
     topo = topologies.leaf_spine(2, 2, 1)
     topo.remove_switch(101)
-    assert all(101 not in (l.src, l.dst) for l in topo.links.values())
+    assert all(101 not in (link.src, link.dst) for link in topo.links.values())
     assert all(h.dpid != 101 for h in topo.hosts.values())
 
 
@@ -81,8 +81,8 @@ def test_fabric_ports_always_match_the_links_after_any_sequence_of_events(ops):
             topo.remove_switch(a)
             topo.add_switch(a, [1, 2, 3])
         for dpid in range(1, 5):
-            scanned = {l.src_port for l in topo.links.values() if l.src == dpid} | {
-                l.dst_port for l in topo.links.values() if l.dst == dpid}
+            scanned = {link.src_port for link in topo.links.values() if link.src == dpid} | {
+                link.dst_port for link in topo.links.values() if link.dst == dpid}
             assert topo.fabric_ports(dpid) == scanned
             assert all(topo.is_fabric_port(dpid, p) == (p in scanned) for p in (1, 2, 3))
 
@@ -129,7 +129,7 @@ def test_a_second_address_on_the_same_port_is_not_a_conflict():
 def test_forged_lldp_on_a_host_port_neither_creates_nor_deletes_a_link():
     topo = topologies.fat_tree(4)
     attacker = topo.hosts["10.0.0.1"]
-    real = next(l for l in topo.live_links() if l.src == 2000)  # an aggregation switch's port
+    real = next(link for link in topo.live_links() if link.src == 2000)  # an aggregation switch's port
     before = (dict(topo.links), topo.fabric_ports(attacker.dpid))
     # Ryu reports the forged claim (src = the real port, dst = the attacker's port), then the displaced link
     assert not topo.add_link(real.src, real.src_port, attacker.dpid, attacker.port)
@@ -147,7 +147,7 @@ def test_forged_lldp_on_a_host_port_neither_creates_nor_deletes_a_link():
 def test_forged_lldp_from_a_port_that_never_sent_anything_is_held_too():
     topo = topologies.fat_tree(4)
     topo.port_up(1000, 99)  # a silent host: no binding
-    real = next(l for l in topo.live_links() if l.src == 2000)
+    real = next(link for link in topo.live_links() if link.src == 2000)
     assert not topo.add_link(real.src, real.src_port, 1000, 99)  # one direction only: a host cannot send the other
     assert topo.links[(real.src, real.src_port)] == real and not topo.is_fabric_port(1000, 99)
     assert topo.claim("10.0.0.77", "02:00:00:00:00:77", 1000, 99).verdict == IGNORED  # not learnable meanwhile
