@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from mininet_topos.fattree import FatTreeTopo
-from tests.integration.harness import wait_until
+from tests.integration.harness import stride_loss, wait_until
 
 STRIDE = 37
 
@@ -20,22 +20,17 @@ def k8(fabric_factory):
     return fabric_factory(FatTreeTopo(k=8, bw=10))
 
 
-def stride_loss(net):
-    hosts = net.hosts
-    return sum(" 0% packet loss" not in h.cmd(f"ping -c1 -W1 {hosts[(i + STRIDE) % len(hosts)].IP()}")
-               for i, h in enumerate(hosts))
-
 
 def test_k8_fabric_is_learned_forwards_and_survives_a_link_cut(k8):
     ctl, net = k8.controller, k8.net
     topo = wait_until(lambda: (t := ctl.get("/mlroute/topology")) and len(t["links"]) == 512 and t, timeout=60)
     assert topo and len(topo["switches"]) == 80
     assert Counter(s["tier"] for s in topo["switches"]) == {"core": 16, "aggregation": 32, "edge": 32}
-    assert wait_until(lambda: stride_loss(net) == 0 or None, timeout=60, interval=0), "pings lost"
+    assert wait_until(lambda: stride_loss(net, STRIDE) == 0 or None, timeout=60, interval=0), "pings lost"
     assert len(ctl.get("/mlroute/topology")["hosts"]) == 128
     net.configLinkStatus("a0_0", "c1", "down")
     try:
-        assert wait_until(lambda: stride_loss(net) == 0 or None, timeout=20, interval=0), "loss after link cut"
+        assert wait_until(lambda: stride_loss(net, STRIDE) == 0 or None, timeout=20, interval=0), "loss after link cut"
     finally:
         net.configLinkStatus("a0_0", "c1", "up")
     assert ctl.metric("mlroute_rules_installed") > 20_000  # 128 hosts x 2 rules on 80 switches, and more

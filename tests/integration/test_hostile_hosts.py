@@ -11,16 +11,9 @@ import time
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.harness import ping_all, wait_until
+from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 
-POLL_S = 2
-CONFIG = f"""
-te:
-  mode: mlroute
-  poll_interval_s: {POLL_S}
-  host_link_mbps: 10
-"""
-STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+CONFIG = te_config()
 
 # raw frames from the attacker's interface: gratuitous ARP request + reply for the victim's IP, and UDP packets
 # whose IPv4 source is the victim's, to a known host and to an unknown address (the controller's learning path)

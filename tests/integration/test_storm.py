@@ -8,14 +8,9 @@ import time
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows, steady_mbps
-from tests.integration.harness import ping_all, wait_until
+from tests.integration.harness import ping_all, te_config, wait_until
 
-CONFIG = """
-te:
-  mode: mlroute
-  poll_interval_s: 2
-  host_link_mbps: 10
-"""
+CONFIG = te_config()
 PAIRS = [("h5", "h13"), ("h6", "h14"), ("h7", "h15"), ("h8", "h16")]  # pods 1 -> 3, away from the storm
 RATE, STORM_S = 20000, 15
 STORM = ("import socket, sys, time\n"

@@ -8,18 +8,9 @@ import pytest
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.flowtables import dump_flows, trace_elephant
-from tests.integration.harness import ping_all, wait_until
+from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 
-POLL_S = 2
-CONFIG = f"""
-te:
-  mode: {{mode}}
-  poll_interval_s: {POLL_S}
-  host_link_mbps: 10
-rest:
-  token: secret
-"""
-STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+TOKEN = "rest:\n  token: secret\n"
 
 
 def dataplane_paths(fab, elephants):
@@ -39,7 +30,7 @@ def wait_for_elephants(fab, n, within_s):
 
 @pytest.fixture(scope="module")
 def te_fabric(fabric_factory):
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG.format(mode="mlroute"), jumbo=True)
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), te_config("mlroute", TOKEN), jumbo=True)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
     return fab
 
@@ -124,7 +115,7 @@ def test_rest_mutations_need_the_token(te_fabric):
 
 @pytest.fixture(scope="module")
 def ecmp_fabric(fabric_factory, te_fabric):
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG.format(mode="ecmp"), jumbo=True)
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), te_config("ecmp", TOKEN), jumbo=True)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
     return fab
 

@@ -18,24 +18,17 @@ import pytest
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.harness import ping_all, wait_until
+from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 from tests.integration.tools import DevTools, required_binary
 
-POLL_S = 2
-CONFIG = f"""
-te:
-  mode: mlroute
-  poll_interval_s: {POLL_S}
-  host_link_mbps: 10
-rest:
+CONFIG = te_config(extra="""rest:
   token: secret
 jobs:
   - name: ring-a
     hosts: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]
   - name: ring-b
     hosts: [10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8]
-"""
-STRIDE4 = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+""")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1500,900"]
