@@ -7,6 +7,7 @@ the throughput of 16 stride-4 TCP flows in each mode against a non-blocking swit
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 from mlroute.experiment import emulation, report, runner
 from mlroute.experiment.traffic import Iperf3Flows
@@ -57,7 +58,7 @@ def main():
     if problems:
         print("demo cannot run: " + "; ".join(problems), file=sys.stderr)
         return 2
-    out = emulation.ROOT / "results" / "demo"
+    out = Path(__file__).resolve().parents[1] / "results" / "demo"  # the checkout's results/ (git-ignored)
     forwarding_demo(out / "forwarding")
     say("comparing routing modes on 16 stride-4 flows (3 runs of 25 s)...")
     spec = runner.ExperimentSpec("fattree", k=4, patterns=["stride:4"], duration=25)
