@@ -94,8 +94,11 @@ class MlrouteApp(app_manager.RyuApp):
 
     @set_ev_cls(topo_event.EventSwitchLeave)
     def switch_leave(self, ev):
-        self.datapaths.pop(ev.switch.dp.id, None)
-        self.core.switch_left(ev.switch.dp.id)
+        dpid = ev.switch.dp.id
+        if self.datapaths.get(dpid, ev.switch.dp) is not ev.switch.dp:
+            return  # the old connection of a switch that has already reconnected
+        self.datapaths.pop(dpid, None)
+        self.core.switch_left(dpid)
         self.wake()
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)

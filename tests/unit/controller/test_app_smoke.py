@@ -336,3 +336,15 @@ def test_a_new_flow_storm_past_the_budget_stays_on_ecmp_uncounted(lab):
     assert over == 400
     t = lab.trace(src.ip, "10.0.0.9", ip_proto=6, tcp_src=20499, tcp_dst=80)  # uncounted, still forwarded
     assert t.delivered == {(lab.ref.hosts["10.0.0.9"].dpid, lab.ref.hosts["10.0.0.9"].port)}
+
+
+def test_the_leave_of_an_old_connection_after_a_reconnect_changes_nothing(lab):
+    edge = lab.ref.hosts["10.0.0.1"].dpid
+    old = lab.switches[edge]
+    fresh = FakeSwitch(edge, lab._deliver)
+    fresh.table = old.table  # the same switch, a new OpenFlow connection
+    lab.switches[edge] = fresh
+    lab.connect(edge)
+    lab.pump()
+    lab.app.switch_leave(topo_event.EventSwitchLeave(Switch(old)))  # Ryu reports the old one leaving late
+    assert edge in lab.app.core.connected and lab.app.datapaths[edge] is fresh
