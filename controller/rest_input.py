@@ -44,6 +44,20 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+DRAIN_MAX_BYTES = 16 << 20  # an over-long body up to this size is read and dropped before the 413 goes out
+
+
+def _drain(read: Callable[[int], bytes], content_length: int) -> None:
+    """Read and drop a refused body (bounded), so the client finishes sending and reads the 413: a server that
+    closes with the body unread resets the connection, and the client may see a broken pipe instead."""
+    left = min(content_length, DRAIN_MAX_BYTES)
+    while left > 0:
+        chunk = read(min(left, 1 << 16))
+        if not chunk:
+            return
+        left -= len(chunk)
+
+
 def parse_json(content_length: int | None, read: Callable[[int], bytes], max_bytes: int = MAX_BODY_BYTES) -> Result:
     """The body as a JSON value: 413 past ``max_bytes`` (declared or read), 400 for anything that is not
     UTF-8 JSON of at most ``MAX_JSON_DEPTH`` levels."""
@@ -51,6 +65,7 @@ def parse_json(content_length: int | None, read: Callable[[int], bytes], max_byt
         if content_length < 0:
             return _error(400, "bad Content-Length")
         if content_length > max_bytes:
+            _drain(read, content_length)
             return _error(413, f"request body of {content_length} bytes: at most {max_bytes} bytes")
     data = read(max_bytes + 1)  # one byte more than allowed tells "too long" without reading the rest
     if len(data) > max_bytes:
