@@ -149,11 +149,13 @@ class MlrouteApp(app_manager.RyuApp):
         """Packet-outs for the core's packet decisions (replies, forwards of ``data``, probes)."""
         for action in actions:
             target = self.datapaths.get(action.dpid)
-            if target is not None and isinstance(action, ArpReply):
+            if target is None:
+                continue
+            if isinstance(action, ArpReply):
                 target.send_msg(ofmsg.packet_out(target, action.port, ofmsg.arp_reply_frame(action)))
-            elif target is not None and isinstance(action, Forward) and data is not None:
+            elif isinstance(action, Forward) and data is not None:
                 target.send_msg(ofmsg.packet_out(target, action.port, data))
-            elif target is not None and isinstance(action, ArpProbe):
+            elif isinstance(action, ArpProbe):
                 target.send_msg(ofmsg.packet_out(target, action.port, action.frame))
 
     def _new_transport_flow(self, msg):

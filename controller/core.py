@@ -136,10 +136,9 @@ class ControllerCore:
             self.installed[dpid] = rules
             self._stale.add(dpid)
             self.found_state = self.found_state or bool(rules.flows)
-            self.recovered.read(dpid, rules.flows.values())
-            for key, (ingress, in_port) in self.recovered.counting.items():
-                if ingress == dpid and key not in self.accounting:
-                    self.accounting.observe(key, ingress, in_port)
+            for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
+                if key not in self.accounting:
+                    self.accounting.observe(key, dpid, in_port)
             LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
                      len(rules.groups))
             self.dirty = True

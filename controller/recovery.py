@@ -32,7 +32,9 @@ class Recovered:
     host_routes: dict[str, dict[int, int]] = field(default_factory=dict)  # ip -> {dpid: single output port}
     bound: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # ip -> (mac, dpid, port): host guards
 
-    def read(self, dpid: int, flows: Iterable[FlowRule]) -> None:
+    def read(self, dpid: int, flows: Iterable[FlowRule]) -> dict[FlowKey, int]:
+        """Fold in one switch's read-back rules; returns the counting rules found there (key -> in_port)."""
+        counting: dict[FlowKey, int] = {}
         for rule in flows:
             fields = dict(rule.match)
             outputs = [a[1] for a in rule.actions if a[0] == "output"]
@@ -40,6 +42,7 @@ class Recovered:
                 key = _key(fields)
                 if key is not None:
                     self.counting[key] = (dpid, fields["in_port"])
+                    counting[key] = fields["in_port"]
                     if outputs:
                         self.hops.setdefault(key, {})[dpid] = outputs[0]
             elif rule.cookie == COOKIE_ELEPHANT and outputs:
@@ -51,6 +54,7 @@ class Recovered:
             elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
                   and len(rule.actions) == 1 and outputs and "ipv4_dst" in fields):
                 self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
+        return counting
 
     def resolve_hosts(self, topology: Topology) -> list[tuple[str, str, int, int]]:
         """(ip, mac, dpid, port) of hosts now certain: bound by a host-guard rule (MAC known), or else the one
