@@ -22,7 +22,7 @@ from ryu.topology import event as topo_event
 from ryu.topology import switches  # noqa: F401  (registers --observe-links; required app below)
 
 from controller import config as mlconfig
-from controller import ofmsg
+from controller import flowcopy, ofmsg
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
@@ -90,6 +90,7 @@ class MlrouteApp(app_manager.RyuApp):
             dp.set_xid(request)
             self._readback_xids[request.xid] = dp.id
             dp.send_msg(request)
+        dp.send_msg(ofmsg.desc_request(dp))
         self.wake()
 
     @set_ev_cls(topo_event.EventSwitchLeave)
@@ -224,6 +225,12 @@ class MlrouteApp(app_manager.RyuApp):
         event = self._barriers.pop(ev.msg.xid, None)
         if event is not None:
             event.set()
+
+    @set_ev_cls(ofp_event.EventOFPDescStatsReply, MAIN_DISPATCHER)
+    def desc_reply(self, ev):
+        problem = flowcopy.unsupported(self.core.plan.copy, ev.msg.datapath.id, *ofmsg.description(ev.msg.body))
+        if problem:
+            LOG.error("%s", problem)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):

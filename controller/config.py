@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from controller import flowcopy
 from controller import jobs as mljobs
 from controller.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
@@ -42,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
         "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
+        "flow_copy": "learn",  # new flows copied up once by an Open vSwitch learn action; "controller": plain OF1.3
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
@@ -139,6 +141,7 @@ SCHEMA = {
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),
         "new_flows_per_s": _Rule(int, _positive),
+        "flow_copy": _Rule(str, _choice(flowcopy.MODES)),
         "ecmp_stagger": _Rule(bool),
     },
 }

@@ -20,6 +20,7 @@ from controller import jobs as mljobs
 from controller import sync, te
 from controller.accounting import Accounting
 from controller.budget import TokenBucket
+from controller.flowcopy import NewFlowCopy
 from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
@@ -87,7 +88,7 @@ class ControllerCore:
         # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
         # it changes
         self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
-                              pause=pause)
+                              pause=pause, copy=NewFlowCopy.from_config(tecfg))
         self.pause = pause or (lambda: None)
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()

@@ -20,7 +20,19 @@ from controller import ofstats
 from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
 from controller.monitor import FlowSample, MalformedStats, sample_from_stat
 from controller.packet_in import ArpReply, PacketIn
-from controller.rules import COOKIE_BASE, ETH_ARP, ETH_IPV4, ETH_LLDP, Change, FlowRule, GroupRule, match
+from controller.rules import (
+    COOKIE_BASE,
+    COOKIE_SEEN,
+    ETH_ARP,
+    ETH_IPV4,
+    ETH_LLDP,
+    PRIO_SEEN,
+    TABLE_SEEN,
+    Change,
+    FlowRule,
+    GroupRule,
+    match,
+)
 
 #: mlroute's rules share the upper 16 bits of their cookies: read back and wiped by this prefix only.
 COOKIE_PREFIX = COOKIE_BASE & 0xFFFF0000
@@ -73,11 +85,35 @@ def instructions(parser, actions: tuple) -> list:
             applied.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, arg[0]))
         elif kind == "goto":
             out.append(parser.OFPInstructionGotoTable(arg[0]))
+        elif kind == "resubmit":
+            applied.append(parser.NXActionResubmitTable(table_id=arg[0]))
+        elif kind == "learn_seen":
+            applied.append(learn_seen(parser, *arg))
         else:
             raise ValueError(f"unknown action {kind!r}")
     if applied:
         out.insert(0, parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, applied))
     return out
+
+
+def learn_seen(parser, proto: int, hold_s: int):
+    """Open vSwitch's learn action marking a transport flow as seen (flowcopy.py): an exact (in_port, 5-tuple)
+    entry in the seen table, no actions, gone after ``hold_s``."""
+    l4 = L4_PREFIX[proto]
+    same = (("in_port", 32), ("ipv4_src", 32), ("ipv4_dst", 32), (f"{l4}_src", 16), (f"{l4}_dst", 16))
+    specs = [parser.NXFlowSpecMatch(src=ETH_IPV4, dst=("eth_type", 0), n_bits=16),
+             parser.NXFlowSpecMatch(src=proto, dst=("ip_proto", 0), n_bits=8)]
+    specs += [parser.NXFlowSpecMatch(src=(name, 0), dst=(name, 0), n_bits=bits) for name, bits in same]
+    return parser.NXActionLearn(table_id=TABLE_SEEN, specs=specs, hard_timeout=hold_s, priority=PRIO_SEEN,
+                                cookie=COOKIE_SEEN)
+
+
+def _learned_proto(action) -> int:
+    """The IP protocol a parsed ``learn_seen`` action marks (its immediate ip_proto spec)."""
+    for spec in action.specs:
+        if spec.dst == ("ip_proto", 0) and isinstance(spec.src, int):
+            return spec.src
+    raise ValueError("learn action without an ip_proto")
 
 
 def wipe(dp) -> list:
@@ -99,6 +135,11 @@ def flow_stats_request(dp, cookie: int = COOKIE_PREFIX, cookie_mask: int = COOKI
 def port_stats_request(dp):
     """Counters of every port of a switch (one multipart request; linkstats keeps the fabric links')."""
     return dp.ofproto_parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY)
+
+
+def desc_request(dp):
+    """The switch's description (manufacturer, hardware): says whether it is Open vSwitch (flowcopy.py)."""
+    return dp.ofproto_parser.OFPDescStatsRequest(dp, 0)
 
 
 def group_desc_request(dp):
@@ -135,6 +176,10 @@ def actions_of(instruction_list: list) -> tuple:
         for action in getattr(inst, "actions", []):
             if isinstance(action, ofparser.OFPActionGroup):
                 out.append(("group", action.group_id))
+            elif isinstance(action, ofparser.NXActionResubmitTable):
+                out.append(("resubmit", action.table_id))
+            elif isinstance(action, ofparser.NXActionLearn):
+                out.append(("learn_seen", _learned_proto(action), action.hard_timeout))
             elif action.port == ofp.OFPP_CONTROLLER:
                 out.append(("controller", action.max_len))
             else:
@@ -151,6 +196,12 @@ def rule_from_stats(dpid: int, stat: Any) -> FlowRule:
 def group_from_desc(dpid: int, desc: Any) -> GroupRule:
     """One group-description entry (or a parsed OFPGroupMod) as the GroupRule it is."""
     return GroupRule(dpid, desc.group_id, tuple(a.port for b in desc.buckets for a in b.actions))
+
+
+def description(body: Any) -> tuple[str, str]:
+    """(manufacturer, hardware) of a description reply, as text (Ryu leaves them bytes)."""
+    text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in (body.mfr_desc, body.hw_desc)]
+    return text[0], text[1]
 
 
 def stats_fields(stat: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 import networkx as nx
 
 from controller import forwarding, te
+from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import FlowKey
 from controller.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, SwitchRules
 from controller.tiers import TierInference
@@ -74,9 +75,11 @@ class PlanState:
     yield), so a first install on a large fabric does not hold the event loop.
     """
 
-    def __init__(self, *, stagger: bool, idle_timeout: int, pause: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, stagger: bool, idle_timeout: int, pause: Callable[[], None] | None = None,
+                 copy: NewFlowCopy = CONTROLLER_COPY) -> None:
         self.stagger = stagger
         self.idle_timeout = idle_timeout
+        self.copy = copy
         self.pause = pause or (lambda: None)
         self.desired: dict[int, SwitchRules] = {}
         self._graph: nx.Graph | None = None
@@ -108,8 +111,8 @@ class PlanState:
     def update(self, topology: Topology, graph: nx.Graph, tiers: TierInference | None,
                accounting: Mapping[FlowKey, tuple[int, int]], pinned: Mapping[Any, tuple],
                flows: Iterable[FlowKey] | None = None) -> set[int]:
-        """Bring the state to ``sync.desired_state(topology, tiers, accounting, pinned, graph=graph)``; returns
-        the switches whose desired rules changed.
+        """Bring the state to ``sync.desired_state(topology, tiers, accounting, pinned, graph=graph,
+        copy=self.copy)``; returns the switches whose desired rules changed.
 
         ``graph`` is compared by identity first: pass the same object while the live links are unchanged and
         the graph is not looked at. ``flows`` names the accounting keys that may have changed since the last
@@ -279,7 +282,7 @@ class PlanState:
             for m in matches:
                 self._set_forward(s, m, actions)
         self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
-                                                         self.idle_timeout, graph=self._graph))
+                                                         self.idle_timeout, graph=self._graph, copy=self.copy))
 
     def _forget_host(self, host: Host) -> None:
         self._set_source(("miss", host.ip), [])
@@ -418,7 +421,8 @@ class PlanState:
         hosts = {}
         if not isinstance(key, FlowKey) and key.src_ip in self._hosts:
             hosts[key.src_ip] = self._hosts[key.src_ip]  # te_rules adds its flow-miss rules too: same values
-        return te.te_rules(_HostsOnly(hosts), self._tiers, {}, {key: path}, self.idle_timeout, graph=self._graph)
+        return te.te_rules(_HostsOnly(hosts), self._tiers, {}, {key: path}, self.idle_timeout, graph=self._graph,
+                           copy=self.copy)
 
     def _set_source(self, source: Any, rules: list[FlowRule]) -> None:
         """Replace the TE-layer rules one source (a host's flow misses, a flow, a pin) contributes."""

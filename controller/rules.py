@@ -2,11 +2,12 @@
 
 Rules stay values until app.py compiles them into OFPFlowMod / OFPGroupMod, so planning, traffic engineering and
 failure handling are testable without Ryu or a switch. A match is a sorted tuple of (OXM field name, value);
-actions are a tuple of ("output", port) / ("group", group_id) / ("controller", max_len) / ("goto", table);
-no action means drop.
+actions are a tuple of ("output", port) / ("group", group_id) / ("controller", max_len) / ("goto", table) /
+("resubmit", table) / ("learn_seen", ip_proto, hold_s) (the last two Open vSwitch's); no action means drop.
 
-Two tables: table 0 classifies (ARP and IPv6 handling, per-transport-flow accounting at the ingress switch,
-pinned elephants), table 1 forwards toward hosts (the ECMP baseline).
+Table 0 classifies (ARP and IPv6 handling, per-transport-flow accounting at the ingress switch, pinned
+elephants), table 1 forwards toward hosts (the ECMP baseline), table 2 (Open vSwitch, ``te.flow_copy: learn``)
+marks new transport flows as seen in the data plane so each reaches the controller once (``flowcopy.py``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ COOKIE_BASE = 0x6D6C0001  # "ml" + 1: forwarding baseline (ECMP, ARP/IPv6 handli
 COOKIE_ELEPHANT = 0x6D6C0002  # per-elephant pinned paths
 COOKIE_FLOW = 0x6D6C0003  # per-transport-flow accounting at the ingress switch (polled for stats)
 COOKIE_FLOW_MISS = 0x6D6C0004  # first packet of a new transport flow: copy to the controller
+COOKIE_SEEN = 0x6D6C0005  # learned by the switch itself (table 2): a transport flow already copied up
 
 TABLE_CLASSIFY = 0
 TABLE_FORWARD = 1
+TABLE_SEEN = 2
 
 PRIO_TABLE_MISS = 0
 PRIO_IPV4_MISS = 1  # IPv4 toward a host not known yet: to the controller (learning)
+PRIO_SEEN_MISS = 1  # table 2: a 5-tuple not seen yet: learn it, copy to the controller
+PRIO_SEEN_SYN = 2  # table 2: the same for TCP segments with SYN set (their own datapath flow: flowcopy.py)
+PRIO_SEEN = 10  # table 2: a learned 5-tuple (no actions: its packets are not copied again)
 PRIO_FLOW_MISS = 5  # table 0: new TCP/UDP flow from a host port -> controller copy + forwarding
 PRIO_HOST = 10  # IPv4 toward a known host: output or ECMP group
 PRIO_PAIR = 15  # table 0: a declared job's host pair at its ingress (copy to the controller, pinned first hop)

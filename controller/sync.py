@@ -24,10 +24,12 @@ from enum import IntEnum
 import networkx as nx
 
 from controller import forwarding, te
+from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import FlowKey, five_tuple_match
 from controller.rules import (
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
+    COOKIE_SEEN,
     Change,
     FlowRule,
     GroupRule,
@@ -115,12 +117,12 @@ def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list
 
 def desired_state(topology: Topology, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
                   pinned: Mapping[te.RouteKey, Path], *, stagger: bool, idle_timeout: int,
-                  graph: nx.Graph | None = None) -> dict[int, SwitchRules]:
+                  graph: nx.Graph | None = None, copy: NewFlowCopy = CONTROLLER_COPY) -> dict[int, SwitchRules]:
     """Every switch's desired rules: the forwarding baseline plus the traffic-engineering layer."""
     graph = graph if graph is not None else topology.graph()
     levels = tiers.levels if tiers is not None else {}
     desired = forwarding.plan(topology, levels, stagger=stagger, graph=graph)
-    for rule in te.te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=graph):
+    for rule in te.te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=graph, copy=copy):
         if rule.dpid in desired:
             desired[rule.dpid].add_flow(rule)
     return desired
@@ -164,9 +166,10 @@ class ReadBack:
         self._pending.pop(dpid, None)
 
     def flows_read(self, dpid: int, flows: list[FlowRule]) -> SwitchRules | None:
-        """The switch's mlroute flow rules arrived; returns its installed state once groups are known too."""
+        """The switch's mlroute flow rules arrived; returns its installed state once groups are known too.
+        Entries the switch learned itself (``COOKIE_SEEN``, flowcopy.py) are its own state, not ours to diff."""
         if dpid in self._pending:
-            self._pending[dpid].flows = flows
+            self._pending[dpid].flows = [f for f in flows if f.cookie != COOKIE_SEEN]
         return self._complete(dpid)
 
     def groups_read(self, dpid: int, groups: list[GroupRule]) -> SwitchRules | None:

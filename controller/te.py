@@ -28,6 +28,7 @@ from typing import Any, Protocol, cast
 
 import networkx as nx
 
+from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
 from controller.host_guard import admitted_source, host_rules
 from controller.jobs import HostPair
@@ -56,8 +57,6 @@ from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.tiers import TIER_RANK
 
 LOG = logging.getLogger("mlroute.te")
-
-FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
 
 RouteKey = FlowKey | HostPair  # what the traffic engineer routes: a transport flow or a declared host pair
 Path = tuple[int, ...]  # dpids, ingress switch first
@@ -199,10 +198,11 @@ def counting_rule(graph: nx.Graph, key: FlowKey, dpid: int, in_port: int, pinned
 
 def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
              pinned: Mapping[RouteKey, Sequence[int]], idle_timeout: int,
-             graph: nx.Graph | None = None) -> list[FlowRule]:
+             graph: nx.Graph | None = None, copy: NewFlowCopy = CONTROLLER_COPY) -> list[FlowRule]:
     """Rules of the traffic-engineering layer for all switches (a flat list of FlowRule).
 
-    * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple) and forwarded;
+    * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple: ``copy``, see
+      flowcopy.py) and forwarded;
     * per known transport flow, an exact rule at its ingress switch counts it (idle timeout bounds the table)
       and, for a pinned elephant (or a flow of a pinned host pair), sends it to the pinned first hop instead
       of the ECMP table;
@@ -219,14 +219,15 @@ def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mappi
             # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
             rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto,
                                                                 **admitted_source(h)),
-                                  (("controller", FLOW_MISS_BYTES), ("goto", TABLE_FORWARD)),
+                                  (copy.action(), ("goto", TABLE_FORWARD)),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
+        rules.extend(copy.seen_rules(h.dpid))
     for flow_key, (dpid, in_port) in accounting.items():
         rules.append(counting_rule(graph, flow_key, dpid, in_port, pinned, idle_timeout))
     tier_of = tiers.tiers if tiers is not None else {}
     for key, path in pinned.items():
         if isinstance(key, HostPair):
-            rules += _pair_ingress(topology, graph, key, path)
+            rules += _pair_ingress(topology, graph, key, path, copy)
         ranks = [TIER_RANK.get(tier_of.get(d, ""), 0) for d in path]  # ("" is no tier)
         top = ranks.index(max(ranks))
         for i in range(1, top):
@@ -252,7 +253,8 @@ def pair_match(pair: HostPair, in_port: int | None = None, proto: int | None = N
     return match(**fields)
 
 
-def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Sequence[int]) -> list[FlowRule]:
+def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Sequence[int],
+                  copy: NewFlowCopy) -> list[FlowRule]:
     host = topology.hosts.get(pair.src_ip)
     if host is None or host.dpid != path[0] or len(path) < 2:
         return []
@@ -260,5 +262,5 @@ def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Se
     if port is None:
         return []
     return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto),
-                     (("controller", FLOW_MISS_BYTES), ("output", port)), table=TABLE_CLASSIFY,
+                     (copy.action(), ("output", port)), table=TABLE_CLASSIFY,
                      cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

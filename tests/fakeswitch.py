@@ -45,6 +45,7 @@ class FakeSwitch:
         self.flow_mods = 0  # flow and group modifications received
         self.packet_outs: list = []
         self.connected = True
+        self.desc = (b"Nicira, Inc.", b"Open vSwitch")  # manufacturer, hardware (flowcopy.unsupported)
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -68,6 +69,11 @@ class FakeSwitch:
             body = [PARSER.OFPGroupDescStats(OFP.OFPGT_SELECT, g.group_id, self._buckets(g.ports))
                     for g in self.table.groups.values()]
             self._queue("EventOFPGroupDescStatsReply", PARSER.OFPGroupDescStatsReply(self), msg.xid, body)
+        elif isinstance(msg, PARSER.OFPDescStatsRequest):
+            reply = PARSER.OFPDescStatsReply(self)
+            reply.xid, reply.flags = msg.xid, 0
+            reply.body = PARSER.OFPDescStats(*self.desc, b"3.1.0", b"None", b"None")
+            self.replies.append(("EventOFPDescStatsReply", reply))
         elif isinstance(msg, PARSER.OFPPacketOut):
             self.packet_outs.append(msg)
         else:

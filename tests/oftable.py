@@ -6,6 +6,9 @@ reports where copies were delivered, whether any copy looped, and whether any we
 
 from dataclasses import dataclass, field
 
+from controller.flowkey import L4_PREFIX
+from controller.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
+
 
 @dataclass
 class Trace:
@@ -16,19 +19,55 @@ class Trace:
     paths: list = field(default_factory=list)  # switch sequences, one per delivered copy
 
 
+def _matches(have, want):
+    if isinstance(want, tuple):  # (value, mask)
+        return have is not None and have & want[1] == want[0]
+    return have == want
+
+
 def lookup(rules, table, packet):
     best = None
     for rule in rules.flows.values():
         if rule.table != table:
             continue
-        if all(packet.get(k) == v for k, v in rule.match):
+        if all(_matches(packet.get(k), v) for k, v in rule.match):
             if best is None or rule.priority > best.priority:
                 best = rule
     return best
 
 
+def seen_entry(dpid, pkt, proto, hold_s):
+    """The entry a ``learn_seen`` action learns from ``pkt`` (ofmsg.learn_seen's specs)."""
+    l4 = L4_PREFIX[proto]
+    fields = {name: pkt[name] for name in ("in_port", "ipv4_src", "ipv4_dst", f"{l4}_src", f"{l4}_dst")}
+    return FlowRule(dpid, PRIO_SEEN, match(eth_type=ETH_IPV4, ip_proto=proto, **fields), (), table=TABLE_SEEN,
+                    cookie=COOKIE_SEEN)
+
+
 def trace(desired, topology, dpid, in_port, packet, max_hops=16):
+    """Follow ``packet`` from a host port. Open vSwitch's ``resubmit`` runs the target table's actions in
+    place, and ``learn_seen`` adds its exact entry to ``desired`` (as the switch would: a second trace of the
+    same 5-tuple meets it)."""
     result = Trace()
+
+    def apply(rule, dpid, pkt, outputs):
+        goto = None
+        for kind, *arg in rule.actions:
+            if kind == "output":
+                outputs.append(arg[0])
+            elif kind == "group":
+                outputs.extend(desired[dpid].groups[arg[0]].ports)
+            elif kind == "controller":
+                result.to_controller.append(dpid)
+            elif kind == "goto":
+                goto = arg[0]
+            elif kind == "resubmit":
+                hit = lookup(desired[dpid], arg[0], pkt)
+                if hit is not None:
+                    apply(hit, dpid, pkt, outputs)
+            elif kind == "learn_seen":
+                desired[dpid].add_flow(seen_entry(dpid, pkt, *arg))
+        return goto
     links = {(link.src, link.src_port): link for link in topology.live_links()}
 
     def visit(dpid, in_port, path):
@@ -43,16 +82,7 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
             if rule is None:
                 result.dropped.append(dpid)
                 return
-            goto = None
-            for kind, *arg in rule.actions:
-                if kind == "output":
-                    outputs.append(arg[0])
-                elif kind == "group":
-                    outputs.extend(desired[dpid].groups[arg[0]].ports)
-                elif kind == "controller":
-                    result.to_controller.append(dpid)
-                elif kind == "goto":
-                    goto = arg[0]
+            goto = apply(rule, dpid, pkt, outputs)
             if goto is None:
                 break
             table = goto

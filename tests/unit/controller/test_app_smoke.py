@@ -21,7 +21,7 @@ from tests.oftable import trace
 
 APP_PATH = Path(__file__).resolve().parents[3] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
-                  "EventOFPGroupDescStatsReply": "group_desc_reply"}
+                  "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply"}
 
 
 def load_app_module():
@@ -348,3 +348,19 @@ def test_the_leave_of_an_old_connection_after_a_reconnect_changes_nothing(lab):
     lab.pump()
     lab.app.switch_leave(topo_event.EventSwitchLeave(Switch(old)))  # Ryu reports the old one leaving late
     assert edge in lab.app.core.connected and lab.app.datapaths[edge] is fresh
+
+
+def test_a_switch_that_is_not_open_vswitch_is_named_with_the_setting_to_change(caplog):
+    ref = topologies.fat_tree(4)
+    switches = {d: FakeSwitch(d) for d in ref.ports}
+    switches[1000].desc = (b"Brand X", b"9000")
+    lab = Lab(ref, switches)
+    with caplog.at_level("ERROR", logger="mlroute"):
+        lab.bring_up()
+    problems = [r.getMessage() for r in caplog.records if "te.flow_copy" in r.getMessage()]
+    assert len(problems) == 1 and "switch 1000 (Brand X / 9000)" in problems[0]
+    t = lab.trace("10.0.0.5", "10.0.0.16", ip_proto=6, tcp_src=40000, tcp_dst=80)
+    assert t.to_controller == [ref.hosts["10.0.0.5"].dpid]  # a new flow is copied up once, where learn works
+    for app in Lab.apps:
+        app.core.runner and app.core.runner.close()
+    Lab.apps.clear()

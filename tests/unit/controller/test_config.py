@@ -26,6 +26,7 @@ def test_file_overrides_only_what_it_names(tmp_path, monkeypatch):
     ("te:\n  hysteresis: 1\n", "c.yaml:2: te.hysteresis: must be bool"),
     ("rest:\n  host: 127.0.0.1\n  prot: 80\n", "c.yaml:3: rest.prot: unknown key"),
     ("routing:\n  x: 1\n", "c.yaml:1: routing: unknown section"),
+    ("te:\n  mode: ecmp\n  flow_copy: meter\n", "c.yaml:3: te.flow_copy: must be one of"),
     ("te: [1, 2\n", "c.yaml:2: not valid YAML"),
     ("jobs:\n  - name: a\n", "c.yaml:1: jobs[0]: needs name"),
 ])

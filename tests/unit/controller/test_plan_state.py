@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from controller import sync
 from controller.accounting import Accounting
+from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
 from controller.jobs import HostPair
 from controller.plan_state import PlanState
@@ -23,8 +24,9 @@ OPS = ("fail_link", "restore_link", "drop_switch", "restore_switch", "new_flow",
 class World:
     """A topology and the controller's other inputs, changed by events as the controller would see them."""
 
-    def __init__(self, topo):
+    def __init__(self, topo, copy=CONTROLLER_COPY):
         self.topo = topo
+        self.copy = copy
         self.accounting = Accounting()
         self.pinned = {}
         self.graph = topo.graph()
@@ -107,7 +109,7 @@ class World:
 
     def reference(self):
         return sync.desired_state(self.topo, self.tiers, self.accounting, self.pinned, stagger=True,
-                                  idle_timeout=IDLE, graph=self.graph)
+                                  idle_timeout=IDLE, graph=self.graph, copy=self.copy)
 
 
 def snapshot(desired):
@@ -135,11 +137,12 @@ FABRICS = {"fattree4": lambda: topologies.fat_tree(4), "leafspine": lambda: topo
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fabric=st.sampled_from(sorted(FABRICS)), seed=st.integers(0, 2 ** 32 - 1),
-       ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=30))
-def test_incremental_state_equals_the_full_rebuild_after_random_events(fabric, seed, ops):
-    world = World(FABRICS[fabric]())
+       ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=30), learn=st.booleans())
+def test_incremental_state_equals_the_full_rebuild_after_random_events(fabric, seed, ops, learn):
+    copy = NewFlowCopy(learn=True, hold_s=2) if learn else CONTROLLER_COPY
+    world = World(FABRICS[fabric](), copy)
     rng = random.Random(seed)
-    state = PlanState(stagger=True, idle_timeout=IDLE)
+    state = PlanState(stagger=True, idle_timeout=IDLE, copy=copy)
     check(world, state)
     for op in ops:
         world.apply(op, rng)

@@ -4,7 +4,19 @@ import networkx as nx
 
 from controller import sync
 from controller.flowkey import FlowKey, five_tuple_match
-from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, Change, FlowRule, GroupRule, SwitchRules, match
+from controller.rules import (
+    COOKIE_BASE,
+    COOKIE_ELEPHANT,
+    COOKIE_FLOW,
+    COOKIE_SEEN,
+    PRIO_SEEN,
+    TABLE_SEEN,
+    Change,
+    FlowRule,
+    GroupRule,
+    SwitchRules,
+    match,
+)
 
 
 def rules(*items):
@@ -48,6 +60,16 @@ def test_read_back_completes_with_flows_and_groups_and_late_switches_are_reporte
     assert state.flows == {flow.key: flow} and state.groups == {3: group} and not rb.pending(1)
     assert rb.overdue(now=4) == [] and rb.overdue(now=6) == [2] and not rb.pending(2)
     assert rb.groups_read(9, []) is None  # a reply nobody asked for
+
+
+def test_read_back_leaves_out_what_the_switch_learned_itself():
+    rb = sync.ReadBack(timeout_s=5)
+    rb.start(1, now=0)
+    ours = FlowRule(1, 0, match(), cookie=COOKIE_BASE)
+    learned = FlowRule(1, PRIO_SEEN, match(eth_type=0x0800, ip_proto=6, tcp_src=1), table=TABLE_SEEN,
+                       cookie=COOKIE_SEEN)
+    rb.flows_read(1, [ours, learned])
+    assert rb.groups_read(1, []).flows == {ours.key: ours}
 
 
 def test_broken_pins_and_forgotten_counting_rules():

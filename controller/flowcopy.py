@@ -1,0 +1,74 @@
+"""How the first packet of a new transport flow reaches the controller, once.
+
+A new 5-tuple at a host port is copied to the controller (which then installs its counting rule) and forwarded
+on ECMP meanwhile. With a plain OpenFlow 1.3 copy-and-forward rule (``te.flow_copy: controller``) every packet
+of the flow goes up until the counting rule lands: a 100 KB TCP connection cost 5-30 packet-ins, because its
+first round trips overtake the controller. Open vSwitch can mark the flow as seen in the data plane instead
+(``te.flow_copy: learn``, the default): the host-port rule resubmits to table 2, where a miss *learns* an exact
+(in_port, 5-tuple) entry and copies the packet; the next packet of the flow meets the learned entry and is not
+copied.
+
+TCP segments with SYN set have a copy rule of their own (same actions). A datapath flow caches its actions, the
+copy included, until Open vSwitch's revalidators notice the learned entry; without the split, the data segments
+of a connection's first round trips shared the SYN's datapath flow and 5-12 of them went up. With it only SYN
+segments use that cached flow. UDP has no such marker: a UDP burst in its first milliseconds can still be copied
+a few times.
+
+Learned entries expire after ``hold_s`` (a hard timeout of one poll period), so a flow the controller did not
+count (past the ``te.new_flows_per_s`` budget) is offered again once per poll, and a flow resuming after its
+counting rule idled out is copied again on its first packet. They carry ``COOKIE_SEEN``: the switch's own
+state, never part of the desired rules, skipped by read-back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.flowkey import PROTO_TCP, PROTO_UDP
+from controller.rules import COOKIE_FLOW_MISS, ETH_IPV4, PRIO_SEEN_MISS, PRIO_SEEN_SYN, TABLE_SEEN, FlowRule, match
+
+FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
+TCP_SYN = 0x002
+MODES = ("learn", "controller")
+
+
+@dataclass(frozen=True)
+class NewFlowCopy:
+    """The copy policy of every host-port rule that sends new transport flows to the controller."""
+
+    learn: bool = False
+    hold_s: int = 2  # how long a learned "seen" entry lasts (hard timeout)
+
+    @classmethod
+    def from_config(cls, tecfg: Mapping[str, Any]) -> NewFlowCopy:
+        return cls(learn=tecfg["flow_copy"] == "learn", hold_s=max(1, math.ceil(tecfg["poll_interval_s"])))
+
+    def action(self) -> tuple:
+        """The action that copies the packet up (in a rule that also forwards it)."""
+        return ("resubmit", TABLE_SEEN) if self.learn else ("controller", FLOW_MISS_BYTES)
+
+    def seen_rules(self, dpid: int) -> list[FlowRule]:
+        """The table-2 rules a learning switch needs (none for a plain copy): learn the 5-tuple, copy it up."""
+        if not self.learn:
+            return []
+        kinds = [(PRIO_SEEN_SYN, PROTO_TCP, {"tcp_flags": (TCP_SYN, TCP_SYN)}), (PRIO_SEEN_MISS, PROTO_TCP, {}),
+                 (PRIO_SEEN_MISS, PROTO_UDP, {})]
+        return [FlowRule(dpid, prio, match(eth_type=ETH_IPV4, ip_proto=proto, **flags),
+                         (("learn_seen", proto, self.hold_s), ("controller", FLOW_MISS_BYTES)),
+                         table=TABLE_SEEN, cookie=COOKIE_FLOW_MISS) for prio, proto, flags in kinds]
+
+
+CONTROLLER_COPY = NewFlowCopy()
+
+
+def unsupported(copy: NewFlowCopy, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
+    """Why a switch cannot run ``copy`` (from its OpenFlow description), or None: the learn and resubmit
+    actions are Open vSwitch's, and a switch without them would reject the host-port rules (no new flow
+    would ever be counted)."""
+    if not copy.learn or "open vswitch" in hw_desc.lower() or "nicira" in mfr_desc.lower():
+        return None
+    return (f"switch {dpid} ({mfr_desc.strip() or '?'} / {hw_desc.strip() or '?'}) is not Open vSwitch: "
+            "te.flow_copy: learn needs its learn and resubmit actions; set te.flow_copy: controller")

@@ -1,0 +1,67 @@
+"""New transport flows reach the controller once: with ``learn`` the switch marks a copied 5-tuple as seen (the
+tables parsed back from the real OpenFlow bytes, then traced as Open vSwitch runs them); with ``controller``
+every packet before the counting rule goes up."""
+
+import pytest
+
+from controller import ofmsg, sync
+from controller.flowcopy import CONTROLLER_COPY, TCP_SYN, NewFlowCopy
+from controller.rules import COOKIE_SEEN, PRIO_SEEN, TABLE_SEEN
+from tests import topologies
+from tests.fakeswitch import PARSER, FakeSwitch
+from tests.oftable import trace
+from tests.unit.controller.test_ofmsg import install
+
+LEARN = NewFlowCopy(learn=True, hold_s=2)
+
+
+def tcp(src, dst, sport, flags=TCP_SYN):
+    return {"eth_type": 0x0800, "ip_proto": 6, "ipv4_src": src.ip, "ipv4_dst": dst.ip, "eth_src": src.mac,
+            "tcp_src": sport, "tcp_dst": 5201, "tcp_flags": flags}
+
+
+def fabric(copy):
+    topo = topologies.fat_tree(4)
+    return topo, install(sync.desired_state(topo, None, {}, {}, stagger=True, idle_timeout=10, copy=copy))
+
+
+def test_a_learning_switch_copies_a_new_flow_once_and_forwards_every_packet():
+    topo, held = fabric(LEARN)
+    src, dst = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.16"]
+    first = trace(held, topo, src.dpid, src.port, tcp(src, dst, 40000))
+    data = trace(held, topo, src.dpid, src.port, tcp(src, dst, 40000, flags=0x010))  # ACK, no SYN
+    other = trace(held, topo, src.dpid, src.port, tcp(src, dst, 40001, flags=0x010))  # a flow seen mid-way
+    assert first.to_controller == [src.dpid] and data.to_controller == [] and other.to_controller == [src.dpid]
+    for t in (first, data, other):
+        assert t.delivered == {(dst.dpid, dst.port)}
+    learned = [r for r in held[src.dpid].flows.values() if r.cookie == COOKIE_SEEN]
+    assert len(learned) == 2 and all(r.table == TABLE_SEEN and r.priority == PRIO_SEEN for r in learned)
+
+
+def test_a_plain_openflow_switch_copies_until_the_counting_rule_lands():
+    topo, held = fabric(CONTROLLER_COPY)
+    src, dst = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.16"]
+    for _ in range(2):
+        t = trace(held, topo, src.dpid, src.port, tcp(src, dst, 40000))
+        assert t.to_controller == [src.dpid] and t.delivered == {(dst.dpid, dst.port)}
+    assert not any(r.table == TABLE_SEEN for rules in held.values() for r in rules.flows.values())
+
+
+def test_the_learn_action_says_what_open_vswitch_must_learn():
+    sw = FakeSwitch(1)
+    rule = next(r for r in LEARN.seen_rules(1) if dict(r.match).get("ip_proto") == 17)
+    mod = ofmsg.compile_change(sw, sync.Change("add", rule))
+    learn = next(a for a in mod.instructions[0].actions if isinstance(a, PARSER.NXActionLearn))
+    assert (learn.table_id, learn.priority, learn.cookie, learn.hard_timeout) == (TABLE_SEEN, PRIO_SEEN,
+                                                                                 COOKIE_SEEN, 2)
+    copied = {s.dst[0] for s in learn.specs if s.src == s.dst}
+    assert copied == {"in_port", "ipv4_src", "ipv4_dst", "udp_src", "udp_dst"}
+    sw.send_msg(mod)
+    assert list(sw.table.flows.values()) == [rule]  # and it parses back to the same value
+
+
+@pytest.mark.parametrize("poll, hold", [(2.0, 2), (2.5, 3), (0.5, 1)])
+def test_a_seen_mark_lasts_one_poll_period(poll, hold):
+    copy = NewFlowCopy.from_config({"flow_copy": "learn", "poll_interval_s": poll})
+    assert copy.learn and copy.hold_s == hold
+    assert not NewFlowCopy.from_config({"flow_copy": "controller", "poll_interval_s": poll}).learn
