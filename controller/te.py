@@ -51,6 +51,7 @@ from controller.rules import (
 from controller.tiers import TierInference
 from controller.topology import Host, Topology
 from mlroute.routing import metric
+from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise as run_optimiser
@@ -131,7 +132,9 @@ class TrafficEngineer:
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = metric.job_labels(flows)
-        before = metric.report(fabric, flows, current, objective=objective)
+        ideal = estimate_demands(flows)  # the reports' non-blocking rates, and the rates of what runs:
+        r_current = metric.rates(fabric, flows, current)  # each computed once per step
+        before = metric.report(fabric, flows, current, objective=objective, rates=r_current, ideal=ideal)
         if self.mode == "ecmp":
             self.pinned = {}
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
@@ -142,10 +145,10 @@ class TrafficEngineer:
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
-        order = metric.compare(metric.rates(fabric, flows, new), metric.rates(fabric, flows, current),
-                               job_list, objective)
+        r_new = metric.rates(fabric, flows, new)
+        order = metric.compare(r_new, r_current, job_list, objective)
         if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
-            proposed = metric.report(fabric, flows, new, objective=objective)
+            proposed = metric.report(fabric, flows, new, objective=objective, rates=r_new, ideal=ideal)
             LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
                      "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
                      before["min_rate"], proposed["min_rate"])
@@ -158,7 +161,7 @@ class TrafficEngineer:
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
         moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
         self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
-        after = metric.report(fabric, flows, new, objective=objective)
+        after = metric.report(fabric, flows, new, objective=objective, rates=r_new, ideal=ideal)
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
         return self.last

@@ -87,6 +87,7 @@ class PathSet:
         self._a, self._b, self._ia, self._ib, self._jkey = a, b, ia, ib, jkey
         self.kind = kind  # "inter", "intra" (same leaf) or "none" (no live path)
         self._paths = None
+        self._one: dict[int, tuple] = {}  # options built by path(i)
         if kind == "intra":
             p = fabric.node_pos[src_leaf]
             z = np.zeros((1, 0), dtype=np.int64)
@@ -136,14 +137,13 @@ class PathSet:
             return self._paths[i]
         if self.kind == "intra":
             return (self.src_leaf,)
-        if len(self.turn) <= 64 and self._paths is None:
+        one = self._one
+        hit = one.get(i)
+        if hit is None:  # one option at a time: a routing reads one or two options of most sets
             names = self.fabric.node_list
-            up, dn = self._up_nodes.tolist(), self._down_nodes.tolist()
-            self._paths = [tuple(names[x] for x in u) + tuple(names[x] for x in d[1:]) for u, d in zip(up, dn)]
-            return self._paths[i]
-        names = self.fabric.node_list
-        return tuple(names[x] for x in self._up_nodes[i].tolist()) + \
-            tuple(names[x] for x in self._down_nodes[i, 1:].tolist())
+            hit = one[i] = tuple(names[x] for x in self._up_nodes[i].tolist()) + \
+                tuple(names[x] for x in self._down_nodes[i, 1:].tolist())
+        return hit
 
     def index_of(self, path) -> int:
         """Position of ``path`` among the options, or -1."""
@@ -415,6 +415,15 @@ class Fabric:
             hit = self._memo["uniform"] = self._uniform_two_tier()
         return hit
 
+    def is_graded(self) -> bool:
+        """Every switch link joins adjacent tiers (a Clos, a fat-tree): then all the shortest paths between two
+        leaves cross tier i -> i+1 at hop i, so a link two of them share sits at the same hop in both."""
+        hit = self._memo.get("graded")
+        if hit is None:
+            rank = self.rank
+            hit = self._memo["graded"] = all(abs(rank[u] - rank[v]) == 1 for u, v in self.graph.edges)
+        return hit
+
     def spine_link_index(self):
         """On a uniform 2-tier fabric: (up, down) arrays of shape (leaves, live spines) with the link indices
         leaf -> spine and spine -> leaf (live spines in order); None elsewhere."""
@@ -589,7 +598,7 @@ class Fabric:
 
     def is_valid_path(self, flow: Flow, path) -> bool:
         """True if ``path`` is one of the flow's candidate paths (live, shortest, valley-free)."""
-        return tuple(path) in set(self.candidate_paths(flow))
+        return self.pathset(self.src_leaf(flow), self.dst_leaf(flow)).index_of(path) >= 0
 
     def __repr__(self):
         return (f"Fabric({self.kind}, {len(self.leaves)} leaves, {len(self.tops)} top switches, "

@@ -160,6 +160,12 @@ class Problem:
         """Max-min fair rates (NIC links included, demands respected) of a choice vector."""
         from mlroute.routing.metric import water_fill
 
+        full, caps, dem = self.rate_inputs(choice, matrix)
+        return water_fill(full, caps, dem)
+
+    def rate_inputs(self, choice, matrix=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """What :meth:`rates` water-fills: (flows, K + 2) links (source NIC, switch links, destination NIC;
+        padding = the last link, of infinite capacity), the capacities, the demands (None = unlimited)."""
         up, down = self.nic
         m = self.link_matrix(choice) if matrix is None else matrix
         caps = self.fabric.capacities
@@ -177,8 +183,13 @@ class Problem:
             dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
             dem[dead] = 0.0
             full[dead] = sentinel
-        r = water_fill(full, caps, dem)
-        return r
+        return full, caps, dem
+
+    def rate_row(self, i: int, links: np.ndarray) -> np.ndarray:
+        """Flow ``i``'s row of :meth:`rate_inputs` with its switch links ``links`` (dummy-padded)."""
+        up, down = self.nic
+        sentinel = len(self.fabric.capacities)
+        return np.concatenate(([up[i]], np.where(links == self.dummy, sentinel, links), [down[i]]))
 
     def ideal_rates(self) -> np.ndarray:
         """Max-min fair rates with only the NIC links (a non-blocking fabric): no routing gives a flow more."""
@@ -190,7 +201,8 @@ class Problem:
             if len(self.unroutable):
                 dem = np.full(len(self.flows), np.inf) if dem is None else dem.copy()
                 dem[self.unroutable] = 0.0
-            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, dem)
+            # event-driven from the start: two links per flow and, with demands, a level per distinct demand
+            self._ideal = water_fill(np.stack((up, down), axis=1), self.fabric.capacities, dem, events=True)
         return self._ideal
 
     @property

@@ -34,11 +34,12 @@ import time
 import networkx as nx
 import numpy as np
 
+from mlroute.routing.incremental import RateState
 from mlroute.routing.metric import WeightedJob, compare
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
 from mlroute.routing.optimisers.greedy import greedy_choice
-from mlroute.tolerances import ABS_TOL, RATE_DECIMALS, REL_TOL
+from mlroute.tolerances import ABS_TOL, REL_TOL
 
 #: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
 #: construction's own time, but at least MIN_SEARCH_BUDGET and at most MAX_SEARCH_BUDGET seconds: an anytime
@@ -114,16 +115,25 @@ def equitable_repair(prob: Problem, choice: np.ndarray) -> tuple[np.ndarray, int
     return out, len(moved)
 
 
-def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray, dummy: int):
+def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray, dummy: int,
+           positional: bool = False):
     """Move evaluation for one or many flows.
 
     opts: (..., P, K) option links, cur: (..., K) current links.  Returns (gain, newmax) of shape (..., P):
     gain = max over P\\Q of load - max over Q\\P of (load + 1); a move is improving iff gain > 0.
+    ``positional``: a link that two options share is in the same column of both (``Fabric.is_graded``), so
+    set membership is a column-wise comparison (K instead of K * K per option).
     """
     if disjoint:  # options share no link with each other (2-tier, intra-pod): Q\\P = Q, P\\Q = P
         newmax = loads[opts].max(-1) + 1
         gain = loads[cur].max(-1)[..., None] - newmax
         return gain, newmax
+    if positional:
+        same = opts == cur[..., None, :]  # option link in the current path <=> current link in the option
+        pad = cur == dummy  # the padding columns are the same for every option of a flow
+        newmax = np.where(same, -1, loads[opts] + 1).max(-1)
+        oldmax = np.where(same | pad[..., None, :], -1, loads[cur][..., None, :]).max(-1)
+        return oldmax - newmax, newmax
     sharedq = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1) | (opts == dummy)
     newmax = np.where(sharedq, -1, loads[opts] + 1).max(-1)
     cur_in_q = (cur[..., None, :, None] == opts[..., :, None, :]).any(-1) | (cur == dummy)[..., None, :]
@@ -147,7 +157,7 @@ def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray,
         return np.ones(len(cand), dtype=bool)
     out = np.zeros(len(cand), dtype=bool)
     for part, fl, opts in chunks:
-        gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy)
+        gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy, prob.fabric.is_graded())
         gain[np.arange(len(fl)), choice[fl]] = -1
         out[part] = (gain > 0).any(1)
     return out
@@ -355,16 +365,21 @@ def _moved(mat: np.ndarray, i: int, links: np.ndarray) -> np.ndarray:
     return out
 
 
-def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective):
+def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective, state: RateState | None = None):
     """(choice, link matrix, rates) with flow ``i`` moved to option ``q``, if that keeps the max-load cap and is
-    strictly better in the metric; else None."""
+    strictly better in the metric; else None. With ``state`` (the rates of ``choice`` kept up to date) the new
+    rates are re-filled around the move only, and a kept move is committed to it."""
     trial = choice.copy()
     trial[i] = q
     tmat = _moved(mat, i, opts[q])
     if _over_cap(prob, tmat, cap):
         return None
-    r2 = prob.rates(trial, matrix=tmat)
-    return (trial, tmat, r2) if compare(r2, rates, jobs, objective) > 0 else None
+    r2 = prob.rates(trial, matrix=tmat) if state is None else state.trial(i, prob.rate_row(i, opts[q]))
+    if compare(r2, rates, jobs, objective) <= 0:
+        return None
+    if state is not None:
+        state.commit()
+    return trial, tmat, r2
 
 
 def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
@@ -379,6 +394,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
     if not len(movable):
         return choice, 0
     moves = 0
+    positional = prob.fabric.is_graded()
     while time.perf_counter() < deadline:
         flmax = loads[mat[movable]].max(1)
         cand = movable[flmax >= 2]
@@ -391,7 +407,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         for n_seen, i in enumerate(todo.tolist()):
             cur = mat[i]
             opts = prob.option_links(i)
-            gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy)
+            gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy, positional)
             gain[choice[i]] = -1
             q = int(np.lexsort((newmax, -gain))[0])
             if gain[q] > 0:
@@ -409,9 +425,13 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
     return choice, moves
 
 
-def _share_scores(opts, cur, free, n_ge, dummy):
-    """(m, P) share each option would offer (see :func:`polish`); opts (m, P, K), cur (m, K)."""
-    shared = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1)
+def _share_scores(opts, cur, free, n_ge, dummy, positional: bool = False):
+    """(m, P) share each option would offer (see :func:`polish`); opts (m, P, K), cur (m, K); ``positional`` as
+    in :func:`_gains`."""
+    if positional:
+        shared = opts == cur[..., None, :]
+    else:
+        shared = (opts[..., :, :, None] == cur[..., None, None, :]).any(-1)
     f = free[opts]
     n = n_ge[opts]
     share = np.where(shared, f / np.maximum(n, 1), f / (n + 1))
@@ -434,9 +454,22 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
         return np.ones(len(at), dtype=bool)
     out = np.zeros(len(at), dtype=bool)
     for part, fl, opts in chunks:
-        score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy)
+        score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy, prob.fabric.is_graded())
         score[np.arange(len(fl)), choice[fl]] = -np.inf
         out[part] = (score > lam * (1 + REL_TOL)).any(1)
+    return out
+
+
+def rate_levels(rates: np.ndarray, limit: int) -> list[float]:
+    """The ``limit`` lowest distinct levels among ``rates``, ascending: rates within ``REL_TOL`` of a level's
+    lowest rate are that level (float noise apart, flows of one bottleneck have one rate whatever the capacity
+    unit; rounding to RATE_DECIMALS, as before, kept noise apart at capacities in bit/s)."""
+    out: list[float] = []
+    for v in np.unique(rates).tolist():
+        if not out or v > out[-1] * (1 + REL_TOL) + (ABS_TOL if out[-1] == 0 else 0.0):
+            if len(out) == limit:
+                break
+            out.append(v)
     return out
 
 
@@ -488,6 +521,14 @@ class _Polish:
         self.moves = 0
         self.tried: set = set()
         self.helpers_left = HELPER_TRIES
+        rows, caps, dem = prob.rate_inputs(choice, mat)
+        self.state = RateState(rows, caps, np.full(len(rates), np.inf) if dem is None else dem, rates)
+        # Levels whose last pass kept no move, with the fabric links their outcome reads (every option of the
+        # flows at the level). Without the helper moves a level's pass reads only the rates on those links, the
+        # flows at the level and their paths, and every move it tried is in ``tried``: until a kept move
+        # changes one of these, another pass would try nothing and keep nothing, so it is skipped.
+        self.dead: dict[float, np.ndarray] = {}
+        self.skip_dead = len(prob.inter) > HELPER_MAX_FLOWS
 
     def time_left(self) -> bool:
         return time.perf_counter() < self.deadline
@@ -497,13 +538,52 @@ class _Polish:
         slow = np.flatnonzero(self.movable & (self.rates < self.ideal * (1 - REL_TOL)))
         if not len(slow):
             return False
-        levels = np.unique(np.round(self.rates[slow], RATE_DECIMALS))[:MAX_LEVELS_PER_ROUND]
-        for lam in levels.tolist():
+        for lam in rate_levels(self.rates[slow], MAX_LEVELS_PER_ROUND):
             if not self.time_left():
                 break
+            if self.skip_dead and lam in self.dead:
+                continue
             if self._level(slow, lam):
                 return True
+            if self.skip_dead and self.time_left():  # a pass cut short by the deadline proves nothing
+                self.dead[lam] = self._watched(slow[np.abs(self.rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)])
         return False
+
+    def _watched(self, at: np.ndarray) -> np.ndarray:
+        """Mask of the fabric links of every option of the flows ``at``."""
+        mask = np.zeros(self.dummy + 1, dtype=bool)
+        offsets, table = self.prob.option_table()
+        for f in at.tolist():
+            if table is not None:
+                o = int(offsets[self.prob.set_id[f]])
+                mask[table[o:o + int(self.prob.n_opts[f])]] = True
+            else:
+                mask[self.prob.option_links(f)] = True
+        mask[self.dummy] = False
+        return mask
+
+    def _forget_dead(self, old_rates: np.ndarray, old_row: np.ndarray, i: int) -> None:
+        """A move was kept: revive the dead levels whose inputs it changed (see ``dead``). At level ``lam`` a
+        link's inputs are the rate of its flows below ``lam`` and the count of the others, so a flow whose rate
+        changed matters there only if its old or new rate is below ``lam``; the moved flow also changes links."""
+        if not self.dead:
+            return
+        changed = np.flatnonzero(self.rates != old_rates)
+        changed = changed[changed != i]
+        lower = np.minimum(old_rates[changed], self.rates[changed])
+        rows = self.mat[changed]
+        moved = np.setxor1d(old_row, self.mat[i])  # links flow i left or joined
+        i_low = min(old_rates[i], self.rates[i])
+        i_links = np.concatenate((old_row, self.mat[i]))
+        rates = np.concatenate((old_rates[changed], self.rates[changed], old_rates[[i]], self.rates[[i]]))
+        for lam in list(self.dead):
+            if (np.abs(rates - lam) <= REL_TOL * max(lam, ABS_TOL)).any():  # a flow joins or leaves the level
+                del self.dead[lam]
+                continue
+            thr = lam * (1 - REL_TOL)
+            watch = self.dead[lam]
+            if watch[moved].any() or (i_low < thr and watch[i_links].any()) or watch[rows[lower < thr]].any():
+                del self.dead[lam]
 
     def _level(self, slow: np.ndarray, lam: float) -> bool:
         """Move a slow flow at rate ``lam`` to a better-sharing path, else a faster flow out of its way."""
@@ -524,11 +604,13 @@ class _Polish:
     def _keep(self, i: int, q: int, opts: np.ndarray) -> bool:
         """Move flow ``i`` to option ``q`` if that is strictly better within the cap."""
         better = _better_move(self.prob, self.choice, self.mat, self.rates, i, q, opts, self.cap, self.jobs,
-                              self.objective)
+                              self.objective, self.state)
         if better is None:
             return False
+        old_rates, old_row = self.rates, self.mat[i].copy()
         self.choice, self.mat, self.rates = better
         self.moves += 1
+        self._forget_dead(old_rates, old_row, i)
         return True
 
     def _move_slow(self, flows: np.ndarray, lam: float, free: np.ndarray, n_ge: np.ndarray) -> bool:
@@ -537,7 +619,8 @@ class _Polish:
             if not self.time_left():
                 break
             opts = self.prob.option_links(i)
-            score = _share_scores(opts[None], self.mat[i][None], free, n_ge, self.dummy)[0]
+            score = _share_scores(opts[None], self.mat[i][None], free, n_ge, self.dummy,
+                                  self.prob.fabric.is_graded())[0]
             score[self.choice[i]] = -np.inf
             for q in np.argsort(-score, kind="stable").tolist():
                 if score[q] <= lam * (1 + REL_TOL):
@@ -736,25 +819,29 @@ def _relabel_to_previous(prob: Problem, choice: np.ndarray, prev: np.ndarray) ->
 
 
 def _stabilise(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Flows back on their previous option, in flow order, where that does not raise the sorted load vector
+    (max over the links it would add of load + 1 <= max over the links it would leave of load)."""
     choice = choice.copy()
     mat = prob.link_matrix(choice)
-    loads = prob.loads(matrix=mat)
+    loads = prob.loads(matrix=mat).tolist()
     dummy = prob.dummy
-    for i in prob.inter.tolist():
+    offsets, table = prob.option_table()
+    back = prob.inter[(prev[prob.inter] >= 0) & (prev[prob.inter] != choice[prob.inter])]
+    for i in back.tolist():
         p = int(prev[i])
-        if p < 0 or p == choice[i]:
-            continue
-        cur = mat[i]
-        new = prob.option_links(i)[p]
-        add = ~np.isin(new, cur) & (new != dummy)
-        rem = ~np.isin(cur, new) & (cur != dummy)
-        new_max = int((loads[new[add]] + 1).max()) if add.any() else -1
-        old_max = int(loads[cur[rem]].max()) if rem.any() else -1
+        cur = set(mat[i].tolist())
+        new_row = table[offsets[prob.set_id[i]] + p] if table is not None else prob.option_links(i)[p]
+        new = set(new_row.tolist())
+        cur.discard(dummy)
+        new.discard(dummy)
+        new_max = max((loads[x] + 1 for x in new - cur), default=-1)
+        old_max = max((loads[x] for x in cur - new), default=-1)
         if new_max <= old_max:
-            loads[cur] -= 1
-            loads[new] += 1
-            loads[dummy] = 0
-            mat[i] = new
+            for x in cur:
+                loads[x] -= 1
+            for x in new:
+                loads[x] += 1
+            mat[i] = new_row
             choice[i] = p
     return choice
 
