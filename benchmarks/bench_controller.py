@@ -114,9 +114,11 @@ def full_rebuild(core):
     """The reference: what every event cost before the incremental control plane (nothing is sent)."""
     graph = core.topology.graph()
     tiers = infer_tiers(graph, core.topology.access_switches(), core.config["tiers"])
+    copy = getattr(getattr(core, "plan", None), "copy", None)  # how new flows are copied (te.flow_copy)
     desired = sync.desired_state(core.topology, tiers, core.accounting, core.te.pinned,
                                  stagger=core.config["te"]["ecmp_stagger"],
-                                 idle_timeout=core.config["te"]["flow_idle_timeout_s"], graph=graph)
+                                 idle_timeout=core.config["te"]["flow_idle_timeout_s"], graph=graph,
+                                 **({} if copy is None else {"copy": copy}))
     return sync.plan_sync(core.installed, desired, sorted(core.connected))
 
 

@@ -54,6 +54,7 @@ from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
+from mlroute.routing.optimisers import Problem
 from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.tiers import TIER_RANK
 
@@ -125,7 +126,8 @@ class TrafficEngineer:
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
         assert fabric is not None  # flows are only taken on a known fabric
-        ecmp = run_optimiser("ecmp", fabric, flows, seed=self.seed).paths
+        problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
+        ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed).paths
         current, valid = paths_in_force(fabric, flows, self.pinned, ecmp)
         # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
         # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
@@ -140,7 +142,7 @@ class TrafficEngineer:
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
             return self.last
         t0 = self.clock()
-        routing = run_optimiser(self.mode, fabric, flows, seed=self.seed, objective=objective, previous=current,
+        routing = run_optimiser(self.mode, fabric, problem, seed=self.seed, objective=objective, previous=current,
                                 time_limit=self.time_limit)
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]

@@ -52,10 +52,13 @@ class RateState:
         self.top = np.zeros(len(caps))
         np.maximum.at(self.top, flat, self.rates[owner])
         self._pending: tuple | None = None
+        self._sorted: np.ndarray | None = None  # the rates sorted ascending (leximin comparisons)
+        self._trial_sorted: np.ndarray | None = None
         self.full_fills = 0  # trials that grew into a full water-filling (reported by the tests)
 
     def trial(self, i: int, row: np.ndarray) -> np.ndarray:
         """The max-min fair rates (a new array) with flow ``i`` on ``row`` instead of its current links."""
+        self._trial_sorted = None
         from mlroute.routing.metric import water_fill, water_fill_csr
 
         old = self.rows[i]
@@ -132,12 +135,24 @@ class RateState:
         self._pending = (i, row.copy(), self.rows[i].copy(), new, None, None, None)
         return new
 
+    def leximin(self, new: np.ndarray) -> int:
+        """``metric.leximin_compare(new, rates in force)`` for the rates the last :meth:`trial` gave: the sorted
+        vector in force is kept, and the trial's is that one with the few changed rates replaced."""
+        from mlroute.routing.metric import cmp_presorted
+
+        if self._sorted is None:
+            self._sorted = np.sort(self.rates)
+        changed = np.flatnonzero(new != self.rates)
+        self._trial_sorted = _replace_sorted(self._sorted, self.rates[changed], new[changed])
+        return cmp_presorted(self._trial_sorted, self._sorted)
+
     def commit(self) -> None:
         """Make the last :meth:`trial` the routing in force."""
         if self._pending is None:
             raise RuntimeError("commit without a trial")
         i, row, old, new, t, sums_t, top_t = self._pending
         self._pending = None
+        self._sorted, self._trial_sorted = self._trial_sorted, None  # None unless leximin() read this trial
         pad = self.pad
         for link in set(old.tolist()) - set(row.tolist()) - {pad}:
             self.members[link].discard(i)
@@ -155,3 +170,17 @@ class RateState:
             return
         self.sums[t] = sums_t
         self.top[t] = top_t
+
+
+def _replace_sorted(arr: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``np.sort`` of the vector whose sorted values are ``arr`` after values ``old`` (each present) became
+    ``new``: one occurrence deleted per old value, the new ones inserted in order."""
+    ov = np.sort(old)
+    pos = np.searchsorted(arr, ov, "left")
+    if len(ov) > 1:  # equal old values: consecutive occurrences
+        start = np.r_[True, ov[1:] != ov[:-1]]
+        first = np.maximum.accumulate(np.where(start, np.arange(len(ov)), 0))
+        pos = pos + np.arange(len(ov)) - first
+    out = np.delete(arr, pos)
+    nv = np.sort(new)
+    return np.insert(out, np.searchsorted(out, nv), nv)

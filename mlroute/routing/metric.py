@@ -219,14 +219,21 @@ def routing_links(fabric, flows, paths) -> list[np.ndarray]:
 def _routing_csr(fabric, flows, paths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`routing_links` as incidences (flat links, owning flow, links per flow), built without an array
     per flow (10,000 elephants: 4 ms instead of 70)."""
-    li, nic = fabric.link_index, fabric.nic_links
+    li, nic, known, placed = fabric.link_index, fabric.nic_links, fabric._nic, fabric.hosts
     flat: list[int] = []
     lens: list[int] = []
     for f, p in zip(flows, paths):
         if p is None:
             lens.append(0)
             continue
-        up, down = nic(f)
+        up = down = None
+        if f.src_tor is None and f.dst_tor is None:  # default placement: the NICs the fabric registered
+            up = known.get((f.src, placed.get(f.src)))
+            down = known.get((f.dst, placed.get(f.dst)))
+        if up is None or down is None:
+            up, down = nic(f)
+        else:
+            down += 1
         flat.append(up)
         try:
             flat.extend([li[(p[k], p[k + 1])] for k in range(len(p) - 1)])
@@ -261,8 +268,11 @@ def rates(fabric, flows, paths, *, use_demands: bool = True) -> np.ndarray:
 
 
 def _cmp_sorted(a: np.ndarray, b: np.ndarray) -> int:
-    a = np.sort(np.asarray(a, dtype=float))
-    b = np.sort(np.asarray(b, dtype=float))
+    return cmp_presorted(np.sort(np.asarray(a, dtype=float)), np.sort(np.asarray(b, dtype=float)))
+
+
+def cmp_presorted(a: np.ndarray, b: np.ndarray) -> int:
+    """:func:`leximin_compare` of two rate vectors already sorted ascending."""
     if len(a) != len(b):
         raise ValueError("leximin comparison needs rate vectors of equal length")
     both_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))

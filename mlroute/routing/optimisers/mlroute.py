@@ -374,8 +374,13 @@ def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective, sta
     tmat = _moved(mat, i, opts[q])
     if _over_cap(prob, tmat, cap):
         return None
-    r2 = prob.rates(trial, matrix=tmat) if state is None else state.trial(i, prob.rate_row(i, opts[q]))
-    if compare(r2, rates, jobs, objective) <= 0:
+    if state is None:
+        r2 = prob.rates(trial, matrix=tmat)
+        order = compare(r2, rates, jobs, objective)
+    else:
+        r2 = state.trial(i, prob.rate_row(i, opts[q]))
+        order = state.leximin(r2) if objective == "flow" else compare(r2, rates, jobs, objective)
+    if order <= 0:
         return None
     if state is not None:
         state.commit()

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
-from mlroute.routing.incremental import RateState
-from mlroute.routing.metric import water_fill
+from mlroute.routing.incremental import RateState, _replace_sorted
+from mlroute.routing.metric import leximin_compare, water_fill
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.mlroute import rate_levels
 
@@ -43,6 +43,7 @@ def _walk(prob, choice, rng, steps):
         moved[i] = row
         want = water_fill(moved, caps, dem)
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert state.leximin(got) == leximin_compare(got, state.rates)
         if rng.random() < 0.7:
             state.commit()
             np.testing.assert_allclose(state.rates, want, rtol=1e-9, atol=1e-12)
@@ -88,3 +89,14 @@ def test_rate_levels_merge_float_noise_whatever_the_unit():
     assert len(scaled) == 4
     assert rate_levels(base, 2) == pytest.approx([1 / 7, 1 / 3])
     assert rate_levels(np.zeros(3), 5) == [0.0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.0, np.inf]), min_size=1, max_size=30), st.data())
+def test_replace_sorted_is_the_sort_of_the_changed_vector(values, data):
+    vec = np.array(values)
+    idx = data.draw(st.lists(st.integers(0, len(vec) - 1), unique=True))
+    new = vec.copy()
+    new[idx] = data.draw(st.lists(st.sampled_from([0.0, 0.5, 0.75, 3.0, np.inf]), min_size=len(idx), max_size=len(idx)))
+    got = _replace_sorted(np.sort(vec), vec[idx], new[idx])
+    assert got.tolist() == np.sort(new).tolist()
