@@ -110,8 +110,9 @@ def learn_seen(parser, proto: int, hold_s: int):
 
 def _learned_proto(action) -> int:
     """The IP protocol a parsed ``learn_seen`` action marks (its immediate ip_proto spec)."""
-    for spec in action.specs:
-        if spec.dst == ("ip_proto", 0) and isinstance(spec.src, int):
+    for spec in action.specs:  # Open vSwitch answers with NXM names where one exists ("ip_proto_nxm")
+        if isinstance(spec.dst, tuple) and spec.dst[0].removesuffix("_nxm") == "ip_proto" \
+                and isinstance(spec.src, int):
             return spec.src
     raise ValueError("learn action without an ip_proto")
 

@@ -65,3 +65,15 @@ def test_a_seen_mark_lasts_one_poll_period(poll, hold):
     copy = NewFlowCopy.from_config({"flow_copy": "learn", "poll_interval_s": poll})
     assert copy.learn and copy.hold_s == hold
     assert not NewFlowCopy.from_config({"flow_copy": "controller", "poll_interval_s": poll}).learn
+
+
+def test_a_learn_action_read_back_in_open_vswitchs_nxm_names_is_the_same_value():
+    """Open vSwitch answers flow stats with NXM field names where one exists (NXM_OF_IP_PROTO, ...)."""
+    specs = [PARSER.NXFlowSpecMatch(src=0x0800, dst=("eth_type_nxm", 0), n_bits=16),
+             PARSER.NXFlowSpecMatch(src=6, dst=("ip_proto_nxm", 0), n_bits=8),
+             PARSER.NXFlowSpecMatch(src=("in_port", 0), dst=("in_port", 0), n_bits=32),
+             PARSER.NXFlowSpecMatch(src=("ipv4_src_nxm", 0), dst=("ipv4_src_nxm", 0), n_bits=32)]
+    action = PARSER.NXActionLearn(table_id=TABLE_SEEN, specs=specs, hard_timeout=3, priority=PRIO_SEEN,
+                                  cookie=COOKIE_SEEN)
+    inst = PARSER.OFPInstructionActions(4, [action, PARSER.NXActionResubmitTable(table_id=TABLE_SEEN)])
+    assert ofmsg.actions_of([inst]) == (("learn_seen", 6, 3), ("resubmit", TABLE_SEEN))
