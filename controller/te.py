@@ -128,7 +128,7 @@ class TrafficEngineer:
         assert fabric is not None  # flows are only taken on a known fabric
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
         ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed).paths
-        current, valid = paths_in_force(fabric, flows, self.pinned, ecmp)
+        current, valid = paths_in_force(fabric, flows, self.pinned, ecmp, problem)
         # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
         # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
@@ -170,14 +170,19 @@ class TrafficEngineer:
 
 
 def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],
-                   fallback: Sequence[Sequence[int] | None]) -> tuple[list[Sequence[int] | None], list[bool]]:
+                   fallback: Sequence[Sequence[int] | None],
+                   problem: Problem | None = None) -> tuple[list[Sequence[int] | None], list[bool]]:
     """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
     own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
-    routing that actually carries the traffic. Returns (paths, valid flags)."""
+    routing that actually carries the traffic. Returns (paths, valid flags). ``problem`` (``flows`` resolved
+    on ``fabric``) saves looking up each flow's candidate paths again."""
     # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
     pins = [pinned[cast(RouteKey, f.key)] if f.key in pinned
             else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
-    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
+    if problem is not None:
+        valid = [p is not None and ps.index_of(p) >= 0 for ps, p in zip(problem.sets, pins)]
+    else:
+        valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from mlroute.routing.incremental import RateState
 from mlroute.routing.metric import WeightedJob, compare
+from mlroute.routing.optimisers.assignment import max_assignment
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.colouring import BipartiteColouring, equitable_colouring
 from mlroute.routing.optimisers.greedy import greedy_choice
@@ -174,7 +175,8 @@ def _option_chunks(prob: Problem, flows: np.ndarray):
         nopt = prob.n_opts[flows]
         for p in np.unique(nopt).tolist():
             sel = np.flatnonzero(nopt == p)
-            step = max(1, 200_000 // max(p * prob.K * prob.K, 1))
+            # (the column-wise comparisons of a graded fabric need K, not K * K, values per option)
+            step = max(1, 200_000 // max(p * prob.K * (1 if prob.fabric.is_graded() else prob.K), 1))
             for lo in range(0, len(sel), step):
                 part = sel[lo:lo + step]
                 fl = flows[part]
@@ -807,17 +809,13 @@ def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, dea
 
 
 def _relabel_to_previous(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    from scipy.optimize import linear_sum_assignment
-
     s = len(prob.fabric.live_spines())
     idx = prob.inter[prev[prob.inter] >= 0]
     if not len(idx) or s < 2:
         return choice
     w = np.zeros((s, s))
     np.add.at(w, (choice[idx], prev[idx]), 1)
-    rows, cols = linear_sum_assignment(w, maximize=True)
-    perm = np.arange(s)
-    perm[rows] = cols
+    perm = max_assignment(w)  # scipy's linear_sum_assignment, without importing scipy.optimize
     out = choice.copy()
     out[prob.inter] = perm[choice[prob.inter]]
     return out
