@@ -56,6 +56,8 @@ HELPER_TRIES = 16
 HELPER_MAX_FLOWS = 400
 #: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
 EXHAUSTIVE_LIMIT = 600
+#: flows whose moves the load-vector search evaluates in one numpy pass.
+SEARCH_BLOCK = 256
 #: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
 REPAIR = "aligned"
 
@@ -411,21 +413,39 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         ok = _screen(prob, cand, mat, loads, choice)
         todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
         moved_round = 0
-        for n_seen, i in enumerate(todo.tolist()):
-            cur = mat[i]
-            opts = prob.option_links(i)
-            gain, newmax = _gains(opts, cur, prob.K == 2, loads, dummy, positional)
-            gain[choice[i]] = -1
-            q = int(np.lexsort((newmax, -gain))[0])
-            if gain[q] > 0:
-                loads[cur] -= 1
-                loads[opts[q]] += 1
+        # The flows are taken in order, each moved when it has an improving option under the loads of the
+        # moment. Gains are computed for a block of flows at once (the loads only change when one moves): the
+        # first flow of the block with a positive gain moves, and the block restarts after it.
+        pos, checked = 0, 0
+        while pos < len(todo):
+            block = todo[pos:pos + SEARCH_BLOCK]
+            opts_list = [prob.option_links(i) for i in block.tolist()]
+            width = max(len(o) for o in opts_list)
+            opts = np.empty((len(block), width, prob.K), dtype=np.int64)
+            for k, o in enumerate(opts_list):
+                opts[k, :len(o)] = o
+                opts[k, len(o):] = o[0]  # padding options, masked below
+            gain, _ = _gains(opts, mat[block], prob.K == 2, loads, dummy, positional)
+            gain[np.arange(len(block)), choice[block]] = -1
+            gain[np.arange(width)[None, :] >= prob.n_opts[block][:, None]] = -1
+            hits = np.flatnonzero(gain.max(1) > 0)
+            k = int(hits[0]) if len(hits) else len(block)
+            if k < len(block):
+                i, own = int(block[k]), opts_list[k]
+                g, newmax = _gains(own, mat[i], prob.K == 2, loads, dummy, positional)
+                g[choice[i]] = -1
+                q = int(np.lexsort((newmax, -g))[0])
+                loads[mat[i]] -= 1
+                loads[own[q]] += 1
                 loads[dummy] = 0
-                mat[i] = opts[q]
+                mat[i] = own[q]
                 choice[i] = q
                 moved_round += 1
-            if n_seen & 31 == 31 and time.perf_counter() >= deadline:
-                break
+            pos += k + 1
+            if pos // 32 > checked:  # the deadline is read every 32 flows
+                checked = pos // 32
+                if time.perf_counter() >= deadline:
+                    break
         moves += moved_round
         if not moved_round:
             break
