@@ -192,12 +192,23 @@ def limit_packet_ins(net: Any, rate_pps: int = PACKET_IN_RATE_PPS, burst: int = 
     """Open vSwitch's own packet-in rate limit on every switch's controller connection: a storm of new flows
     from one host is queued and dropped in the switch (the packets themselves are still forwarded; only the
     copies to the controller go), so the controller's event loop keeps up with echo requests and LLDP."""
-    for sw in net.switches:
-        out = subprocess.run(["ovs-vsctl", "--bare", "--columns=controller", "list", "Bridge", sw.name],
-                             capture_output=True, text=True, check=False).stdout
-        for uuid in out.split():
-            subprocess.run(["ovs-vsctl", "set", "Controller", uuid, f"controller_rate_limit={rate_pps}",
-                            f"controller_burst_limit={burst}"], capture_output=True, check=False)
+    ours = {sw.name for sw in net.switches}
+    out = subprocess.run(["ovs-vsctl", "--bare", "--format=csv", "--columns=name,controller", "list", "Bridge"],
+                         capture_output=True, text=True, check=False).stdout
+    uuids = [u for line in out.splitlines() if line.split(",", 1)[0] in ours
+             for u in line.split(",", 1)[1].strip('"').split()]
+    ovs_vsctl_batch([["set", "Controller", u, f"controller_rate_limit={rate_pps}", f"controller_burst_limit={burst}"]
+                     for u in uuids])
+
+
+def ovs_vsctl_batch(commands: list[list[str]], per_call: int = 200) -> None:
+    """Run ovs-vsctl commands a few hundred per call (``--`` between them): each call waits for ovs-vswitchd to
+    reconfigure every bridge: at k=8 (80 bridges, 512 ports) a jumbo set-up one port a call took 140 s, batched 2 s."""
+    for i in range(0, len(commands), per_call):
+        args = ["ovs-vsctl"]
+        for command in commands[i:i + per_call]:
+            args += ["--", *command]
+        subprocess.run(args, check=False, capture_output=True)
 
 
 def set_jumbo(net: Any, mtu: int = 9000) -> None:
@@ -205,11 +216,8 @@ def set_jumbo(net: Any, mtu: int = 9000) -> None:
     for host in net.hosts:
         for intf in host.intfList():
             host.cmd(f"ip link set {intf} mtu {mtu}")
-    for sw in net.switches:
-        for intf in sw.intfList():
-            if intf.name != "lo":
-                subprocess.run(["ovs-vsctl", "set", "Interface", intf.name, f"mtu_request={mtu}"],
-                               check=False, capture_output=True)
+    ovs_vsctl_batch([["set", "Interface", intf.name, f"mtu_request={mtu}"]
+                     for sw in net.switches for intf in sw.intfList() if intf.name != "lo"])
 
 
 def stop_network(net: Any) -> None:
