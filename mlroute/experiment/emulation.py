@@ -267,6 +267,19 @@ def ping_all(net: Any, timeout_s: float = 1, failed: list | None = None) -> floa
     return lost / sent
 
 
+def ping_all_concurrently(net: Any, timeout_s: float = 1) -> float:
+    """``ping_all``'s loss fraction, each source pinging every other host at once (one shell per source): a
+    32-host fabric's 992 pings take seconds instead of a minute."""
+    lost = 0
+    for src in net.hosts:
+        targets = " ".join(h.IP() for h in net.hosts if h is not src)
+        out = src.cmd(f"for ip in {targets}; do (ping -c1 -W{timeout_s} $ip >/dev/null 2>&1 || echo LOST) & done;"
+                      " wait")
+        lost += out.count("LOST")
+    n = len(net.hosts)
+    return lost / (n * (n - 1))
+
+
 def iperf3(net: Any, src: Any, dst: Any, seconds: float = 3, port: int = 5201) -> float:
     """One TCP iperf3 run (server on dst, client on src under a hard timeout); received Mb/s, 0 on failure."""
     server = dst.popen(["iperf3", "-s", "-1", "-p", str(port)])

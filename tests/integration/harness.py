@@ -1,5 +1,8 @@
 """The integration tests use the same emulation pieces as `mlroute experiment` (one implementation)."""
 
+import random
+import time
+from collections import Counter
 from pathlib import Path
 
 from mlroute.experiment.emulation import (  # noqa: F401
@@ -7,6 +10,7 @@ from mlroute.experiment.emulation import (  # noqa: F401
                                           free_port,
                                           iperf3,
                                           ping_all,
+                                          ping_all_concurrently,
                                           set_jumbo,
                                           start_network,
                                           stop_network,
@@ -30,3 +34,42 @@ def stride_loss(net, stride: int) -> int:
     hosts = net.hosts
     return sum(" 0% packet loss" not in h.cmd(f"ping -c1 -W1 {hosts[(i + stride) % len(hosts)].IP()}")
                for i, h in enumerate(hosts))
+
+
+def random_bijection(hosts: int, per_switch: int, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` distinct sources sending to ``n`` distinct destinations (Mininet names h1..), none to a host under
+    its own access switch (``per_switch`` hosts each, numbered in order), from a seeded generator."""
+    rng = random.Random(seed)
+    while True:
+        src, dst = rng.sample(range(hosts), n), rng.sample(range(hosts), n)
+        if all(s // per_switch != d // per_switch for s, d in zip(src, dst)):
+            return [(f"h{s + 1}", f"h{d + 1}") for s, d in zip(src, dst)]
+
+
+def pinned_paths(ctl, base_port: int, n: int):
+    """The pinned paths of the ``n`` elephants whose server ports start at ``base_port``, once all are pinned."""
+    mine = [e for e in ctl.get("/mlroute/elephants") if base_port <= e["dst_port"] < base_port + n]
+    return [e["path"] for e in mine] if len(mine) == n and all(e["path"] for e in mine) else None
+
+
+def link_loads(paths) -> Counter:
+    """Elephants per directed switch-to-switch link."""
+    return Counter((a, b) for p in paths for a, b in zip(p, p[1:]))
+
+
+def wait_pinned_disjoint(ctl, base_port: int, n: int, timeout: float, avoid=()):
+    """Wait until the ``n`` elephants are pinned on paths that share no link (and cross no link in ``avoid``,
+    as (a, b) dpid pairs in either direction); returns (seconds until all were pinned, seconds until disjoint,
+    the paths or None). Elephants are pinned as they are detected, so the first paths may still share."""
+    started = time.time()
+    assert wait_until(lambda: pinned_paths(ctl, base_port, n), timeout=timeout, interval=0.5), \
+        ctl.get("/mlroute/elephants")
+    pinned_s = time.time() - started
+    banned = {tuple(link) for link in avoid} | {tuple(reversed(link)) for link in avoid}
+
+    def good():
+        paths = pinned_paths(ctl, base_port, n)
+        return paths if paths and max(link_loads(paths).values()) == 1 and not banned & set(link_loads(paths)) \
+            else None
+    paths = wait_until(good, timeout=5 * POLL_S, interval=0.5)
+    return pinned_s, time.time() - started, paths

@@ -8,29 +8,25 @@ that share no link, the optimum a fat-tree allows for any permutation. Jumbo fra
 datapath (5 hops per packet, 2 cores) from being the bottleneck.
 """
 
-import random
-import time
 from collections import Counter
 
 import pytest
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.harness import POLL_S, stride_loss, wait_until
+from tests.integration.harness import (
+    link_loads,
+    pinned_paths,
+    random_bijection,
+    stride_loss,
+    wait_pinned_disjoint,
+    wait_until,
+)
 
 STRIDE = 37
 HOSTS = 128
 ELEPHANTS = 16
 STRIDE_64 = [(f"h{i}", f"h{i + 64}") for i in range(1, ELEPHANTS + 1)]  # pod 0 -> pod 4: every pod-0 uplink
-
-
-def random_bijection(seed=8):
-    """16 distinct sources sending to 16 distinct destinations, none under its own edge switch (4 hosts each)."""
-    rng = random.Random(seed)
-    while True:
-        src, dst = rng.sample(range(HOSTS), ELEPHANTS), rng.sample(range(HOSTS), ELEPHANTS)
-        if all(s // 4 != d // 4 for s, d in zip(src, dst)):
-            return [(f"h{s + 1}", f"h{d + 1}") for s, d in zip(src, dst)]
 
 
 @pytest.fixture(scope="module")
@@ -57,33 +53,15 @@ def test_k8_fabric_is_learned_forwards_and_survives_a_link_cut(k8):
     assert lag["+Inf"] > 0  # the lag probe ran all along
 
 
-def pinned_paths(ctl, base_port):
-    """The pinned paths of the set of elephants whose server ports start at ``base_port`` (all 16), or None."""
-    mine = [e for e in ctl.get("/mlroute/elephants") if base_port <= e["dst_port"] < base_port + ELEPHANTS]
-    return [e["path"] for e in mine] if len(mine) == ELEPHANTS and all(e["path"] for e in mine) else None
-
-
-def link_loads(paths):
-    return Counter((a, b) for p in paths for a, b in zip(p, p[1:]))
-
-
 @pytest.mark.parametrize("pattern, base_port", [("stride", 5300), ("random bijection", 5500)])
 def test_k8_elephants_are_pinned_on_paths_that_share_no_link(k8, pattern, base_port):
-    """Elephants are pinned as they are detected (two polls each), so the first paths of a set may still
-    share a link; within a few TE periods every elephant of the set has a link of its own."""
     ctl, net = k8.controller, k8.net
     assert wait_until(lambda: ctl.get("/mlroute/elephants") == [] or None, timeout=30), "earlier elephants stay"
-    pairs = STRIDE_64 if pattern == "stride" else random_bijection()
+    pairs = STRIDE_64 if pattern == "stride" else random_bijection(HOSTS, 4, ELEPHANTS, seed=8)
     flows = Iperf3Flows(net, pairs, seconds=30, base_port=base_port)
-    started = time.time()
     try:
-        assert wait_until(lambda: pinned_paths(ctl, base_port), timeout=30, interval=0.5), \
-            ctl.get("/mlroute/elephants")
-        pinned_s = time.time() - started
-        paths = wait_until(lambda: (p := pinned_paths(ctl, base_port)) and max(link_loads(p).values()) == 1 and p,
-                           timeout=5 * POLL_S, interval=0.5)
-        disjoint_s = time.time() - started
-        last = pinned_paths(ctl, base_port)
+        pinned_s, disjoint_s, paths = wait_pinned_disjoint(ctl, base_port, ELEPHANTS, timeout=30)
+        last = pinned_paths(ctl, base_port, ELEPHANTS)
     finally:
         flows.stop()
     print(f"{pattern}: 16 elephants pinned {pinned_s:.1f} s after the flows started, on link-disjoint paths "
