@@ -116,3 +116,10 @@ def test_the_ecmp_estimate_is_read_from_the_routing_view_at_scrape_time():
     metrics.estimate_ecmp_from(broken)
     assert math.isnan(_sample(metrics, "mlroute_ecmp_max_link_load"))
     assert b"mlroute_ecmp_max_link_load NaN" in metrics.exposition()[0]
+
+
+def test_the_controller_process_reports_its_own_cpu_and_memory():
+    text = Metrics().exposition()[0].decode()
+    cpu = [line for line in text.splitlines() if line.startswith("process_cpu_seconds_total ")]
+    assert len(cpu) == 1 and float(cpu[0].split()[1]) > 0
+    assert "process_resident_memory_bytes " in text
