@@ -134,9 +134,8 @@ class TrafficEngineer:
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = metric.job_labels(flows)
-        ideal = estimate_demands(flows)  # the reports' non-blocking rates, and the rates of what runs:
-        r_current = metric.rates(fabric, flows, current)  # each computed once per step
-        before = metric.report(fabric, flows, current, objective=objective, rates=r_current, ideal=ideal)
+        ideal = estimate_demands(flows)  # the reports' non-blocking rates (once per step)
+        r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal)
         if self.mode == "ecmp":
             self.pinned = {}
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
@@ -147,10 +146,9 @@ class TrafficEngineer:
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
-        r_new = metric.rates(fabric, flows, new)
+        r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal)
         order = metric.compare(r_new, r_current, job_list, objective)
         if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
-            proposed = metric.report(fabric, flows, new, objective=objective, rates=r_new, ideal=ideal)
             LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
                      "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
                      before["min_rate"], proposed["min_rate"])
@@ -163,7 +161,7 @@ class TrafficEngineer:
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
         moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
         self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
-        after = metric.report(fabric, flows, new, objective=objective, rates=r_new, ideal=ideal)
+        after = proposed
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
         return self.last

@@ -258,13 +258,25 @@ def rates(fabric, flows, paths, *, use_demands: bool = True) -> np.ndarray:
     Flow demands (fractions of host-link capacity) cap the rates when ``use_demands``; unroutable flows
     (path ``None``) get 0.
     """
-    flat, owner, lens = _routing_csr(fabric, flows, paths)
+    return _rates(fabric, flows, paths, _routing_csr(fabric, flows, paths), use_demands)
+
+
+def _rates(fabric, flows, paths, links, use_demands: bool = True) -> np.ndarray:
+    flat, owner, lens = links
     dem = _demands(flows) * fabric.host_capacity if use_demands else None
     r = water_fill_csr(flat, owner, lens, fabric.capacities, dem)
     for i, p in enumerate(paths):
         if p is None:
             r[i] = 0.0
     return r
+
+
+def assess(fabric, flows, paths, objective: str = "flow", *, ideal: np.ndarray | None = None
+           ) -> tuple[np.ndarray, dict]:
+    """(:func:`rates`, :func:`report`) of one routing, its links looked up once (the TE step needs both)."""
+    links = _routing_csr(fabric, flows, paths)
+    r = _rates(fabric, flows, paths, links)
+    return r, _report(fabric, flows, paths, links, None, objective, r, ideal)
 
 
 def _cmp_sorted(a: np.ndarray, b: np.ndarray) -> int:
@@ -371,7 +383,11 @@ def report(fabric, flows, paths, jobs: dict | None = None, objective: str = "flo
     ``rates`` (what :func:`rates` gives for this routing) and ``ideal`` (``estimate_demands(flows)``, the
     non-blocking fractions) save a caller that has them computing them again.
     """
-    flat, owner, lens = _routing_csr(fabric, flows, paths)
+    return _report(fabric, flows, paths, _routing_csr(fabric, flows, paths), jobs, objective, rates, ideal)
+
+
+def _report(fabric, flows, paths, links, jobs, objective, rates, ideal) -> dict:
+    flat, owner, lens = links
     caps = fabric.capacities
     dem = _demands(flows) * fabric.host_capacity
     if rates is None:

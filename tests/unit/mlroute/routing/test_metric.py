@@ -184,3 +184,14 @@ def test_rates_and_report_on_a_clos():
     assert leximin_compare(rates(fab, flows, spread), r) == 1
     # an unroutable flow gets rate 0
     assert rates(fab, flows, [None] + spread[1:])[0] == 0.0
+
+
+def test_assess_is_rates_and_report_of_one_routing():
+    fab = Fabric.clos(3, 2, 2)
+    flows = [Flow(0, 2, demand=0.5), Flow(1, 3, job="j"), Flow(0, 4, job="j"), Flow(5, 1)]
+    paths = [("tor0", "spine0", "tor1"), ("tor0", "spine0", "tor1"), None, ("tor2", "spine1", "tor0")]
+    r, rep = metric.assess(fab, flows, paths)
+    assert r.tolist() == rates(fab, flows, paths).tolist()
+    assert rep == report(fab, flows, paths)
+    assert rep == report(fab, flows, paths, rates=r, ideal=estimate_demands(flows))
+    assert rep["unroutable"] == 1 and r[2] == 0.0
