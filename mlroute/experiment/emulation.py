@@ -132,14 +132,20 @@ class Controller:
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self._log.close()
+
+
+def terminate(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``: the process is gone when this returns."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def check_platform() -> list[str]:

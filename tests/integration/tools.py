@@ -12,6 +12,8 @@ import urllib.request
 
 import pytest
 
+from mlroute.experiment.emulation import terminate
+
 
 def required_binary(name: str) -> str:
     """The path of ``name``; skips the test when it is missing, or fails under MLROUTE_REQUIRE_INTEGRATION=1
@@ -23,18 +25,6 @@ def required_binary(name: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
-
-
-def terminate(proc: subprocess.Popen, grace_s: float = 10) -> None:
-    """SIGTERM, then SIGKILL after ``grace_s``: the process is gone when this returns."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class DevTools:
