@@ -404,6 +404,12 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         return choice, 0
     moves = 0
     positional = prob.fabric.is_graded()
+    track = prob.K > 2  # 2-tier: a flow's options are a few links, evaluating them costs less than tracking
+    sides = _LeafSides(prob.fabric) if track else None
+    evaluated = np.full(len(prob.flows), -1, dtype=np.int64)  # moves made when a flow was found without one
+    touched_up = np.zeros(len(prob.fabric.leaves), dtype=np.int64)  # moves made when a load on the leaf's
+    touched_down = np.zeros(len(prob.fabric.leaves), dtype=np.int64)  # up-paths / down-paths last changed
+    stamp = 0
     while time.perf_counter() < deadline:
         flmax = loads[mat[movable]].max(1)
         cand = movable[flmax >= 2]
@@ -415,10 +421,22 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         moved_round = 0
         # The flows are taken in order, each moved when it has an improving option under the loads of the
         # moment. Gains are computed for a block of flows at once (the loads only change when one moves): the
-        # first flow of the block with a positive gain moves, and the block restarts after it.
-        pos, checked = 0, 0
+        # first flow of the block with a positive gain moves, and the block restarts after it. A flow found
+        # without a move is not evaluated again until a move changes a load on one of its options' links
+        # (its source leaf's up-paths or its destination leaf's down-paths): its gains would be the same.
+        pos, checked, size = 0, 0, SEARCH_BLOCK
         while pos < len(todo):
-            block = todo[pos:pos + SEARCH_BLOCK]
+            window = todo[pos:pos + (8 if track else 1) * size]
+            if track:
+                seen = evaluated[window]
+                fresh = np.flatnonzero((seen < 0) | (touched_up[prob.src_pos[window]] > seen)
+                                       | (touched_down[prob.dst_pos[window]] > seen))[:size]
+            else:
+                fresh = np.arange(len(window))
+            if not len(fresh):
+                pos += len(window)
+                continue
+            block = window[fresh]
             opts_list = [prob.option_links(i) for i in block.tolist()]
             width = max(len(o) for o in opts_list)
             opts = np.empty((len(block), width, prob.K), dtype=np.int64)
@@ -430,18 +448,30 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
             gain[np.arange(width)[None, :] >= prob.n_opts[block][:, None]] = -1
             hits = np.flatnonzero(gain.max(1) > 0)
             k = int(hits[0]) if len(hits) else len(block)
+            if track:
+                evaluated[block[:k]] = stamp
             if k < len(block):
                 i, own = int(block[k]), opts_list[k]
                 g, newmax = _gains(own, mat[i], prob.K == 2, loads, dummy, positional)
                 g[choice[i]] = -1
                 q = int(np.lexsort((newmax, -g))[0])
+                changed = np.concatenate((mat[i], own[q])) if track else None
                 loads[mat[i]] -= 1
                 loads[own[q]] += 1
                 loads[dummy] = 0
                 mat[i] = own[q]
                 choice[i] = q
                 moved_round += 1
-            pos += k + 1
+                if track:
+                    assert sides is not None and changed is not None
+                    stamp += 1
+                    touched_up[sides.up_leaves(changed)] = stamp
+                    touched_down[sides.down_leaves(changed)] = stamp
+                pos += int(fresh[k]) + 1
+                size = max(16, size // 4)  # moves come in runs: smaller blocks waste less after one
+            else:
+                pos += int(fresh[-1]) + 1
+                size = min(SEARCH_BLOCK, 2 * size)
             if pos // 32 > checked:  # the deadline is read every 32 flows
                 checked = pos // 32
                 if time.perf_counter() >= deadline:
@@ -450,6 +480,49 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         if not moved_round:
             break
     return choice, moves
+
+
+class _LeafSides:
+    """Which leaves' candidate paths cross a link: every option of a flow is an up-path of its source leaf
+    joined to a down-path of its destination leaf (``Fabric._upset``)."""
+
+    def __init__(self, fabric):
+        ups, downs, up_owner, down_owner = [], [], [], []
+        for n, leaf in enumerate(fabric.leaves):
+            sets = list(fabric._upset(leaf).values())
+            if not sets:
+                continue
+            u = np.unique(np.concatenate([s.up.ravel() for s in sets]))
+            d = np.unique(np.concatenate([s.down.ravel() for s in sets]))
+            ups.append(u)
+            downs.append(d)
+            up_owner.append(np.full(len(u), n, dtype=np.int64))
+            down_owner.append(np.full(len(d), n, dtype=np.int64))
+        self._up = _by_link(ups, up_owner)
+        self._down = _by_link(downs, down_owner)
+
+    def up_leaves(self, links: np.ndarray) -> np.ndarray:
+        """Leaves with an up-path over one of ``links``."""
+        return _owners(self._up, links)
+
+    def down_leaves(self, links: np.ndarray) -> np.ndarray:
+        """Leaves with a down-path over one of ``links``."""
+        return _owners(self._down, links)
+
+
+def _by_link(links: list, owners: list) -> tuple[np.ndarray, np.ndarray]:
+    """(links sorted, their owners) for looking up the owners of a few links by bisection."""
+    if not links:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    flat, own = np.concatenate(links), np.concatenate(owners)
+    order = np.argsort(flat, kind="stable")
+    return flat[order], own[order]
+
+
+def _owners(table: tuple[np.ndarray, np.ndarray], links: np.ndarray) -> np.ndarray:
+    flat, own = table
+    lo, hi = np.searchsorted(flat, links, "left"), np.searchsorted(flat, links, "right")
+    return np.concatenate([own[a:b] for a, b in zip(lo.tolist(), hi.tolist())])
 
 
 def _share_scores(opts, cur, free, n_ge, dummy, positional: bool = False):
