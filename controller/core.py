@@ -234,6 +234,7 @@ class ControllerCore:
         """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the
         rule's match fields (flowkey.MATCH_FIELDS); ValueError / KeyError / TypeError if they name no flow."""
         key = key_from_fields(fields)
+        self.recovered.forget(key)  # a pin read back for it is moot (it stayed in the list, checked every poll)
         if self.accounting.removed(key, dpid):
             sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
             state = self.monitor.flows.get(key)

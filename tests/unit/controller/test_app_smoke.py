@@ -364,3 +364,26 @@ def test_a_switch_that_is_not_open_vswitch_is_named_with_the_setting_to_change(c
     for app in Lab.apps:
         app.core.runner and app.core.runner.close()
     Lab.apps.clear()
+
+
+def test_a_recovered_pin_whose_flow_ends_before_its_first_poll_is_forgotten_and_its_hops_go(lab):
+    pin_stride4(lab)
+    new = lab.restart()
+    for dpid in new.switches:
+        new.connect(dpid)
+    new.pump()
+    new.discover_links()
+    new.app.resync()
+    core, key = new.app.core, STRIDE4[0]
+    assert key in core.recovered.hops
+    src = lab.ref.hosts[key.src_ip]
+    removed = PARSER.OFPFlowRemoved(new.switches[src.dpid], cookie=COOKIE_FLOW, priority=20, reason=0, table_id=0,
+                                    duration_sec=10, duration_nsec=0, idle_timeout=10, hard_timeout=0,
+                                    packet_count=1, byte_count=1, match=counting_stat(key, src.port, 0, 0).match)
+    new.app.flow_removed(ofp_event.EventOFPFlowRemoved(removed))
+    assert key not in core.recovered.hops and key not in core.recovered.counting
+    core.recovery_ends = 0
+    new.app.resync()
+    held = [r for sw in new.switches.values() for r in sw.table.flows.values()
+            if r.cookie == COOKIE_ELEPHANT and dict(r.match).get("tcp_src") == key.src_port]
+    assert held == []  # its pinned hops above the ingress are deleted once recovery is over
