@@ -11,8 +11,9 @@ copied.
 TCP segments with SYN set have a copy rule of their own (same actions). A datapath flow caches its actions, the
 copy included, until Open vSwitch's revalidators notice the learned entry; without the split, the data segments
 of a connection's first round trips shared the SYN's datapath flow and 5-12 of them went up. With it only SYN
-segments use that cached flow. UDP has no such marker: a UDP burst in its first milliseconds can still be copied
-a few times.
+segments use that cached flow. UDP has no such marker, so a fast UDP burst can still be copied a few times in its
+first milliseconds; measured at 5 Mb/s: 40 iperf3 UDP tests (a TCP control connection and a UDP data flow each,
+160 transport flows counting both directions) cost 161 new-flow packet-ins.
 
 Learned entries expire after ``hold_s`` (a hard timeout of one poll period), so a flow the controller did not
 count (past the ``te.new_flows_per_s`` budget) is offered again once per poll, and a flow resuming after its
