@@ -51,6 +51,14 @@ class Lab:
         """A new controller process over the same switches (their tables kept, as OVS keeps them)."""
         return Lab(self.ref, self.switches)
 
+    def reconnect_all(self):
+        """Every switch connects (its tables read back), links are discovered, the controller syncs."""
+        for dpid in self.switches:
+            self.connect(dpid)
+        self.pump()
+        self.discover_links()
+        self.app.resync()
+
     def discover_links(self):
         for link in self.ref.links.values():
             src, dst = self._port(link.src, link.src_port), self._port(link.dst, link.dst_port)
@@ -211,11 +219,7 @@ def test_a_restarted_controller_relearns_hosts_flows_and_pins_from_the_tables_wi
     pinned, held = dict(lab.app.core.te.pinned), {d: dict(sw.table.flows) for d, sw in lab.switches.items()}
     mods = sum(sw.flow_mods for sw in lab.switches.values())
     new = lab.restart()
-    for dpid in new.switches:
-        new.connect(dpid)
-    new.pump()
-    new.discover_links()
-    new.app.resync()
+    new.reconnect_all()
     core = new.app.core
     assert {ip: (h.dpid, h.port) for ip, h in core.topology.hosts.items()} == \
         {ip: (h.dpid, h.port) for ip, h in lab.ref.hosts.items()}
@@ -369,11 +373,7 @@ def test_a_switch_that_is_not_open_vswitch_is_named_with_the_setting_to_change(c
 def test_a_recovered_pin_whose_flow_ends_before_its_first_poll_is_forgotten_and_its_hops_go(lab):
     pin_stride4(lab)
     new = lab.restart()
-    for dpid in new.switches:
-        new.connect(dpid)
-    new.pump()
-    new.discover_links()
-    new.app.resync()
+    new.reconnect_all()
     core, key = new.app.core, STRIDE4[0]
     assert key in core.recovered.hops
     src = lab.ref.hosts[key.src_ip]
