@@ -22,7 +22,7 @@ from ryu.topology import event as topo_event
 from ryu.topology import switches  # noqa: F401  (registers --observe-links; required app below)
 
 from controller import config as mlconfig
-from controller import flowcopy, ofmsg
+from controller import ofmsg
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
@@ -86,11 +86,11 @@ class MlrouteApp(app_manager.RyuApp):
         dp = ev.switch.dp
         self.datapaths[dp.id] = dp
         self.core.switch_connected(dp.id, [p.port_no for p in ev.switch.ports if p.is_live()])
+        dp.send_msg(ofmsg.desc_request(dp))  # first: its answer decides the copy policy before the read-back's
         for request in (ofmsg.flow_stats_request(dp), ofmsg.group_desc_request(dp)):
             dp.set_xid(request)
             self._readback_xids[request.xid] = dp.id
             dp.send_msg(request)
-        dp.send_msg(ofmsg.desc_request(dp))
         self.wake()
 
     @set_ev_cls(topo_event.EventSwitchLeave)
@@ -228,9 +228,10 @@ class MlrouteApp(app_manager.RyuApp):
 
     @set_ev_cls(ofp_event.EventOFPDescStatsReply, MAIN_DISPATCHER)
     def desc_reply(self, ev):
-        problem = flowcopy.unsupported(self.core.plan.copy, ev.msg.datapath.id, *ofmsg.description(ev.msg.body))
+        problem = self.core.switch_described(ev.msg.datapath.id, *ofmsg.description(ev.msg.body))
         if problem:
             LOG.error("%s", problem)
+        self.wake()
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):

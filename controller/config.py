@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
         "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
-        "flow_copy": "learn",  # new flows copied up once by an Open vSwitch learn action; "controller": plain OF1.3
+        "flow_copy": "auto",  # auto: learn on Open vSwitch, plain OF1.3 elsewhere; learn; controller
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]

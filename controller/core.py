@@ -16,8 +16,8 @@ from typing import Any
 
 import networkx as nx
 
+from controller import flowcopy, sync, te
 from controller import jobs as mljobs
-from controller import sync, te
 from controller.accounting import Accounting
 from controller.budget import TokenBucket
 from controller.flowcopy import NewFlowCopy
@@ -87,8 +87,9 @@ class ControllerCore:
         # event, the plan is told which accounting keys changed, and only the switches whose desired rules
         # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
         # it changes
+        self.flow_copy = NewFlowCopy.from_config(tecfg)  # per switch once it says what it is (flowcopy.py)
         self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
-                              pause=pause, copy=NewFlowCopy.from_config(tecfg))
+                              pause=pause, copy=self.flow_copy)
         self.pause = pause or (lambda: None)
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()
@@ -125,6 +126,19 @@ class ControllerCore:
         self.connected.discard(dpid)
         self.installed.pop(dpid, None)
         self.readback.cancel(dpid)
+
+    def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
+        """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
+        seen itself, any other switch copies them with plain OpenFlow 1.3. Returns an error to log when the
+        configured policy cannot work on that switch."""
+        copy = self.flow_copy.described(dpid, mfr_desc, hw_desc)
+        if copy is not self.flow_copy:
+            self.flow_copy = copy
+            self.dirty = True
+        if self.flow_copy.mode == "auto":
+            LOG.info("switch %s (%s / %s): new flows copied %s", dpid, mfr_desc, hw_desc,
+                     "once (Open vSwitch learn)" if copy.learns(dpid) else "with plain OpenFlow 1.3")
+        return flowcopy.unsupported(self.flow_copy, dpid, mfr_desc, hw_desc)
 
     def flows_read_back(self, dpid: int, flows: list[FlowRule]) -> None:
         self._read_back(dpid, self.readback.flows_read(dpid, flows))
@@ -400,7 +414,8 @@ class ControllerCore:
             self.dirty = False
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()
-        changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows)
+        changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows,
+                                   copy=self.flow_copy)
         desired = self.plan.desired  # equals sync.desired_state(...) of these inputs (the property test)
         ready = [d for d in sorted(self.connected) if d in self.installed and d in desired
                  and (d in changed or d in stale)]

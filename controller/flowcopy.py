@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.flowkey import PROTO_TCP, PROTO_UDP
@@ -33,27 +33,47 @@ from controller.rules import COOKIE_FLOW_MISS, ETH_IPV4, PRIO_SEEN_MISS, PRIO_SE
 
 FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
 TCP_SYN = 0x002
-MODES = ("learn", "controller")
+MODES = ("auto", "learn", "controller")
+
+
+def is_open_vswitch(mfr_desc: str, hw_desc: str) -> bool:
+    """Does a switch's OpenFlow description say Open vSwitch (whose learn and resubmit actions we use)?"""
+    return "open vswitch" in hw_desc.lower() or "nicira" in mfr_desc.lower()
 
 
 @dataclass(frozen=True)
 class NewFlowCopy:
-    """The copy policy of every host-port rule that sends new transport flows to the controller."""
+    """The copy policy of the host-port rules that send new transport flows to the controller, per switch.
 
-    learn: bool = False
+    ``mode`` is ``te.flow_copy``: ``learn`` (every switch marks seen flows), ``controller`` (none does) or
+    ``auto`` (the switches in ``learning``: those whose description said Open vSwitch)."""
+
+    mode: str = "controller"
     hold_s: int = 2  # how long a learned "seen" entry lasts (hard timeout)
+    learning: frozenset[int] = frozenset()
 
     @classmethod
     def from_config(cls, tecfg: Mapping[str, Any]) -> NewFlowCopy:
-        return cls(learn=tecfg["flow_copy"] == "learn", hold_s=max(1, math.ceil(tecfg["poll_interval_s"])))
+        return cls(mode=tecfg["flow_copy"], hold_s=max(1, math.ceil(tecfg["poll_interval_s"])))
 
-    def action(self) -> tuple:
-        """The action that copies the packet up (in a rule that also forwards it)."""
-        return ("resubmit", TABLE_SEEN) if self.learn else ("controller", FLOW_MISS_BYTES)
+    def learns(self, dpid: int) -> bool:
+        return self.mode == "learn" or (self.mode == "auto" and dpid in self.learning)
+
+    def described(self, dpid: int, mfr_desc: str, hw_desc: str) -> NewFlowCopy:
+        """The policy once a switch has said what it is (only ``auto`` changes)."""
+        if self.mode != "auto":
+            return self
+        ovs = is_open_vswitch(mfr_desc, hw_desc)
+        learning = self.learning | {dpid} if ovs else self.learning - {dpid}
+        return self if learning == self.learning else replace(self, learning=learning)
+
+    def action(self, dpid: int) -> tuple:
+        """The action that copies the packet up at ``dpid`` (in a rule that also forwards it)."""
+        return ("resubmit", TABLE_SEEN) if self.learns(dpid) else ("controller", FLOW_MISS_BYTES)
 
     def seen_rules(self, dpid: int) -> list[FlowRule]:
         """The table-2 rules a learning switch needs (none for a plain copy): learn the 5-tuple, copy it up."""
-        if not self.learn:
+        if not self.learns(dpid):
             return []
         kinds = [(PRIO_SEEN_SYN, PROTO_TCP, {"tcp_flags": (TCP_SYN, TCP_SYN)}), (PRIO_SEEN_MISS, PROTO_TCP, {}),
                  (PRIO_SEEN_MISS, PROTO_UDP, {})]
@@ -66,10 +86,10 @@ CONTROLLER_COPY = NewFlowCopy()
 
 
 def unsupported(copy: NewFlowCopy, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
-    """Why a switch cannot run ``copy`` (from its OpenFlow description), or None: the learn and resubmit
-    actions are Open vSwitch's, and a switch without them would reject the host-port rules (no new flow
-    would ever be counted)."""
-    if not copy.learn or "open vswitch" in hw_desc.lower() or "nicira" in mfr_desc.lower():
+    """Why a switch cannot run ``copy`` (from its OpenFlow description), or None: with ``te.flow_copy: learn``
+    forced, a switch without Open vSwitch's actions rejects the host-port rules (no new flow is ever counted;
+    ``auto`` would have copied with plain OpenFlow 1.3 there)."""
+    if copy.mode != "learn" or is_open_vswitch(mfr_desc, hw_desc):
         return None
     return (f"switch {dpid} ({mfr_desc.strip() or '?'} / {hw_desc.strip() or '?'}) is not Open vSwitch: "
-            "te.flow_copy: learn needs its learn and resubmit actions; set te.flow_copy: controller")
+            "te.flow_copy: learn needs its learn and resubmit actions; set te.flow_copy: auto or controller")

@@ -110,13 +110,14 @@ class PlanState:
     # -- the one entry point ----------------------------------------------------------------------------------
     def update(self, topology: Topology, graph: nx.Graph, tiers: TierInference | None,
                accounting: Mapping[FlowKey, tuple[int, int]], pinned: Mapping[Any, tuple],
-               flows: Iterable[FlowKey] | None = None) -> set[int]:
+               flows: Iterable[FlowKey] | None = None, copy: NewFlowCopy | None = None) -> set[int]:
         """Bring the state to ``sync.desired_state(topology, tiers, accounting, pinned, graph=graph,
         copy=self.copy)``; returns the switches whose desired rules changed.
 
         ``graph`` is compared by identity first: pass the same object while the live links are unchanged and
         the graph is not looked at. ``flows`` names the accounting keys that may have changed since the last
-        update (None: compare the whole accounting).
+        update (None: compare the whole accounting). ``copy`` replaces the new-flow copy policy (a switch said
+        what it is: flowcopy.py); None keeps it.
         """
         self._dirty, self.changed = set(), {}
         hosts = dict(topology.hosts)
@@ -127,6 +128,8 @@ class PlanState:
             self._graph = graph
             self._apply_graph(adjacency(graph))
         hosts_changed = self._apply_hosts(hosts)
+        if copy is not None and copy != self.copy:
+            self._apply_copy(copy, pinned)
         if flows is None:
             flows = set(self._accounting) | set(accounting)
         for key in flows:
@@ -283,6 +286,19 @@ class PlanState:
                 self._set_forward(s, m, actions)
         self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
                                                          self.idle_timeout, graph=self._graph, copy=self.copy))
+
+    def _apply_copy(self, copy: NewFlowCopy, pinned: Mapping[Any, tuple]) -> None:
+        """Re-plan what the copy policy shapes (host-port copy rules, a declared pair's ingress) on the switches
+        whose policy changed."""
+        old, self.copy = self.copy, copy
+        changed = {h.dpid for h in self._hosts.values() if old.learns(h.dpid) != copy.learns(h.dpid)}
+        for host in [h for h in self._hosts.values() if h.dpid in changed]:
+            self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
+                                                             self.idle_timeout, graph=self._graph, copy=copy))
+        for key, path in self._pinned.items():
+            src = self._hosts.get(key.src_ip)
+            if not isinstance(key, FlowKey) and src is not None and src.dpid in changed and key in pinned:
+                self._set_source(("pin", key), self._pin_rules(key, path))
 
     def _forget_host(self, host: Host) -> None:
         self._set_source(("miss", host.ip), [])

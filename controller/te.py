@@ -227,7 +227,7 @@ def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mappi
             # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
             rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto,
                                                                 **admitted_source(h)),
-                                  (copy.action(), ("goto", TABLE_FORWARD)),
+                                  (copy.action(h.dpid), ("goto", TABLE_FORWARD)),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
         rules.extend(copy.seen_rules(h.dpid))
     for flow_key, (dpid, in_port) in accounting.items():
@@ -270,5 +270,5 @@ def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Se
     if port is None:
         return []
     return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto),
-                     (copy.action(), ("output", port)), table=TABLE_CLASSIFY,
+                     (copy.action(host.dpid), ("output", port)), table=TABLE_CLASSIFY,
                      cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

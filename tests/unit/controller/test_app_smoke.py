@@ -14,7 +14,7 @@ from ryu.topology import event as topo_event
 from ryu.topology.switches import Link, Port, Switch
 
 from controller.flowkey import FlowKey
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
 from tests import topologies
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
 from tests.oftable import trace
@@ -354,21 +354,46 @@ def test_the_leave_of_an_old_connection_after_a_reconnect_changes_nothing(lab):
     assert edge in lab.app.core.connected and lab.app.datapaths[edge] is fresh
 
 
-def test_a_switch_that_is_not_open_vswitch_is_named_with_the_setting_to_change(caplog):
+def brand_x_lab(switch=1000):
     ref = topologies.fat_tree(4)
     switches = {d: FakeSwitch(d) for d in ref.ports}
-    switches[1000].desc = (b"Brand X", b"9000")
-    lab = Lab(ref, switches)
+    switches[switch].desc = (b"Brand X", b"9000")
+    return Lab(ref, switches)
+
+
+def stop_apps():
+    for app in Lab.apps:
+        if app.core.runner is not None:
+            app.core.runner.close()
+    Lab.apps.clear()
+
+
+def test_by_default_a_switch_that_is_not_open_vswitch_copies_new_flows_with_plain_openflow(caplog):
+    lab = brand_x_lab()
+    with caplog.at_level("INFO", logger="mlroute"):
+        lab.bring_up()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert any("switch 1000 (Brand X / 9000): new flows copied with plain OpenFlow 1.3" in r.getMessage()
+               for r in caplog.records)
+    assert not any(r.table == TABLE_SEEN for r in lab.switches[1000].table.flows.values())
+    for src, copies in (("10.0.0.1", [1000, 1000]), ("10.0.0.5", [1100])):  # 10.0.0.1 is behind Brand X
+        got = [d for _ in range(2) for d in lab.trace(src, "10.0.0.16", ip_proto=6, tcp_src=40000,
+                                                      tcp_dst=80).to_controller]
+        assert got == copies
+    stop_apps()
+
+
+def test_a_forced_learn_names_a_switch_that_is_not_open_vswitch_with_the_setting_to_change(caplog, tmp_path,
+                                                                                           monkeypatch):
+    config = tmp_path / "mlroute.yaml"
+    config.write_text("te:\n  flow_copy: learn\n")
+    monkeypatch.setenv("MLROUTE_CONFIG", str(config))
+    lab = brand_x_lab()
     with caplog.at_level("ERROR", logger="mlroute"):
         lab.bring_up()
     problems = [r.getMessage() for r in caplog.records if "te.flow_copy" in r.getMessage()]
     assert len(problems) == 1 and "switch 1000 (Brand X / 9000)" in problems[0]
-    t = lab.trace("10.0.0.5", "10.0.0.16", ip_proto=6, tcp_src=40000, tcp_dst=80)
-    assert t.to_controller == [ref.hosts["10.0.0.5"].dpid]  # a new flow is copied up once, where learn works
-    for app in Lab.apps:
-        app.core.runner and app.core.runner.close()
-    Lab.apps.clear()
-
+    stop_apps()
 
 def test_a_recovered_pin_whose_flow_ends_before_its_first_poll_is_forgotten_and_its_hops_go(lab):
     pin_stride4(lab)

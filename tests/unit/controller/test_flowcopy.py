@@ -12,7 +12,7 @@ from tests.fakeswitch import PARSER, FakeSwitch
 from tests.oftable import trace
 from tests.unit.controller.test_ofmsg import install
 
-LEARN = NewFlowCopy(learn=True, hold_s=2)
+LEARN = NewFlowCopy(mode="learn", hold_s=2)
 
 
 def tcp(src, dst, sport, flags=TCP_SYN):
@@ -63,8 +63,33 @@ def test_the_learn_action_says_what_open_vswitch_must_learn():
 @pytest.mark.parametrize("poll, hold", [(2.0, 2), (2.5, 3), (0.5, 1)])
 def test_a_seen_mark_lasts_one_poll_period(poll, hold):
     copy = NewFlowCopy.from_config({"flow_copy": "learn", "poll_interval_s": poll})
-    assert copy.learn and copy.hold_s == hold
-    assert not NewFlowCopy.from_config({"flow_copy": "controller", "poll_interval_s": poll}).learn
+    assert copy.learns(1) and copy.hold_s == hold
+    assert not NewFlowCopy.from_config({"flow_copy": "controller", "poll_interval_s": poll}).learns(1)
+
+
+def test_auto_learns_on_the_switches_that_said_they_are_open_vswitch():
+    auto = NewFlowCopy.from_config({"flow_copy": "auto", "poll_interval_s": 2})
+    assert not auto.learns(1)  # not until it says what it is
+    ovs = auto.described(1, "Nicira, Inc.", "Open vSwitch").described(2, "Brand X", "9000")
+    assert ovs.learns(1) and not ovs.learns(2)
+    assert ovs.described(1, "Nicira, Inc.", "Open vSwitch") is ovs  # nothing new: the same policy
+    assert not ovs.described(1, "Brand X", "9000").learns(1)  # another device behind the same datapath id
+    assert LEARN.described(2, "Brand X", "9000") is LEARN  # forced modes never change
+
+
+def test_a_switch_described_mid_run_gets_its_copy_rules_replaced():
+    topo = topologies.fat_tree(4)
+    auto = NewFlowCopy(mode="auto")
+    src, dst = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.16"]
+    before = install(sync.desired_state(topo, None, {}, {}, stagger=True, idle_timeout=10, copy=auto))
+    assert trace(before, topo, src.dpid, src.port, tcp(src, dst, 40000)).to_controller == [src.dpid]
+    learning = auto.described(src.dpid, "Nicira, Inc.", "Open vSwitch")
+    after = install(sync.desired_state(topo, None, {}, {}, stagger=True, idle_timeout=10, copy=learning))
+    assert [r for r in after[src.dpid].flows.values() if r.table == TABLE_SEEN]
+    assert not [r for d, rules in after.items() if d != src.dpid for r in rules.flows.values() if r.table == TABLE_SEEN]
+    first = trace(after, topo, src.dpid, src.port, tcp(src, dst, 40000))
+    again = trace(after, topo, src.dpid, src.port, tcp(src, dst, 40000, flags=0x010))
+    assert first.to_controller == [src.dpid] and again.to_controller == []
 
 
 def test_a_learn_action_read_back_in_open_vswitchs_nxm_names_is_the_same_value():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from controller import sync
 from controller.accounting import Accounting
-from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
+from controller.flowcopy import CONTROLLER_COPY, MODES, NewFlowCopy
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
 from controller.jobs import HostPair
 from controller.plan_state import PlanState
@@ -18,7 +18,7 @@ from tests import topologies
 
 IDLE = 10
 OPS = ("fail_link", "restore_link", "drop_switch", "restore_switch", "new_flow", "flow_gone", "flow_moves",
-       "forget_host", "relearn_host", "move_host", "pin", "pin_pair", "unpin", "noop")
+       "forget_host", "relearn_host", "move_host", "pin", "pin_pair", "unpin", "describe_switch", "noop")
 
 
 class World:
@@ -93,6 +93,9 @@ class World:
             if path:
                 self.pinned = dict(self.pinned)
                 self.pinned[key if op == "pin" else HostPair(key.src_ip, key.dst_ip)] = path
+        elif op == "describe_switch":  # a switch says what it is: under te.flow_copy auto, its copy policy flips
+            dpid = rng.choice(sorted(self.topo.ports))
+            self.copy = self.copy.described(dpid, "Nicira, Inc.", "Open vSwitch" if rng.random() < 0.6 else "X")
         elif op == "unpin" and self.pinned:
             self.pinned = dict(self.pinned)
             del self.pinned[rng.choice(sorted(self.pinned, key=repr))]
@@ -118,7 +121,8 @@ def snapshot(desired):
 
 def check(world, state, flows=None):
     before = snapshot(state.desired)
-    dirty = state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, flows)
+    dirty = state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, flows,
+                         copy=world.copy)
     assert state.desired == world.reference()
     untouched = [d for d in state.desired if d not in dirty]
     assert all(before.get(d) == state.desired[d] for d in untouched), "a switch that changed was not reported"
@@ -137,9 +141,9 @@ FABRICS = {"fattree4": lambda: topologies.fat_tree(4), "leafspine": lambda: topo
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fabric=st.sampled_from(sorted(FABRICS)), seed=st.integers(0, 2 ** 32 - 1),
-       ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=30), learn=st.booleans())
-def test_incremental_state_equals_the_full_rebuild_after_random_events(fabric, seed, ops, learn):
-    copy = NewFlowCopy(learn=True, hold_s=2) if learn else CONTROLLER_COPY
+       ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=30), mode=st.sampled_from(MODES))
+def test_incremental_state_equals_the_full_rebuild_after_random_events(fabric, seed, ops, mode):
+    copy = NewFlowCopy(mode=mode, hold_s=2)
     world = World(FABRICS[fabric](), copy)
     rng = random.Random(seed)
     state = PlanState(stagger=True, idle_timeout=IDLE, copy=copy)
