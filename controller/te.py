@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -146,7 +147,10 @@ class TrafficEngineer:
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
-        r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal)
+        if _same_paths(new, current):  # the steady state: the optimiser kept what runs, so its report is known
+            r_new, proposed = r_current, deepcopy(before)
+        else:
+            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal)
         order = metric.compare(r_new, r_current, job_list, objective)
         if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
             LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
@@ -182,6 +186,12 @@ def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteK
     else:
         valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
+
+
+def _same_paths(a: Sequence[Sequence[int] | None], b: Sequence[Sequence[int] | None]) -> bool:
+    """Whether two routings put every flow on the same path (an unroutable flow: ``None`` in both)."""
+    return len(a) == len(b) and all(p is q or (p is not None and q is not None and tuple(p) == tuple(q))
+                                    for p, q in zip(a, b))
 
 
 def port_toward(graph: nx.Graph, a: int, b: int) -> int | None:

@@ -21,7 +21,24 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
 
     ``flows`` are :class:`~mlroute.routing.flow.Flow` objects (only ``src`` and ``dst`` are used: host
     identities).  Worked example: A->X, A->Y, B->Y, C->Y give [2/3, 1/3, 1/3, 1/3].
+
+    The last result is kept: the controller estimates the same elephants' demands again in the TE step's
+    report, and every poll period while they are unchanged. The estimate depends only on which flows share a
+    source or a destination (the dictionaries below), so equal (src, dst) sequences give equal results.
     """
+    global _LAST
+    key = (max_rounds, tuple([(f.src, f.dst) for f in flows]))
+    if _LAST is not None and _LAST[0] == key:
+        return _LAST[1].copy()
+    demand = _estimate(flows, max_rounds)
+    _LAST = (key, demand.copy())
+    return demand
+
+
+_LAST: tuple[tuple, np.ndarray] | None = None  # (key, demands) of the last estimate
+
+
+def _estimate(flows: Sequence, max_rounds: int) -> np.ndarray:
     n = len(flows)
     demand = [0.0] * n
     converged = [False] * n

@@ -10,7 +10,9 @@ Rates are in the same unit as the capacities (with the generators' unit capaciti
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -60,7 +62,48 @@ def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray,
 def water_fill_csr(flat: np.ndarray, owner: np.ndarray, lens: np.ndarray, capacities: np.ndarray,
                    demands: np.ndarray | None = None, *, events: bool = False) -> np.ndarray:
     """:func:`water_fill` of flows given as incidences: flow ``owner[j]`` crosses link ``flat[j]`` (grouped by
-    flow, in flow order), ``lens[i]`` links for flow i."""
+    flow, in flow order), ``lens[i]`` links for flow i.
+
+    Big instances are memoised by content (:data:`MEMO_MIN_INCIDENCES`): a TE decision fills the same routing
+    several times (the routing in force, the greedy's, the previous period's proposal), and the function is
+    deterministic, so a repeat returns a copy of the first result to the bit."""
+    if len(flat) < MEMO_MIN_INCIDENCES:
+        return _water_fill_csr(flat, owner, lens, capacities, demands, events)
+    key = _fill_key(flat, owner, lens, capacities, demands, events)
+    hit = _FILLS.get(key)
+    if hit is not None:
+        _FILLS.move_to_end(key)
+        return hit.copy()
+    rate = _water_fill_csr(flat, owner, lens, capacities, demands, events)
+    _FILLS[key] = rate.copy()
+    while len(_FILLS) > MEMO_SIZE:
+        _FILLS.popitem(last=False)
+    return rate
+
+
+#: water-fillings with at least this many incidences are memoised (smaller ones cost less than the key).
+MEMO_MIN_INCIDENCES = 20_000
+#: memoised water-fillings kept (least recently used dropped first).
+MEMO_SIZE = 8
+_FILLS: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+
+def _fill_key(flat, owner, lens, capacities, demands, events: bool) -> bytes:
+    """A digest of everything a water-filling reads (each array's dtype and length included)."""
+    h = hashlib.blake2b(digest_size=32)
+    h.update(f"{'e' if events else 'v'}{VECTOR_ROUNDS}".encode())  # which variant runs is part of the input
+    for arr in (flat, owner, lens, capacities, demands):
+        if arr is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(arr)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def _water_fill_csr(flat: np.ndarray, owner: np.ndarray, lens: np.ndarray, capacities: np.ndarray,
+                    demands: np.ndarray | None, events: bool) -> np.ndarray:
     n = len(lens)
     caps = np.asarray(capacities, dtype=float)
     dem = np.full(n, np.inf) if demands is None else np.asarray(demands, dtype=float).copy()

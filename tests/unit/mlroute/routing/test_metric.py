@@ -127,6 +127,39 @@ def test_event_driven_water_fill_agrees_on_many_levels(monkeypatch):
     assert np.allclose(slow, fast, rtol=1e-12)
 
 
+def test_big_water_fills_are_memoised_by_content(monkeypatch):
+    rng = np.random.default_rng(3)
+    links = [rng.integers(0, 500, size=3) for _ in range(metric.MEMO_MIN_INCIDENCES // 3 + 1)]
+    caps = rng.choice([1.0, 2.0], size=500)
+    dem = rng.choice([0.1, 0.5, np.inf], size=len(links))
+    fills = []
+    real = metric._water_fill_csr
+    monkeypatch.setattr(metric, "_water_fill_csr", lambda *a: fills.append(1) or real(*a))
+    monkeypatch.setattr(metric, "_FILLS", metric.OrderedDict())
+    first = water_fill(links, caps, dem)
+    first_bits = first.copy()
+    first[:] = -1.0  # a caller writing into its result does not reach the memo
+    again = water_fill([x.copy() for x in links], caps.copy(), dem.copy())
+    assert len(fills) == 1 and np.array_equal(again, first_bits)
+    other = water_fill(links, 2 * caps, dem)  # any other input is filled anew
+    assert len(fills) == 2 and not np.array_equal(other, first_bits)
+    monkeypatch.setattr(metric, "VECTOR_ROUNDS", 1)  # so is the same input on the other code path
+    assert np.array_equal(water_fill(links, caps, dem), first_bits) and len(fills) == 3
+    small = [np.array([0]), np.array([0, 1])]
+    water_fill(small, np.array([1.0, 1.0]))
+    water_fill(small, np.array([1.0, 1.0]))
+    assert len(fills) == 5  # below the threshold nothing is kept
+
+
+def test_demand_estimate_reuses_only_an_equal_input():
+    flows = [Flow("A", "X"), Flow("A", "Y"), Flow("B", "Y"), Flow("C", "Y")]
+    d = estimate_demands(flows)
+    d[:] = 0.0  # the caller's copy
+    assert estimate_demands(list(flows)).tolist() == pytest.approx([2 / 3, 1 / 3, 1 / 3, 1 / 3])
+    assert estimate_demands(flows[1:]).tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3])
+    assert estimate_demands([Flow("A", "X"), Flow("B", "Y")]).tolist() == [1.0, 1.0]
+
+
 def test_hedera_worked_example():
     flows = [Flow("A", "X"), Flow("A", "Y"), Flow("B", "Y"), Flow("C", "Y")]
     d = estimate_demands(flows)
