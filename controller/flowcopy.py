@@ -4,9 +4,10 @@ A new 5-tuple at a host port is copied to the controller (which then installs it
 on ECMP meanwhile. With a plain OpenFlow 1.3 copy-and-forward rule (``te.flow_copy: controller``) every packet
 of the flow goes up until the counting rule lands: a 100 KB TCP connection cost 5-30 packet-ins, because its
 first round trips overtake the controller. Open vSwitch can mark the flow as seen in the data plane instead
-(``te.flow_copy: learn``, the default): the host-port rule resubmits to table 2, where a miss *learns* an exact
-(in_port, 5-tuple) entry and copies the packet; the next packet of the flow meets the learned entry and is not
-copied.
+(``te.flow_copy: learn``; ``auto``, the default, does so on every switch whose OpenFlow description says Open
+vSwitch and copies with plain OpenFlow 1.3 elsewhere): the host-port rule resubmits to table 2, where a miss
+*learns* an exact (in_port, 5-tuple) entry and copies the packet; the next packet of the flow meets the
+learned entry and is not copied.
 
 TCP segments with SYN set have a copy rule of their own (same actions). A datapath flow caches its actions, the
 copy included, until Open vSwitch's revalidators notice the learned entry; without the split, the data segments
