@@ -174,23 +174,24 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
     fstart = starts.tolist()
     act_inc = active[owner]
     # link -> active incidences (flows)
-    order = np.argsort(flat[act_inc], kind="stable")
-    lk = flat[act_inc][order]
+    lk = flat[act_inc]
+    order = np.argsort(lk, kind="stable")
     fl = owner[act_inc][order]
-    cnt = np.bincount(lk, minlength=len(caps))
-    lstart = np.concatenate(([0], np.cumsum(cnt))).tolist()
+    counts = np.bincount(lk, minlength=len(caps))
+    lstart = np.concatenate(([0], np.cumsum(counts))).tolist()
     link_flows = fl.tolist()
-    cnt = cnt.astype(np.int64).tolist()
+    cnt = counts.tolist()
     cap = caps.tolist()
     fload = frozen_load.tolist()
     act = active.tolist()
     rt = rate.tolist()
     dm = dem.tolist()
-    heap = []
-    for link in np.flatnonzero(np.asarray(cnt) > 0).tolist():
-        heap.append((max(cap[link] - fload[link], 0.0) / cnt[link], link))
-    for i in np.flatnonzero(active & np.isfinite(dem)).tolist():
-        heap.append((dm[i], -1 - i))
+    # the first entries, built with numpy (the same IEEE operations, in the same order, as the loop's updates):
+    # the links in index order, then the flows with a finite demand
+    used = np.flatnonzero(counts > 0)
+    heap = list(zip((np.maximum(caps[used] - frozen_load[used], 0.0) / counts[used]).tolist(), used.tolist()))
+    capped = np.flatnonzero(active & np.isfinite(dem))
+    heap += zip(dem[capped].tolist(), (-1 - capped).tolist())
     heapq.heapify(heap)
     remaining = int(active.sum())
     pop, push = heapq.heappop, heapq.heappush

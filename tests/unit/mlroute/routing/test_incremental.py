@@ -61,6 +61,9 @@ def test_trials_equal_a_full_water_filling(fabric, n_flows, demands):
     prob, choice = _random_problem(rng, fabric, n_flows, demands)
     state = _walk(prob, choice, rng, 60)
     assert state.full_fills < 60  # the point: most trials re-fill only around the move
+    # the flows per link (built on first use) follow the committed moves
+    for link in range(len(state.caps) - 1):
+        assert state.members[link] == set(np.flatnonzero((state.rows == link).any(1)).tolist())
 
 
 @settings(max_examples=40, deadline=None)
