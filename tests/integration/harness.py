@@ -71,5 +71,7 @@ def wait_pinned_disjoint(ctl, base_port: int, n: int, timeout: float, avoid=()):
         paths = pinned_paths(ctl, base_port, n)
         return paths if paths and max(link_loads(paths).values()) == 1 and not banned & set(link_loads(paths)) \
             else None
-    paths = wait_until(good, timeout=5 * POLL_S, interval=0.5)
+    paths = wait_until(good, timeout=10 * POLL_S, interval=0.5)
+    if paths is None:  # say why in the test's output: the TE decisions of the run
+        print("\n".join(line for line in ctl.log().splitlines() if line.startswith("te:") or "optimiser" in line))
     return pinned_s, time.time() - started, paths
