@@ -218,7 +218,7 @@ def test_hover_hosts_and_the_token_gated_buttons_in_the_live_page(loaded_fabric,
     answer = f"{by_id('action-result')}.textContent"
     hosts = "document.querySelectorAll('g.host').length"
     try:
-        assert until("document.body.dataset.state === 'ready'")
+        assert until("document.body !== null && document.body.dataset.state === 'ready'")
         # hover over an elephant: its details in the tooltip, its row highlighted
         details = page.evaluate("""(() => {
             const p = document.querySelector('.elephant-path');
