@@ -61,9 +61,12 @@ def test_sigkill_for_10s_and_restart_under_pinned_elephants(fabric_factory):
     print(f"aggregate before the kill {reference:.1f} Mb/s; per second after: {[round(a, 1) for a in after]}; "
           f"re-pinned {repinned_s:.1f} s after the restart")
     # 1-second iperf3 intervals jitter by +-15 % on this shared 2-core VM with no fault at all (measured: 62-90
-    # Mb/s around a mean of 79), so "no outage" is judged on 3-second means, with a floor for every second;
-    # the old controller (tables wiped on reconnect) fell to 2-28 Mb/s for 11-13 s.
+    # Mb/s around a mean of 79), and alternate: bytes late for one interval land in the next (a clean-clone CI
+    # run: ..., 92.2, 54.1, 89.2, ... long after the re-pin). So "no outage" is judged on 3-second means, with a
+    # floor for every 2-second mean (a 1 s outage would take one to about half); the old controller (tables
+    # wiped on reconnect) fell to 2-28 Mb/s for 11-13 s.
     assert min(smooth) >= 0.9 * reference, (reference, after)
-    assert min(after) >= 0.7 * reference, (reference, after)
+    pairs = [(a + b) / 2 for a, b in zip(after, after[1:])]
+    assert min(pairs) >= 0.75 * reference, (reference, after)
     log = fab.controller.log()
     assert "recovered from the switches" in log and "Traceback" not in log
