@@ -29,12 +29,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.flowkey import PROTO_TCP, PROTO_UDP
+from controller.flowkey import L4_PREFIX, PROTO_TCP, PROTO_UDP
 from controller.rules import COOKIE_FLOW_MISS, ETH_IPV4, PRIO_SEEN_MISS, PRIO_SEEN_SYN, TABLE_SEEN, FlowRule, match
 
 FLOW_MISS_BYTES = 128  # headers are all the controller needs to learn a 5-tuple
 TCP_SYN = 0x002
 MODES = ("auto", "learn", "controller")
+
+
+def learned_fields(proto: int) -> tuple[tuple[str, int], ...]:
+    """(OXM field, bits) a seen entry copies from the packet that made it: its in_port and 5-tuple."""
+    l4 = L4_PREFIX[proto]
+    return (("in_port", 32), ("ipv4_src", 32), ("ipv4_dst", 32), (f"{l4}_src", 16), (f"{l4}_dst", 16))
 
 
 def is_open_vswitch(mfr_desc: str, hw_desc: str) -> bool:

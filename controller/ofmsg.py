@@ -17,6 +17,7 @@ from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as ofparser
 
 from controller import ofstats
+from controller.flowcopy import learned_fields
 from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
 from controller.monitor import FlowSample, MalformedStats, sample_from_stat
 from controller.packet_in import ArpReply, PacketIn
@@ -99,11 +100,10 @@ def instructions(parser, actions: tuple) -> list:
 def learn_seen(parser, proto: int, hold_s: int):
     """Open vSwitch's learn action marking a transport flow as seen (flowcopy.py): an exact (in_port, 5-tuple)
     entry in the seen table, no actions, gone after ``hold_s``."""
-    l4 = L4_PREFIX[proto]
-    same = (("in_port", 32), ("ipv4_src", 32), ("ipv4_dst", 32), (f"{l4}_src", 16), (f"{l4}_dst", 16))
     specs = [parser.NXFlowSpecMatch(src=ETH_IPV4, dst=("eth_type", 0), n_bits=16),
              parser.NXFlowSpecMatch(src=proto, dst=("ip_proto", 0), n_bits=8)]
-    specs += [parser.NXFlowSpecMatch(src=(name, 0), dst=(name, 0), n_bits=bits) for name, bits in same]
+    specs += [parser.NXFlowSpecMatch(src=(name, 0), dst=(name, 0), n_bits=bits)
+              for name, bits in learned_fields(proto)]
     return parser.NXActionLearn(table_id=TABLE_SEEN, specs=specs, hard_timeout=hold_s, priority=PRIO_SEEN,
                                 cookie=COOKIE_SEEN)
 

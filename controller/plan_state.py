@@ -284,6 +284,10 @@ class PlanState:
             actions = self._actions(s, ports)
             for m in matches:
                 self._set_forward(s, m, actions)
+        self._set_miss_rules(host)
+
+    def _set_miss_rules(self, host: Host) -> None:
+        """A host's own TE rules (guards, new-flow copies at its port) under the copy policy in force."""
         self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
                                                          self.idle_timeout, graph=self._graph, copy=self.copy))
 
@@ -293,8 +297,7 @@ class PlanState:
         old, self.copy = self.copy, copy
         changed = {h.dpid for h in self._hosts.values() if old.learns(h.dpid) != copy.learns(h.dpid)}
         for host in [h for h in self._hosts.values() if h.dpid in changed]:
-            self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
-                                                             self.idle_timeout, graph=self._graph, copy=copy))
+            self._set_miss_rules(host)
         for key, path in self._pinned.items():
             src = self._hosts.get(key.src_ip)
             if not isinstance(key, FlowKey) and src is not None and src.dpid in changed and key in pinned:

@@ -6,7 +6,7 @@ reports where copies were delivered, whether any copy looped, and whether any we
 
 from dataclasses import dataclass, field
 
-from controller.flowkey import L4_PREFIX
+from controller.flowcopy import learned_fields
 from controller.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
 
 
@@ -38,8 +38,7 @@ def lookup(rules, table, packet):
 
 def seen_entry(dpid, pkt, proto, hold_s):
     """The entry a ``learn_seen`` action learns from ``pkt`` (ofmsg.learn_seen's specs)."""
-    l4 = L4_PREFIX[proto]
-    fields = {name: pkt[name] for name in ("in_port", "ipv4_src", "ipv4_dst", f"{l4}_src", f"{l4}_dst")}
+    fields = {name: pkt[name] for name, _bits in learned_fields(proto)}
     return FlowRule(dpid, PRIO_SEEN, match(eth_type=ETH_IPV4, ip_proto=proto, **fields), (), table=TABLE_SEEN,
                     cookie=COOKIE_SEEN)
 

@@ -36,6 +36,16 @@ def stride_loss(net, stride: int) -> int:
                for i, h in enumerate(hosts))
 
 
+def no_loss_with_link_cut(net, a: str, b: str, stride: int, timeout: float = 20) -> bool:
+    """Cut the link between switches ``a`` and ``b``: does every host reach the host ``stride`` on without a
+    lost ping within ``timeout``? The link is restored either way."""
+    net.configLinkStatus(a, b, "down")
+    try:
+        return bool(wait_until(lambda: stride_loss(net, stride) == 0 or None, timeout=timeout, interval=0))
+    finally:
+        net.configLinkStatus(a, b, "up")
+
+
 def random_bijection(hosts: int, per_switch: int, n: int, seed: int) -> list[tuple[str, str]]:
     """``n`` distinct sources sending to ``n`` distinct destinations (Mininet names h1..), none to a host under
     its own access switch (``per_switch`` hosts each, numbered in order), from a seeded generator."""
@@ -69,8 +79,8 @@ def wait_pinned_disjoint(ctl, base_port: int, n: int, timeout: float, avoid=()):
 
     def good():
         paths = pinned_paths(ctl, base_port, n)
-        return paths if paths and max(link_loads(paths).values()) == 1 and not banned & set(link_loads(paths)) \
-            else None
+        loads = link_loads(paths or [])
+        return paths if paths and max(loads.values()) == 1 and not banned & set(loads) else None
     paths = wait_until(good, timeout=10 * POLL_S, interval=0.5)
     if paths is None:  # say why in the test's output: the TE decisions of the run
         print("\n".join(line for line in ctl.log().splitlines() if line.startswith("te:") or "optimiser" in line))
