@@ -3,6 +3,10 @@
 Per iteration: sleep ``compute_s`` (the compute phase), then 2(n-1) steps; in each step send ``bytes`` to the
 successor while receiving as much from the predecessor, and start the next step only when both are done (a
 ring all-reduce's data dependency). Prints one JSON line per iteration: {"rank", "iteration", "seconds"}.
+
+Before iteration 0 the ranks pass two tokens around the ring (NCCL's init barrier does the same job): the first
+proves every connection is up, the second starts them together. Without it a rank still starting up, or one
+whose first SYN was lost (Linux retries after 1 s), shows up as iteration 0 running slower than the rest.
 """
 
 from __future__ import annotations
@@ -30,6 +34,24 @@ def _recv(sock: socket.socket, n: int) -> None:
         if not data:
             raise ConnectionError("peer closed the ring connection")
         n -= len(data)
+
+
+def _barrier(rank: int, succ: socket.socket, pred: socket.socket) -> None:
+    """Two tokens around the ring, started by rank 0: after the first every connection exists, and each rank
+    starts on the second, within one ring traversal of the others."""
+    for token in (b"r", b"g"):
+        if rank == 0:
+            succ.sendall(token)
+            _expect(pred, token)
+        else:
+            _expect(pred, token)
+            succ.sendall(token)
+
+
+def _expect(sock: socket.socket, token: bytes) -> None:
+    data = sock.recv(1)
+    if data != token:
+        raise ConnectionError(f"ring barrier: expected {token!r} from the predecessor, got {data!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     pred, _ = server.accept()
     succ.settimeout(None)
     pred.settimeout(None)
+    _barrier(args.rank, succ, pred)
     buf = bytes(CHUNK)
     for it in range(args.iterations):
         time.sleep(args.compute_s)
