@@ -35,7 +35,7 @@ def test_no_rank_leaves_the_barrier_before_the_last_one_enters_it(late):
         t.join(10)
     assert sorted(left) == [0, 1, 2, 3]
     assert min(left.values()) >= max(entered.values())
-    for succ, pred in links:  # the tokens were consumed: the data stream starts clean
+    for _, pred in links:  # the tokens were consumed: the data stream starts clean
         pred.setblocking(False)
         with pytest.raises(BlockingIOError):
             pred.recv(1)
