@@ -2,7 +2,8 @@
 
 Per iteration: sleep ``compute_s`` (the compute phase), then 2(n-1) steps; in each step send ``bytes`` to the
 successor while receiving as much from the predecessor, and start the next step only when both are done (a
-ring all-reduce's data dependency). Prints one JSON line per iteration: {"rank", "iteration", "seconds"}.
+ring all-reduce's data dependency). Prints one JSON line per iteration: {"rank", "iteration", "seconds",
+"steps_s"} (the iteration's time, and each step's).
 
 Before iteration 0 the ranks pass two tokens around the ring (NCCL's init barrier does the same job): the first
 proves every connection is up, the second starts them together. Without it a rank still starting up, or one
@@ -87,12 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     for it in range(args.iterations):
         time.sleep(args.compute_s)
         start = time.monotonic()
+        marks = [start]
         for _ in range(2 * (n - 1)):
             sender = threading.Thread(target=_send, args=(succ, args.bytes, buf))
             sender.start()
             _recv(pred, args.bytes)
             sender.join()
-        print(json.dumps({"rank": args.rank, "iteration": it, "seconds": time.monotonic() - start}), flush=True)
+            marks.append(time.monotonic())
+        steps = [round(b - a, 4) for a, b in zip(marks, marks[1:])]
+        print(json.dumps({"rank": args.rank, "iteration": it, "seconds": marks[-1] - start, "steps_s": steps}),
+              flush=True)
     succ.close()
     pred.close()
     return 0

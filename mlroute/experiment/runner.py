@@ -214,7 +214,9 @@ def _run_allreduce(spec: ExperimentSpec, pattern: str, seed: int, net: Any) -> d
     ideal_s = 2 * (ar.size - 1) * ar.mb * 8 / spec.bw
     moved = 2 * (ar.size - 1) * ar.mb * 8 * ar.size * ar.rings  # Mb per iteration, all ring edges
     mean_steady = float(np.mean(steady)) if steady else float("nan")
-    return {"rings": rings, "allreduce_s": iterations, "per_ring_s": per_ring, "steady_allreduce_s": mean_steady,
+    steps = [[job.steps.get(j, {}).get(i, []) for i in range(len(r))] for j, r in enumerate(per_ring)]
+    return {"rings": rings, "allreduce_s": iterations, "per_ring_s": per_ring, "per_ring_steps_s": steps,
+            "steady_allreduce_s": mean_steady,
             "ideal_allreduce_s": ideal_s, "aggregate_mbps": moved / mean_steady if steady else 0.0,
             "flows": [{"src": ring[r], "dst": ring[(r + 1) % len(ring)],
                        "mbps": ar.mb * 8 / (mean_steady / (2 * (ar.size - 1))) if steady else 0.0}

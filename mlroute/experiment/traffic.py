@@ -101,9 +101,11 @@ class RingAllReduce:
                        "--iterations", str(iterations), "--compute-s", str(compute_s)]
                 self.procs.append((j, rank, net.get(host).popen(cmd)))
         self.timeout = 60 + iterations * (compute_s + 60)
+        self.steps: dict[int, dict[int, list[float]]] = {}  # ring -> iteration -> the slowest rank's step times
 
     def results(self) -> list[list[float]]:
-        """Per ring, per iteration: the iteration's all-reduce time (slowest rank), in seconds."""
+        """Per ring, per iteration: the iteration's all-reduce time (slowest rank), in seconds (that rank's step
+        times: ``steps``)."""
         per_ring: dict[int, dict[int, float]] = {j: {} for j in range(len(self.rings))}
         deadline = time.time() + self.timeout
         for j, _rank, proc in self.procs:
@@ -118,7 +120,9 @@ class RingAllReduce:
                 except ValueError:
                     continue
                 it = rec["iteration"]
-                per_ring[j][it] = max(per_ring[j].get(it, 0.0), rec["seconds"])
+                if rec["seconds"] >= per_ring[j].get(it, 0.0):
+                    per_ring[j][it] = rec["seconds"]
+                    self.steps.setdefault(j, {})[it] = rec.get("steps_s", [])
         return [[per_ring[j][i] for i in sorted(per_ring[j])] for j in sorted(per_ring)]
 
     def stop(self) -> None:
