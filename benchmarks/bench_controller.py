@@ -34,7 +34,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller import config as mlconfig  # noqa: E402
-from controller import sync  # noqa: E402
+from controller import sync, te  # noqa: E402
 from controller.core import ControllerCore  # noqa: E402
 from controller.flowkey import PROTO_TCP, FlowKey  # noqa: E402
 from controller.monitor import FlowState  # noqa: E402
@@ -215,7 +215,7 @@ def bench_te(name, core, topo, n, rows):
     where = {h.ip: h for h in hosts}
     core.monitor.flows.clear()
     core.te.pinned.clear()
-    core.te.last = None
+    core.te.last = core.te.settled = None
     for key in elephant_keys(hosts, n):
         src = where[key.src_ip]
         core.monitor.flows[key] = FlowState(key, src.dpid, 10 ** 6, 10.0, rate_bps=8e5, streak=3, elephant=True,
@@ -224,6 +224,12 @@ def bench_te(name, core, topo, n, rows):
     rows.append((name, f"TE decision, {n} elephants, 1st period", t, len(result.moved)))
     t, result = cpu(core.te_step)
     rows.append((name, f"TE decision, {n} elephants, 2nd period", t, len(result.moved)))
+    for period in ("3rd", "4th"):  # on until a period has nothing to search (a settled decision)
+        t, result = cpu(core.te_step)
+        label = "settled, not searched" if result.reason == te.SETTLED else "searched"
+        rows.append((name, f"TE decision, {n} elephants, {period} ({label})", t, len(result.moved)))
+        if result.reason == te.SETTLED:
+            break
     t, steps = cpu(core.sync)
     rows.append((name, f"  resync installing {len(core.te.pinned)} pins", t, changes(steps)))
     link = fabric_link(topo)

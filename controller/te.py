@@ -14,6 +14,9 @@ merges ``te_rules`` into the switches' desired state. Design choices, and why:
   better; ties keep the installed routing, so nothing flaps.
 * Declared jobs' sends (controller.jobs.HostPair) are routed like elephants before their first packet; a
   transport flow of a pinned pair follows the pair's path, so it takes the pair's place without moving.
+* A settled decision is not re-run: when the optimiser searched to the end and found nothing better than the
+  routing in force, the next period with the same inputs (fabric, elephants, demands, jobs) and the same pins
+  gets the same answer without the search (at 10k elephants that search is 0.5-2 s of CPU every period).
 * An elephant's route is fixed by exact 5-tuple rules on its upward hops only: the ingress rule's action picks
   the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
 """
@@ -24,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
 import networkx as nx
@@ -95,6 +98,20 @@ class TEResult:
     reason: str = ""
 
 
+KEPT = "no improvement: routing kept"
+SETTLED = "inputs unchanged since a decision that found nothing better: routing kept"
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A decision the optimiser searched to the end without finding anything better than the routing in force:
+    what it was taken on (``inputs``, the pins in force) and its result, handed to the next period."""
+
+    inputs: tuple
+    pinned: dict
+    result: TEResult
+
+
 class TrafficEngineer:
     def __init__(self, mode: str = "mlroute", objective: str = "flow", hysteresis: bool = True, seed: int = 0,
                  clock: Callable[[], float] = time.perf_counter, time_limit: float | None = None) -> None:
@@ -106,6 +123,7 @@ class TrafficEngineer:
         self.clock = clock
         self.pinned: dict[RouteKey, Path] = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
         self.last: TEResult | None = None  # last TEResult
+        self.settled: Settled | None = None  # the last decision that changed nothing after a complete search
 
     def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
              jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None) -> TEResult:
@@ -123,10 +141,18 @@ class TrafficEngineer:
                  if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
         keys = cast("list[RouteKey]", [f.key for f in flows])
         if not flows:
-            self.pinned = {}
+            self.pinned, self.settled = {}, None
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
         assert fabric is not None  # flows are only taken on a known fabric
+        inputs = (fabric.identity, tuple(keys), tuple(f.demand for f in flows), tuple(sorted(jobs.items())),
+                  tuple(sorted(weights.items())), self.mode, self.objective, self.hysteresis, self.seed,
+                  self.time_limit)
+        settled, self.settled = self.settled, None
+        if settled is not None and settled.inputs == inputs and settled.pinned == self.pinned:
+            self.settled = settled
+            self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
+            return self.last
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
         ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed).paths
         current, valid = paths_in_force(fabric, flows, self.pinned, ecmp, problem)
@@ -158,9 +184,13 @@ class TrafficEngineer:
                      before["min_rate"], proposed["min_rate"])
             self.last = TEResult(False, [], before, before, runtime, len(flows),
                                  "worse than the routing in force: kept")
+            if routing.info.get("search_complete"):
+                self.settled = Settled(inputs, dict(self.pinned), self.last)
             return self.last
         if not must and self.hysteresis and order == 0:
-            self.last = TEResult(False, [], before, before, runtime, len(flows), "no improvement: routing kept")
+            self.last = TEResult(False, [], before, before, runtime, len(flows), KEPT)
+            if routing.info.get("search_complete"):
+                self.settled = Settled(inputs, dict(self.pinned), self.last)
             return self.last
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
         moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]

@@ -23,6 +23,7 @@ host h sits under edge switch h // (k/2) (``fabric.leaves`` is in that order).
 
 from __future__ import annotations
 
+import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -237,6 +238,7 @@ class Fabric:
         self.failed_nodes: set = set()
         self.failed_links: set = set()
         self._version = 0
+        self._uid = uuid.uuid4().hex  # survives pickling: a worker process's copy is the same fabric
         self._invalidate()
 
     # ------------------------------------------------------------------ generators
@@ -362,6 +364,12 @@ class Fabric:
         if down is None:
             down = self._register_nic(flow.dst, d)
         return up, down + 1
+
+    @property
+    def identity(self) -> tuple[str, int]:
+        """Equal for this fabric and its pickled copies until a switch or link of it fails or is restored;
+        another fabric never has it (a decision taken on it can be known to be on the same fabric)."""
+        return self._uid, self._version
 
     # ------------------------------------------------------------------ failures
     def _invalidate(self):

@@ -146,3 +146,51 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
                           env={**os.environ, "PYTHONPATH": root})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["ok", "16"]
+
+
+def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search(runner):
+    r, _ = runner
+    fabric, elephants = setting()
+    engineer = te.TrafficEngineer("mlroute")
+    reasons = []
+    for _ in range(3):
+        assert r.submit(engineer, fabric, elephants)
+        outcome = r.wait(WARM_S)
+        assert OptimiserRunner.apply(engineer, outcome)
+        reasons.append(outcome.result.reason)
+    assert reasons == ["new or broken paths", te.KEPT, te.SETTLED] and engineer.settled is not None
+
+
+def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner):
+    r, _ = runner
+    fabric, elephants = setting()
+    engineer = te.TrafficEngineer("mlroute")
+
+    def decide(fab):
+        assert r.submit(engineer, fab, elephants)
+        outcome = r.wait(WARM_S)
+        assert outcome.status == DONE, outcome.error
+        OptimiserRunner.apply(engineer, outcome)
+        return outcome.result
+
+    first = decide(fabric)
+    assert decide(fabric).reason == te.KEPT and r.fabrics_sent == 1  # the worker's copy was used
+    other, _ = setting()  # the same topology learned again: another fabric
+    assert decide(other).reason == te.KEPT and r.fabrics_sent == 2
+    r.close()
+    r.start()
+    assert r.wait_ready(WARM_S)
+    assert decide(other).reason == te.SETTLED and r.fabrics_sent == 3  # a fresh worker holds nothing
+    assert first.applied and len(engineer.pinned) == 16
+
+
+def test_a_worker_told_to_reuse_a_fabric_it_lacks_fails_the_decision_and_gets_it_next_time(runner):
+    r, _ = runner
+    fabric, elephants = setting()
+    engineer = te.TrafficEngineer("mlroute")
+    r._held = fabric.identity  # as if it had been sent: the worker has never seen it
+    assert r.submit(engineer, fabric, elephants)
+    outcome = r.wait(WARM_S)
+    assert outcome.status == FAILED and "does not hold the fabric" in outcome.error
+    assert r.submit(engineer, fabric, elephants)
+    assert r.wait(WARM_S).status == DONE and r.fabrics_sent == 1

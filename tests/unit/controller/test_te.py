@@ -258,3 +258,58 @@ def test_job_weights_reach_the_job_objective():
     flows = [Flow(k.src_ip, k.dst_ip, job=jobs[k.src_ip], weight={"a": 2.0}.get(jobs[k.src_ip], 1.0))
              for k in keys]
     assert metric.job_labels(flows)[0] == metric.WeightedJob("a", 2.0) and metric.job_labels(flows)[4] == "b"
+
+
+def settle(fabric, keys, **kw):
+    """An engineer two periods into ``keys``: applied, then an equal routing kept after a complete search."""
+    engineer = te.TrafficEngineer("mlroute", **kw)
+    engineer.step(fabric, [(k, None) for k in keys])
+    kept = engineer.step(fabric, [(k, None) for k in keys])
+    return engineer, kept
+
+
+def test_a_settled_decision_is_not_searched_again_on_the_same_inputs():
+    _, _, fabric = setup()
+    keys = stride4_keys()
+    engineer, kept = settle(fabric, keys)
+    assert kept.reason == te.KEPT and kept.runtime_s > 0 and engineer.settled is not None
+    pins = dict(engineer.pinned)
+    again = engineer.step(fabric, [(k, None) for k in keys])
+    assert again.reason == te.SETTLED and not again.applied and again.runtime_s == 0.0
+    assert again.before == kept.before and again.after == kept.after and engineer.pinned == pins
+    assert engineer.step(fabric, [(k, None) for k in keys]).reason == te.SETTLED  # and it stays settled
+
+
+def test_any_changed_input_is_searched_again():
+    topo, tiers, fabric = setup()
+    keys = stride4_keys()
+    changes = {
+        "an elephant more": lambda e: e.step(fabric, [(k, None) for k in keys] +
+                                             [(FlowKey("10.0.0.9", "10.0.0.2", 6, 41000, 5201), None)]),
+        "a demand": lambda e: e.step(fabric, [(k, 0.5 if i == 0 else None) for i, k in enumerate(keys)]),
+        "the jobs": lambda e: e.step(fabric, [(k, None) for k in keys], jobs={keys[0].src_ip: "a"}),
+        "another fabric": lambda e: e.step(te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS),
+                                           [(k, None) for k in keys]),
+        "a pin": lambda e: (e.pinned.pop(keys[0]), e.step(fabric, [(k, None) for k in keys]))[1],
+    }
+    for what, change in changes.items():
+        engineer, _ = settle(fabric, keys)
+        result = change(engineer)
+        assert result.reason != te.SETTLED and result.runtime_s > 0, what
+
+
+def test_a_failed_link_changes_the_fabric_so_the_decision_is_searched_again():
+    _, _, fabric = setup()
+    keys = stride4_keys()
+    engineer, _ = settle(fabric, keys)
+    a, b = engineer.pinned[keys[0]][:2]
+    fabric.fail_link(a, b)
+    result = engineer.step(fabric, [(k, None) for k in keys])
+    assert result.applied and result.reason == "new or broken paths" and keys[0] in result.moved
+
+
+def test_a_search_cut_short_by_its_time_limit_settles_nothing():
+    _, _, fabric = setup()
+    engineer, kept = settle(fabric, stride4_keys(), time_limit=0.0)
+    assert kept.reason == te.KEPT and engineer.settled is None
+    assert engineer.step(fabric, [(k, None) for k in stride4_keys()]).reason == te.KEPT

@@ -149,3 +149,13 @@ def test_fattree_candidate_paths_match_brute_force(inst):
         for p in paths:
             assert all(fab.is_live_link(p[i], p[i + 1]) for i in range(len(p) - 1))
             assert fab.is_valid_path(f, p)
+
+
+def test_the_identity_survives_pickling_and_changes_with_a_failure():
+    import pickle
+
+    fab = Fabric.fattree(4)
+    copy = pickle.loads(pickle.dumps(fab))
+    assert copy.identity == fab.identity != Fabric.fattree(4).identity
+    fab.fail_link("edge0_0", "agg0_0")
+    assert fab.identity != copy.identity

@@ -35,3 +35,11 @@ def test_a_learned_fabric_with_a_failure_or_not_a_fattree_is_not_coloured_but_ro
     assert all(p is not None for p in optimise("mlroute", learned, flows).paths)
     clos = Fabric.clos(4, 2, 2)
     assert fattree_structure(Fabric.from_graph(clos.graph, {})) is None
+
+
+def test_the_routing_says_whether_its_search_ran_to_the_end():
+    fab = Fabric.clos(8, 4, 4)
+    rng = np.random.default_rng(3)
+    flows = [Flow(int(a), int(b)) for a, b in zip(rng.integers(0, 32, 200), rng.integers(0, 32, 200)) if a != b]
+    assert optimise("mlroute", fab, flows, time_limit=60).info["search_complete"] is True
+    assert optimise("mlroute", fab, flows, time_limit=0.0).info["search_complete"] is False
