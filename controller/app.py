@@ -19,10 +19,10 @@ from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISP
 from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 from ryu.topology import event as topo_event
-from ryu.topology import switches  # noqa: F401  (registers --observe-links; required app below)
+from ryu.topology import switches  # registers --observe-links; required app below
 
 from controller import config as mlconfig
-from controller import ofmsg
+from controller import lldp_loop, ofmsg
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
@@ -35,6 +35,7 @@ LOG = logging.getLogger("mlroute")
 CONF = cfg.CONF
 
 CONFIG = mlconfig.load_or_exit()  # a bad file: one line naming file:line:key, exit status 2
+lldp_loop.install(switches.Switches, hub.sleep)  # a port that comes up gets its LLDP at once (lldp_loop.py)
 
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.

@@ -1,0 +1,116 @@
+"""The LLDP send loop: a port that comes up mid-batch gets its frame next, not after the batch (Ryu's loop
+sent it after every other due port: 32 s on a k=8 fat-tree's 640 ports)."""
+
+from ryu.topology import switches as ryu_switches
+
+from controller import lldp_loop
+
+
+class Data:
+    def __init__(self, timestamp):
+        self.timestamp = timestamp
+
+
+class Event:
+    def __init__(self):
+        self.flag = False
+
+    def is_set(self):
+        return self.flag
+
+    def set(self):
+        self.flag = True
+
+    def clear(self):
+        self.flag = False
+
+    def wait(self, timeout=None):
+        pass
+
+
+class FakeSwitches:
+    """What the loop reads off Ryu's Switches app: ports in send order, the event, the constants."""
+
+    LLDP_SEND_PERIOD_PER_PORT = 0.9
+    LLDP_SEND_GUARD = 0.05
+
+    def __init__(self, n, clock):
+        self.clock = clock
+        self.order = [f"p{i}" for i in range(n)]
+        self.data = {p: Data(-10.0) for p in self.order}  # all due
+        self.lldp_event = Event()
+        self.is_active = True
+        self.sent = []
+
+    class _Ports:
+        def __init__(self, owner):
+            self.owner = owner
+
+        def items(self):
+            return [(p, self.owner.data[p]) for p in list(self.owner.order)]
+
+    @property
+    def ports(self):
+        return self._Ports(self)
+
+    def send_lldp_packet(self, port):  # as Ryu's: stamp the port and move it to the back
+        self.sent.append(port)
+        self.data[port].timestamp = self.clock[0]
+        self.order.remove(port)
+        self.order.append(port)
+
+    def port_up(self, port):  # as Ryu's port-status handler: no timestamp, to the front, wake the loop
+        self.data[port].timestamp = None
+        self.order.remove(port)
+        self.order.insert(0, port)
+        self.lldp_event.set()
+
+
+def run(loop, n=100, up_after=5, up="p3"):
+    clock = [0.0]
+    sw = FakeSwitches(n, clock)
+
+    def sleep(s):
+        clock[0] += s
+        if len(sw.sent) == up_after:
+            sw.port_up(up)
+        if len(sw.sent) >= 2 * n:
+            sw.is_active = False
+
+    loop(sw, sleep, lambda: clock[0])
+    return sw.sent
+
+
+def test_a_port_that_comes_up_mid_batch_is_sent_next():
+    sent = run(lldp_loop.lldp_loop)
+    assert sent[:5] == ["p0", "p1", "p2", "p3", "p4"]
+    assert sent[5] == "p3"  # the port that came up, before p5..p99 of the batch
+    assert sent[6:101] == [f"p{i}" for i in range(5, 100)]  # then the batch goes on where it stopped
+
+
+def test_ryus_own_loop_sends_it_only_after_the_batch(monkeypatch):
+    own = vars(ryu_switches.Switches)
+    original = own.get("ryu_lldp_loop", own["lldp_loop"])  # Ryu's own, also once app.py has installed ours
+
+    def ryus(sw, sleep, clock):
+        monkeypatch.setattr(ryu_switches.hub, "sleep", sleep)
+        monkeypatch.setattr(ryu_switches.time, "time", clock)
+        original(sw)
+
+    sent = run(ryus)
+    assert sent.index("p3", 4) == 100  # what the change is for: after all 100 due ports
+
+
+def test_install_replaces_the_loop_of_the_class():
+    class Cls:
+        def lldp_loop(self):
+            raise AssertionError("the replaced loop ran")
+
+    lldp_loop.install(Cls, lambda s: None)
+    lldp_loop.install(Cls, lambda s: None)  # twice (app.py imported again): the original is still Ryu's
+    assert vars(Cls)["ryu_lldp_loop"].__name__ == "lldp_loop" and vars(Cls)["lldp_loop"].__name__ == "<lambda>"
+    sw = FakeSwitches(3, [0.0])
+    sw.is_active = False
+    Cls.lldp_loop(sw)  # runs the module's loop (inactive: returns at once)
+    assert sw.sent == []
+
