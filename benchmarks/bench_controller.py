@@ -239,6 +239,9 @@ def bench_te(name, core, topo, n, rows):
     t, steps = cpu(core.sync)  # the pins through the link are moved by the TE step the resync runs
     rows.append((name, f"  link failure under {len(core.te.pinned)} pins", t, changes(steps)))
     rows.append((name, "    of which the TE decision it triggers", spent[0], None))
+    last = core.te.last
+    rows.append((name, f"    elephants it moved (of {last.elephants if last else 0})", 0.0,
+                 len(last.moved) if last else 0))
     del core.te_step  # back to the class's method
     core.port_changed(link.src, link.src_port, True)
     core.port_changed(link.dst, link.dst_port, True)
