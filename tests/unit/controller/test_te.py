@@ -260,9 +260,11 @@ def test_job_weights_reach_the_job_objective():
     assert metric.job_labels(flows)[0] == metric.WeightedJob("a", 2.0) and metric.job_labels(flows)[4] == "b"
 
 
-def settle(fabric, keys, **kw):
-    """An engineer two periods into ``keys``: applied, then an equal routing kept after a complete search."""
-    engineer = te.TrafficEngineer("mlroute", **kw)
+def settle(fabric, keys, time_limit=60.0):
+    """An engineer two periods into ``keys``: applied, then an equal routing kept after a complete search (a
+    generous budget: the optimiser's own is twice its construction time, 20 ms here, which a loaded machine
+    can overrun)."""
+    engineer = te.TrafficEngineer("mlroute", time_limit=time_limit)
     engineer.step(fabric, [(k, None) for k in keys])
     kept = engineer.step(fabric, [(k, None) for k in keys])
     return engineer, kept
