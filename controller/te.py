@@ -179,34 +179,28 @@ class TrafficEngineer:
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
         must = not all(valid)  # unpinned newcomers or paths through failed elements
-        if _same_paths(new, current):  # the steady state: the optimiser kept what runs, so its report is known
+        same = _same_paths(new, current)
+        if same:  # the steady state: the optimiser kept what runs, so its report is known
             r_new, proposed = r_current, deepcopy(before)
         else:
             r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal)
-        if must and any(valid) and not _same_paths(new, current):
+        order = metric.compare(r_new, r_current, job_list, objective)
+        if must and any(valid) and not same:
             # pins broke or newcomers came: the pins that still hold, with only the others placed, unless the
             # optimiser's routing is materially better (churn: one failed link made it move 97 % of 10k pins)
             fixed = repair(problem, current, valid)
             r_fix, repaired = metric.assess(fabric, flows, fixed, objective, ideal=ideal)
-            if metric.compare(r_fix, r_current, job_list, objective) >= 0 and (
-                    metric.compare(r_new, r_current, job_list, objective) < 0
-                    or not _materially_better(proposed, repaired)):
-                new, r_new, proposed = fixed, r_fix, repaired
-        order = metric.compare(r_new, r_current, job_list, objective)
+            order_fix = metric.compare(r_fix, r_current, job_list, objective)
+            if order_fix >= 0 and (order < 0 or not _materially_better(proposed, repaired)):
+                new, r_new, proposed, order = fixed, r_fix, repaired, order_fix
         if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
             LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
                      "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
                      before["min_rate"], proposed["min_rate"])
-            self.last = TEResult(False, [], before, before, runtime, len(flows),
-                                 "worse than the routing in force: kept")
-            if routing.info.get("search_complete"):
-                self.settled = Settled(inputs, dict(self.pinned), self.last)
-            return self.last
+            return self._kept(TEResult(False, [], before, before, runtime, len(flows),
+                                       "worse than the routing in force: kept"), inputs, routing.info)
         if not must and self.hysteresis and order == 0:
-            self.last = TEResult(False, [], before, before, runtime, len(flows), KEPT)
-            if routing.info.get("search_complete"):
-                self.settled = Settled(inputs, dict(self.pinned), self.last)
-            return self.last
+            return self._kept(TEResult(False, [], before, before, runtime, len(flows), KEPT), inputs, routing.info)
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
         moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
         self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
@@ -214,6 +208,14 @@ class TrafficEngineer:
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
         return self.last
+
+
+    def _kept(self, result: TEResult, inputs: tuple, info: Mapping[str, Any]) -> TEResult:
+        """The routing in force stays: the result, remembered as settled when the search ran to its end."""
+        self.last = result
+        if info.get("search_complete"):
+            self.settled = Settled(inputs, dict(self.pinned), result)
+        return result
 
 
 def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],

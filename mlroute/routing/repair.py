@@ -30,7 +30,7 @@ def repair_choice(prob: Problem, choice: np.ndarray, keep: np.ndarray) -> np.nda
     todo = (kept < 0) & (prob.n_opts > 0)
     order = group_order(prob)
     placed, _ = greedy_choice(prob, order[todo[order]], loads)
-    return np.where(todo, placed, np.where(prob.n_opts > 0, kept, -1))
+    return np.where(todo, placed, kept)  # a flow left as it was is kept, or unroutable (-1 already)
 
 
 def repair(prob: Problem, paths: Sequence, keep: Sequence[bool]) -> list:
