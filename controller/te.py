@@ -174,7 +174,10 @@ class TrafficEngineer:
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
             return self.last
         t0 = self.clock()
-        routing = run_optimiser(self.mode, fabric, problem, seed=self.seed, objective=objective, previous=current,
+        # the optimiser keeps flows on the paths known to carry them (valid pins); ECMP's estimate is no such
+        # path (the switch's hash is not the routing core's), so newcomers are placed freely
+        previous = [c if ok else None for c, ok in zip(current, valid)] if any(valid) else None
+        routing = run_optimiser(self.mode, fabric, problem, seed=self.seed, objective=objective, previous=previous,
                                 time_limit=self.time_limit)
         runtime = self.clock() - t0
         new = [p if p is not None else c for p, c in zip(routing.paths, current)]
@@ -182,8 +185,9 @@ class TrafficEngineer:
         same = _same_paths(new, current)
         if same:  # the steady state: the optimiser kept what runs, so its report is known
             r_new, proposed = r_current, deepcopy(before)
-        else:
-            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal)
+        else:  # the optimiser's own rates when it routed every flow (else some flows keep their current path)
+            known = routing.rates if all(p is not None for p in routing.paths) else None
+            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal, rates=known)
         order = metric.compare(r_new, r_current, job_list, objective)
         if must and any(valid) and not same:
             # pins broke or newcomers came: the pins that still hold, with only the others placed, unless the

@@ -315,11 +315,12 @@ def _rates(fabric, flows, paths, links, use_demands: bool = True) -> np.ndarray:
     return r
 
 
-def assess(fabric, flows, paths, objective: str = "flow", *, ideal: np.ndarray | None = None
-           ) -> tuple[np.ndarray, dict]:
-    """(:func:`rates`, :func:`report`) of one routing, its links looked up once (the TE step needs both)."""
+def assess(fabric, flows, paths, objective: str = "flow", *, ideal: np.ndarray | None = None,
+           rates: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """(:func:`rates`, :func:`report`) of one routing, its links looked up once (the TE step needs both);
+    ``rates``, when the caller has them (an optimiser's ``Routing.rates``), are not water-filled again."""
     links = _routing_csr(fabric, flows, paths)
-    r = _rates(fabric, flows, paths, links)
+    r = _rates(fabric, flows, paths, links) if rates is None else np.asarray(rates, dtype=float)
     return r, _report(fabric, flows, paths, links, None, objective, r, ideal)
 
 

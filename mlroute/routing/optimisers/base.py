@@ -17,12 +17,15 @@ class Routing:
     """One path per flow, in input order (``None`` = no live path exists), plus optimiser info.
 
     ``info`` always holds ``algo`` and ``objective``; optimisers add their own keys (``proved_optimal`` and
-    ``lower_bound`` for ``ilp``, ``lower_bound`` = ceil(Delta/S) for 2-tier fabrics, ...).
+    ``lower_bound`` for ``ilp``, ``lower_bound`` = ceil(Delta/S) for 2-tier fabrics, ...). ``rates``: the
+    routing's max-min fair rates (:meth:`Problem.rates`, up to float noise), where the optimiser computed them
+    anyway (a caller that reports on the routing need not water-fill it again), else None.
     """
 
     paths: list
     info: dict = field(default_factory=dict)
     choice: np.ndarray | None = field(default=None, repr=False)
+    rates: np.ndarray | None = field(default=None, repr=False)
 
     def changed(self, previous: Sequence | None) -> list[int]:
         """Indices of flows whose path differs from ``previous`` (what a controller must push)."""
@@ -224,9 +227,10 @@ class Problem:
         ld = self.loads(choice)
         return int(ld.max()) if len(ld) else 0
 
-    def routing(self, choice, algo: str, objective: str = "flow", **info) -> Routing:
+    def routing(self, choice, algo: str, objective: str = "flow", *, rates: np.ndarray | None = None,
+                **info) -> Routing:
         info = {"algo": algo, "objective": objective, **info}
-        return Routing(self.paths(choice), info, np.asarray(choice))
+        return Routing(self.paths(choice), info, np.asarray(choice), rates)
 
     # ------------------------------------------------------------------ bounds
     def degree_bound(self) -> int | None:

@@ -987,15 +987,15 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         choice, r_new, loads = _keep_previous(prob, choice, r_new, loads, prev, jobs, objective)
         lap("stabilise")
     if not np.array_equal(choice, g_choice):
-        if compare(r_new, prob.rates(g_choice), jobs, objective) < 0:
-            choice = g_choice
-            loads = g_loads
+        r_greedy = prob.rates(g_choice)
+        if compare(r_new, r_greedy, jobs, objective) < 0:
+            choice, r_new, loads = g_choice, r_greedy, g_loads
             info["kept_greedy"] = True
         lap("verify")
     info["max_link_load"] = int(loads.max()) if len(loads) else 0
     info["search_complete"] = time.perf_counter() < deadline  # every phase ended on its own, none was cut short
     info["timing_ms"] = lap.timing
-    return prob.routing(choice, "mlroute", objective, **info)
+    return prob.routing(choice, "mlroute", objective, rates=r_new, **info)
 
 
 def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.ndarray | None, info: dict,

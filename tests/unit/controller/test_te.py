@@ -315,3 +315,44 @@ def test_a_search_cut_short_by_its_time_limit_settles_nothing():
     engineer, kept = settle(fabric, stride4_keys(), time_limit=0.0)
     assert kept.reason == te.KEPT and engineer.settled is None
     assert engineer.step(fabric, [(k, None) for k in stride4_keys()]).reason == te.KEPT
+
+
+def test_the_optimiser_keeps_only_paths_known_to_carry_traffic(monkeypatch):
+    """ECMP's estimate (the routing core's hash, not the switch's) is no known path: a first decision hands the
+    optimiser no previous routing, a later one the valid pins and nothing for the newcomers."""
+    _, _, fabric = setup()
+    handed = []
+
+    def spy(name, *args, **kwargs):
+        if name != "ecmp":
+            handed.append(kwargs.get("previous"))
+        return run_optimiser(name, *args, **kwargs)
+
+    run_optimiser = te.run_optimiser
+    monkeypatch.setattr(te, "run_optimiser", spy)
+    engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
+    keys = stride4_keys()
+    engineer.step(fabric, [(k, None) for k in keys[:6]])
+    assert handed == [None]
+    pins = dict(engineer.pinned)
+    result = engineer.step(fabric, [(k, None) for k in keys])
+    assert handed[1] == [pins[k] for k in keys[:6]] + [None, None]
+    assert set(engineer.pinned) == set(keys) and set(keys[6:]) <= set(result.moved)
+
+
+def test_the_report_of_a_new_routing_is_the_metric_of_its_paths():
+    """The optimiser's own rates stand in for a water-filling of the proposal: the report is the same."""
+    topo, tiers, fabric = setup(topologies.fat_tree(6))
+    rng = random.Random(4)
+    hosts = sorted(topo.hosts)
+    keys = [FlowKey(a, b, 6, 40000 + i, 5201) for i, (a, b) in
+            enumerate(rng.sample(list(itertools.permutations(hosts, 2)), 150))]
+    engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
+    result = engineer.step(fabric, [(k, None) for k in keys])
+    assert result.applied
+    flows = [Flow(k.src_ip, k.dst_ip) for k in keys]
+    expected = metric.report(fabric, flows, [engineer.pinned[k] for k in keys])
+    for name in ("max_link_load", "links_at_max", "flows_sharing", "unroutable"):
+        assert result.after[name] == expected[name], name
+    for name in ("min_rate", "median_rate", "sum_rate", "fraction_of_ideal"):
+        assert abs(result.after[name] - expected[name]) <= 1e-9 * max(abs(expected[name]), 1.0), name

@@ -2,12 +2,17 @@
 
 import networkx as nx
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import optimise
 from mlroute.routing.optimisers.mlroute import fattree_structure
+from mlroute.tolerances import ABS_TOL, REL_TOL
+
+from .strategies import clos_instance, fattree_instance
 
 
 def learned_fattree(k=4, seed=7):
@@ -43,3 +48,31 @@ def test_the_routing_says_whether_its_search_ran_to_the_end():
     flows = [Flow(int(a), int(b)) for a, b in zip(rng.integers(0, 32, 200), rng.integers(0, 32, 200)) if a != b]
     assert optimise("mlroute", fab, flows, time_limit=60).info["search_complete"] is True
     assert optimise("mlroute", fab, flows, time_limit=0.0).info["search_complete"] is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(clos_instance(failed_links=True, demands=True, jobs=True), fattree_instance(demands=True),
+                 fattree_instance(jobs=True)), st.sampled_from(["flow", "job"]), st.booleans())
+def test_the_rates_the_routing_carries_are_its_max_min_fair_rates(instance, objective, with_previous):
+    fab, flows = instance
+    if objective == "job" and not any(f.job for f in flows):
+        objective = "flow"
+    previous = optimise("ecmp", fab, flows).paths if with_previous else None
+    routing = optimise("mlroute", fab, flows, objective=objective, previous=previous, time_limit=60)
+    if routing.rates is None:  # only when nothing compared rates: the greedy's routing, untouched
+        assert routing.choice is not None
+        return
+    exact = metric.rates(fab, flows, routing.paths)
+    assert np.allclose(routing.rates, exact, rtol=REL_TOL, atol=ABS_TOL)
+
+
+def test_the_rates_on_a_large_instance_match_a_full_water_filling():
+    """10k-flow-class instance where the polishing's incremental re-fills produce the rates (k=8, 2,000 flows)."""
+    fab = Fabric.fattree(8)
+    rng = np.random.default_rng(5)
+    hosts = sorted(fab.hosts)
+    flows = [Flow(hosts[a], hosts[b]) for a, b in zip(rng.integers(0, len(hosts), 2000),
+                                                        rng.integers(0, len(hosts), 2000)) if a != b]
+    routing = optimise("mlroute", fab, flows, time_limit=60)
+    assert routing.info.get("polish_moves", 0) > 0 and routing.rates is not None
+    assert np.allclose(routing.rates, metric.rates(fab, flows, routing.paths), rtol=REL_TOL, atol=ABS_TOL)
