@@ -630,7 +630,6 @@ class _Polish:
         # changes one of these, another pass would try nothing and keep nothing, so it is skipped.
         self.dead: dict[float, np.ndarray] = {}
         self.skip_dead = len(prob.inter) > HELPER_MAX_FLOWS
-        self._counted: tuple[np.ndarray, np.ndarray] | None = None  # (link matrix, its per-link flow counts)
 
     def time_left(self) -> bool:
         return time.perf_counter() < self.deadline
@@ -691,26 +690,17 @@ class _Polish:
         """Move a slow flow at rate ``lam`` to a better-sharing path, else a faster flow out of its way."""
         rates, mat, dummy = self.rates, self.mat, self.dummy
         at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
-        # per fabric link: the rate of its flows slower than the level, and the count of the others. Only the
-        # flows below the level are summed (few at the low levels the rounds look at), in flow order: the same
-        # float sums as over every incidence with zeros for the others
-        low = np.flatnonzero(rates < lam * (1 - REL_TOL))
-        low_links = mat[low].ravel()
-        below = np.bincount(low_links, weights=np.repeat(rates[low], mat.shape[1]), minlength=dummy + 1)
-        n_ge = self._link_counts() - np.bincount(low_links, minlength=dummy + 1)
+        flat = mat.ravel()
+        rr = np.repeat(rates, mat.shape[1])
+        below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
+        n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
         free = self.caps - below
         promising = _promising(self.prob, at, mat, self.choice, free, n_ge, lam)
         if self._move_slow(at[promising], lam, free, n_ge):
             return True
         if self.helpers_left > 0 and len(self.prob.inter) <= HELPER_MAX_FLOWS:
-            return self._move_helpers(at, lam, mat.ravel(), np.repeat(rates, mat.shape[1]))
+            return self._move_helpers(at, lam, flat, rr)
         return False
-
-    def _link_counts(self) -> np.ndarray:
-        """Flows per fabric link (padding included) of the routing in force, counted once per kept move."""
-        if self._counted is None or self._counted[0] is not self.mat:
-            self._counted = (self.mat, np.bincount(self.mat.ravel(), minlength=self.dummy + 1))
-        return self._counted[1]
 
     def _keep(self, i: int, q: int, opts: np.ndarray) -> bool:
         """Move flow ``i`` to option ``q`` if that is strictly better within the cap."""
