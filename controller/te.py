@@ -19,8 +19,10 @@ merges ``te_rules`` into the switches' desired state. Design choices, and why:
 * Declared jobs' sends (controller.jobs.HostPair) are routed like elephants before their first packet; a
   transport flow of a pinned pair follows the pair's path, so it takes the pair's place without moving.
 * A settled decision is not re-run: when the optimiser searched to the end and found nothing better than the
-  routing in force, the next period with the same inputs (fabric, elephants, demands, jobs) and the same pins
-  gets the same answer without the search (at 10k elephants that search is 0.5-2 s of CPU every period).
+  routing in force, or the routing applied is the optimiser's own and it says it would return it again from
+  itself (mlroute's ``fixpoint``), the next period with the same inputs (fabric, elephants, demands, jobs) and
+  the same pins gets the same answer without the search (at 10k elephants that search is 0.5-2 s of CPU every
+  period).
 * An elephant's route is fixed by exact 5-tuple rules on its upward hops only: the ingress rule's action picks
   the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
 """
@@ -211,6 +213,11 @@ class TrafficEngineer:
         after = proposed
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
+        if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths:
+            # the optimiser's own routing, which it returns again from itself on these inputs: the next period
+            # with the same inputs would search only to keep it (the steady state after a new set: ~1 s at 10k)
+            self.settled = Settled(inputs, dict(self.pinned),
+                                   TEResult(False, [], after, after, runtime, len(flows), KEPT))
         return self.last
 
 

@@ -24,8 +24,10 @@
    when the metric says it is at least as good.
 
 Steps 3-5 are anytime: ``time_limit`` seconds if given, else twice the construction time (20 ms to 2 s).
-``info`` reports what each step did, ``timing_ms`` per step, and ``search_complete`` (no step was cut short by
-the time limit: the same inputs would give the same routing again).
+``info`` reports what each step did, ``timing_ms`` per step, ``search_complete`` (no step was cut short by
+the time limit: the same inputs would give the same routing again) and ``fixpoint``: run again on the same
+inputs with this routing as ``previous``, mlroute would return this routing (a traffic engineer that applied it
+need not search the next period on the same inputs; see :func:`_is_fixpoint`).
 """
 
 from __future__ import annotations
@@ -977,7 +979,8 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     bound = prob.degree_bound()
     uniform = bound is not None
     prev = None if previous is None else prob.choice_from_paths(previous)
-    choice = _construct(prob, g_choice, bound, prev, info, lap)
+    choice, constructed = _construct(prob, g_choice, bound, prev, info, lap)
+    start = choice
     choice = _search(prob, choice, uniform, deadline, info)
     lap("search")
     jobs = prob.jobs if objective == "job" else None
@@ -994,14 +997,34 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         lap("verify")
     info["max_link_load"] = int(loads.max()) if len(loads) else 0
     info["search_complete"] = time.perf_counter() < deadline  # every phase ended on its own, none was cut short
+    info["fixpoint"] = bool(info["search_complete"] and not info.get("kept_greedy")
+                            and _is_fixpoint(prob, constructed, start, choice, uniform))
     info["timing_ms"] = lap.timing
     return prob.routing(choice, "mlroute", objective, rates=r_new, **info)
 
 
+def _is_fixpoint(prob: Problem, constructed: np.ndarray, start: np.ndarray, final: np.ndarray,
+                 uniform: bool) -> bool:
+    """Would a run on the same inputs with ``previous`` = ``final`` return ``final``? (Given a complete search
+    that did not fall back to the greedy.) Only steps 2 and 7 read ``previous``:
+
+    * step 2's relabelling: a second run starts from ``constructed`` relabelled towards ``final``; if that is
+      this run's ``start``, it repeats this run's search and polishing move for move (they are deterministic
+      and were not cut short) and reaches the same routing before step 7;
+    * step 7 then moves back, in flow order, exactly the flows this run's step 7 moved back (each under the
+      same loads: the attempts that failed here changed nothing), and accepts the result as this run did.
+
+    On fabrics where step 2 does not relabel (not uniform 2-tier) the first point always holds."""
+    if not uniform:
+        return True
+    return bool(np.array_equal(_relabel_to_previous(prob, constructed, final), start))
+
+
 def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.ndarray | None, info: dict,
-               lap: _Laps) -> np.ndarray:
+               lap: _Laps) -> tuple[np.ndarray, np.ndarray]:
     """Steps 1-2: the greedy's routing, replaced by the fat-tree colouring where it applies, repaired to the
-    optimal max load on a uniform 2-tier fabric (colours relabelled towards ``prev``)."""
+    optimal max load on a uniform 2-tier fabric (colours relabelled towards ``prev``). Returns (the routing,
+    the same before the relabelling)."""
     uniform = bound is not None
     tree = fattree_colouring(prob) if not uniform else None
     if tree is not None:
@@ -1012,10 +1035,12 @@ def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.nd
         choice, reinserted = (aligned_repair if REPAIR == "aligned" else equitable_repair)(prob, choice)
         info["lower_bound"] = bound
         info["repaired_flows"] = reinserted
+        constructed = choice
         if prev is not None:
             choice = _relabel_to_previous(prob, choice, prev)
         lap("repair")
-    return choice
+        return choice, constructed
+    return choice, choice
 
 
 def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, info: dict) -> np.ndarray:

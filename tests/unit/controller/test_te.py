@@ -1,5 +1,6 @@
 import itertools
 import random
+from copy import deepcopy
 
 from controller import sync, te
 from controller.jobs import HostPair
@@ -201,14 +202,15 @@ def ecmp_with(fabric, pinned, keys):
 
 def test_strictly_better_still_moves_and_equal_still_keeps():
     _, _, fabric = setup()
-    engineer = te.TrafficEngineer("ecmp")
+    engineer = te.TrafficEngineer("ecmp", time_limit=60.0)
     keys = stride4_keys()
     engineer.step(fabric, [(k, None) for k in keys])
     engineer.mode = "mlroute"
     first = engineer.step(fabric, [(k, None) for k in keys])
     assert first.applied and first.after["max_link_load"] == 1  # better than ECMP's estimate: applied
+    engineer.settled = None  # (the applied routing is a fixpoint: forget it, so that the next period searches)
     again = engineer.step(fabric, [(k, None) for k in keys])
-    assert not again.applied and again.reason == "no improvement: routing kept"
+    assert not again.applied and again.reason == "no improvement: routing kept" and again.runtime_s > 0
 
 
 def pair_keys():
@@ -263,11 +265,38 @@ def test_job_weights_reach_the_job_objective():
 def settle(fabric, keys, time_limit=60.0):
     """An engineer two periods into ``keys``: applied, then an equal routing kept after a complete search (a
     generous budget: the optimiser's own is twice its construction time, 20 ms here, which a loaded machine
-    can overrun)."""
+    can overrun). The applied routing settles the engineer by itself (a fixpoint): that is forgotten here, so
+    the second period searches."""
     engineer = te.TrafficEngineer("mlroute", time_limit=time_limit)
     engineer.step(fabric, [(k, None) for k in keys])
+    engineer.settled = None
     kept = engineer.step(fabric, [(k, None) for k in keys])
     return engineer, kept
+
+
+def test_an_applied_fixpoint_settles_the_next_period_with_what_its_search_would_say():
+    """mlroute says it would return its routing again from itself: the period after it is not searched, and
+    what it answers is what the search gives (an engineer made to search again keeps the same pins)."""
+    topo, _, fabric = setup(topologies.fat_tree(6))
+    rng = random.Random(8)
+    keys = [FlowKey(a, b, 6, 40000 + i, 5201) for i, (a, b) in
+            enumerate(rng.sample(list(itertools.permutations(sorted(topo.hosts), 2)), 120))]
+    elephants = [(k, None) for k in keys]
+    engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
+    first = engineer.step(fabric, elephants)
+    assert first.applied and engineer.settled is not None
+    pins = dict(engineer.pinned)
+    searched = deepcopy(engineer)
+    searched.settled = None
+    second = engineer.step(fabric, elephants)
+    assert second.reason == te.SETTLED and not second.applied and second.runtime_s == 0.0
+    assert second.after["max_link_load"] == first.after["max_link_load"] and engineer.pinned == pins
+    check = searched.step(fabric, elephants)
+    assert check.reason == te.KEPT and check.runtime_s > 0 and searched.pinned == pins
+    # without hysteresis every period is a decision of its own: nothing settles after an applied routing
+    plain = te.TrafficEngineer("mlroute", hysteresis=False, time_limit=60.0)
+    plain.step(fabric, elephants)
+    assert plain.settled is None
 
 
 def test_a_settled_decision_is_not_searched_again_on_the_same_inputs():

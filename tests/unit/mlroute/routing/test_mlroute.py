@@ -76,3 +76,35 @@ def test_the_rates_on_a_large_instance_match_a_full_water_filling():
     routing = optimise("mlroute", fab, flows, time_limit=60)
     assert routing.info.get("polish_moves", 0) > 0 and routing.rates is not None
     assert np.allclose(routing.rates, metric.rates(fab, flows, routing.paths), rtol=REL_TOL, atol=ABS_TOL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(clos_instance(failed_links=True, demands=True), clos_instance(max_tors=8, max_spines=4,
+                                                                               max_hosts=4, max_size=40),
+                 fattree_instance(demands=True), fattree_instance(jobs=True)),
+       st.sampled_from(["flow", "job"]), st.sampled_from(["none", "ecmp", "some"]))
+def test_a_routing_said_to_be_a_fixpoint_is_returned_again_from_itself(instance, objective, previous):
+    fab, flows = instance
+    if objective == "job" and not any(f.job for f in flows):
+        objective = "flow"
+    ecmp = optimise("ecmp", fab, flows).paths
+    prev = {"none": None, "ecmp": ecmp, "some": [p if i % 2 else None for i, p in enumerate(ecmp)]}[previous]
+    first = optimise("mlroute", fab, flows, objective=objective, previous=prev, time_limit=60)
+    assert first.info["search_complete"] or not first.info["fixpoint"]
+    if first.info["fixpoint"]:
+        again = optimise("mlroute", fab, flows, objective=objective, previous=first.paths, time_limit=60)
+        assert again.paths == first.paths
+
+
+def test_fixpoints_are_common_and_a_search_cut_short_is_none():
+    """The claim is made where it is cheap to make (most complete runs); a run cut short never makes it."""
+    said = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        fab = Fabric.clos(8, 4, 4) if seed % 2 else Fabric.fattree(4)
+        hosts = sorted(fab.hosts)
+        flows = [Flow(hosts[a], hosts[b]) for a, b in zip(rng.integers(0, len(hosts), 60),
+                                                            rng.integers(0, len(hosts), 60)) if a != b]
+        said += optimise("mlroute", fab, flows, time_limit=60).info["fixpoint"]
+        assert not optimise("mlroute", fab, flows, time_limit=0.0).info["fixpoint"]
+    assert said >= 15
