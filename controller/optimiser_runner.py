@@ -48,6 +48,11 @@ class Outcome:
     settled: Settled | None = None  # the engineer's settled decision after it (DONE): the next may be skipped
 
 
+#: in place of the pins and the settled decision a decision left as they were (a settled period): the loop's
+#: own copies stand, and 10k pins are not pickled back and re-hashed in the event loop every period
+UNCHANGED = "unchanged"
+
+
 @dataclass(frozen=True)
 class SameFabric:
     """In place of a fabric the worker already holds: the one with this ``identity``."""
@@ -78,8 +83,12 @@ def serve(inbox: Connection, outbox: Connection) -> None:
                 args = (kept, *args[1:])
             elif args and getattr(args[0], "identity", None) is not None:
                 kept = args[0]
+            before = engineer.settled
             result = engineer.step(*args, **kwargs)
-            outbox.send((DONE, engineer.pinned, result, "", engineer.settled))
+            if before is not None and engineer.settled is before:  # settled: the loop holds both already
+                outbox.send((DONE, UNCHANGED, result, "", UNCHANGED))
+            else:
+                outbox.send((DONE, engineer.pinned, result, "", engineer.settled))
         except Exception as exc:  # reported to the loop, which keeps the routing in force
             outbox.send((FAILED, None, None, f"{type(exc).__name__}: {exc}", None))
 
@@ -108,6 +117,7 @@ class OptimiserRunner:
         self._conn: Connection | None = None  # ... and from it
         self._ready = False
         self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
+        self._sent: tuple[Any, Any] = ({}, None)  # (pins, settled decision) of the engineer sent with it
         self._held: Any = None  # identity of the fabric the worker holds (None: send the next one whole)
         self.late = 0  # decisions dropped for running late (a metric for the shell)
         self.fabrics_sent = 0  # fabrics pickled to the worker (the others were SameFabric markers)
@@ -182,6 +192,7 @@ class OptimiserRunner:
             self._held = identity
             self.fabrics_sent += 1
         self._task = (generation, self.clock())
+        self._sent = (engineer.pinned, engineer.settled)  # what an UNCHANGED answer stands for
         return True
 
     def poll(self) -> Outcome | None:
@@ -193,6 +204,8 @@ class OptimiserRunner:
             if self._conn.poll(0):
                 status, pinned, result, error, settled = self._conn.recv()
                 self._task = None
+                if isinstance(pinned, str) and pinned == UNCHANGED:
+                    pinned, settled = self._sent
                 if status != DONE:
                     self._held = None  # whatever went wrong, the next decision sends its fabric whole
                 return Outcome(status, generation, pinned, result, error, settled)

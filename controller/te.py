@@ -112,12 +112,25 @@ SETTLED = "inputs unchanged since a decision that found nothing better: routing 
 
 @dataclass(frozen=True)
 class Settled:
-    """A decision the optimiser searched to the end without finding anything better than the routing in force:
-    what it was taken on (``inputs``, the pins in force) and its result, handed to the next period."""
+    """A decision the optimiser searched to the end without finding anything better than the routing in force
+    (or a routing it returns again from itself): what it was taken on (``inputs``; the pins in force, as the
+    keys and paths of the pin table in its order) and its result, handed to the next period. Tuples, not a
+    copy of the table: they cross to the optimiser's worker and back every period without re-hashing 10k keys,
+    and the same table built in another order only costs a search."""
 
     inputs: tuple
-    pinned: dict
+    keys: tuple
+    paths: tuple
     result: TEResult
+
+    @classmethod
+    def of(cls, inputs: tuple, pinned: Mapping[RouteKey, Path], result: TEResult) -> Settled:
+        return cls(inputs, tuple(pinned), tuple(pinned.values()), result)
+
+    def holds(self, inputs: tuple, pinned: Mapping[RouteKey, Path]) -> bool:
+        """Were these the inputs and the pins in force?"""
+        return (self.inputs == inputs and len(self.keys) == len(pinned) and self.keys == tuple(pinned)
+                and self.paths == tuple(pinned.values()))
 
 
 class TrafficEngineer:
@@ -157,7 +170,7 @@ class TrafficEngineer:
                   tuple(sorted(weights.items())), self.mode, self.objective, self.hysteresis, self.seed,
                   self.time_limit)
         settled, self.settled = self.settled, None
-        if settled is not None and settled.inputs == inputs and settled.pinned == self.pinned:
+        if settled is not None and settled.holds(inputs, self.pinned):
             self.settled = settled
             self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
             return self.last
@@ -216,8 +229,7 @@ class TrafficEngineer:
         if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths:
             # the optimiser's own routing, which it returns again from itself on these inputs: the next period
             # with the same inputs would search only to keep it (the steady state after a new set: ~1 s at 10k)
-            self.settled = Settled(inputs, dict(self.pinned),
-                                   TEResult(False, [], after, after, runtime, len(flows), KEPT))
+            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT))
         return self.last
 
 
@@ -225,7 +237,7 @@ class TrafficEngineer:
         """The routing in force stays: the result, remembered as settled when the search ran to its end."""
         self.last = result
         if info.get("search_complete"):
-            self.settled = Settled(inputs, dict(self.pinned), result)
+            self.settled = Settled.of(inputs, self.pinned, result)
         return result
 
 

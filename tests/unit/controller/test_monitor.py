@@ -136,3 +136,19 @@ def test_udp_entries_become_samples():
     s = sample_from_stat(3, {"ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.2", "ip_proto": 17, "udp_src": 9,
                              "udp_dst": 10}, 100, 2, 500_000_000)
     assert s.key == FlowKey("10.0.0.1", "10.0.0.2", 17, 9, 10) and s.duration_s == 2.5
+
+
+def test_elephants_come_in_flow_key_order_and_mice_are_left_out():
+    import random
+
+    rng = random.Random(2)
+
+    def ip():
+        return f"10.0.{rng.randrange(3)}.{rng.randrange(1, 9)}"
+    keys = list({FlowKey(ip(), ip(), rng.choice([6, 17]), rng.randrange(40000, 40004), rng.randrange(5201, 5203))
+                 for _ in range(400)})
+    rng.shuffle(keys)
+    m = make(polls=1)
+    poll(m, 1, 0, *[(k, mb(5 if i % 3 else 0.1, 1), 1.0) for i, k in enumerate(keys)])
+    elephants = [k for i, k in enumerate(keys) if i % 3]
+    assert [e.key for e in m.elephants()] == sorted(elephants)  # FlowKey's own ordering

@@ -160,6 +160,11 @@ def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search
         reasons.append(outcome.result.reason)
     # the applied routing is mlroute's fixpoint: the next periods are settled, in the worker as in the loop
     assert reasons == ["new or broken paths", te.SETTLED, te.SETTLED] and engineer.settled is not None
+    # a settled period sends back neither the pins nor the settled decision: the loop's own stand
+    pins, settled = engineer.pinned, engineer.settled
+    assert r.submit(engineer, fabric, elephants)
+    outcome = r.wait(WARM_S)
+    assert outcome.result.reason == te.SETTLED and outcome.pinned is pins and outcome.settled is settled
 
 
 def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner):

@@ -385,3 +385,17 @@ def test_the_report_of_a_new_routing_is_the_metric_of_its_paths():
         assert result.after[name] == expected[name], name
     for name in ("min_rate", "median_rate", "sum_rate", "fraction_of_ideal"):
         assert abs(result.after[name] - expected[name]) <= 1e-9 * max(abs(expected[name]), 1.0), name
+
+
+def test_a_settled_decision_holds_only_for_the_same_pins_in_the_same_table_order():
+    _, _, fabric = setup()
+    keys = stride4_keys()
+    engineer, _ = settle(fabric, keys)
+    settled, pins = engineer.settled, dict(engineer.pinned)
+    inputs = settled.inputs
+    assert settled.holds(inputs, pins)
+    assert not settled.holds(inputs, dict(reversed(list(pins.items()))))  # same content, another order: search
+    moved = dict(pins)
+    moved[keys[0]] = tuple(reversed(pins[keys[0]]))
+    assert not settled.holds(inputs, moved) and not settled.holds(inputs, {k: pins[k] for k in keys[1:]})
+    assert not settled.holds(inputs[:-1] + (123.0,), pins)
