@@ -33,7 +33,6 @@ from controller.sync import Step
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import Topology
 from mlroute.routing import metric
-from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 
@@ -72,6 +71,7 @@ class ControllerCore:
         self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
                                      time_limit=time_budget_s(config))
         self.runner = runner if tecfg["mode"] != "ecmp" else None
+        self._deciding: list = []  # the elephants of the decision in the worker, in order (its demands' keys)
         self.jobs: list[dict] = list(config["jobs"])
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
@@ -300,18 +300,16 @@ class ControllerCore:
         elephants = self.monitor.elephants()
         pairs = mljobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
         keys = [st.key for st in elephants] + pairs
-        fractions = list(estimate_demands([Flow(k.src_ip, k.dst_ip) for k in keys])) if keys else []
-        for st, fraction in zip(elephants, fractions):
-            st.demand_bps = float(fraction) * self.host_bps
         previous_count = self.te.last.elephants if self.te.last else 0
         self._restore_pins([st.key for st in elephants])
         previous_pins = dict(self.te.pinned)
-        args = (self.fabric(), [(k, float(f)) for k, f in zip(keys, fractions)], self.jobs_by_host(),
-                mljobs.weights(self.jobs))
+        # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
+        args = (self.fabric(), [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True)
         if self.runner is None:
             result = self.te.step(*args)
+            self._demands_taken(keys, result)
         else:
-            taken = self._step_off_loop(args, wait)
+            taken = self._step_off_loop(args, wait, keys)
             if taken is None:
                 return te.TEResult(False, elephants=len(elephants), reason="deciding in the optimiser worker")
             result = taken
@@ -326,7 +324,7 @@ class ControllerCore:
                      a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
         return result
 
-    def _step_off_loop(self, args: tuple, wait: bool) -> te.TEResult | None:
+    def _step_off_loop(self, args: tuple, wait: bool, keys: list) -> te.TEResult | None:
         """Take the worker's finished decision (applied here, in the loop), then hand it the current inputs.
         None while no decision finished; a late one is dropped and the routing in force stays."""
         runner = self.runner
@@ -336,15 +334,30 @@ class ControllerCore:
             if runner.busy:  # a decision on older inputs first
                 result = self._take(runner.wait(runner.deadline_s) or runner.poll()) or result
             runner.wait_ready(runner.deadline_s)
-        if not runner.busy and runner.submit(self.te, *args) and wait:
-            result = self._take(runner.wait(runner.deadline_s) or runner.poll())
+        if not runner.busy and runner.submit(self.te, *args):
+            self._deciding = keys
+            if wait:
+                result = self._take(runner.wait(runner.deadline_s) or runner.poll())
         return result
+
+    def _demands_taken(self, keys: list, result: te.TEResult) -> None:
+        """The demands a decision estimated for ``keys`` (its elephants, in order) onto the monitor's flows (the
+        REST and dashboard figures; a flow gone meanwhile is skipped)."""
+        if result.demands is None:
+            return
+        flows = self.monitor.flows
+        for key, fraction in zip(keys, result.demands):
+            st = flows.get(key) if isinstance(key, FlowKey) else None
+            if st is not None:
+                st.demand_bps = fraction * self.host_bps
 
     def _take(self, outcome: Outcome | None) -> te.TEResult | None:
         if outcome is None:
             return None
         if outcome.status == DONE:
             OptimiserRunner.apply(self.te, outcome)
+            if outcome.result is not None:
+                self._demands_taken(self._deciding, outcome.result)
             return outcome.result
         LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
                     "ran late" if outcome.status == LATE else "failed", outcome.error)

@@ -1,0 +1,64 @@
+"""The core's TE step: the elephants' demands are estimated in the decision (the optimiser's worker when there
+is one, never the event loop) and come back onto the monitor's flows."""
+
+import pytest
+
+from controller import config
+from controller.core import ControllerCore
+from controller.flowkey import FlowKey
+from controller.monitor import FlowSample
+from controller.optimiser_runner import OptimiserRunner
+from mlroute.routing import demand
+from tests import topologies
+
+# Hedera's worked example: A->X, A->Y, B->Y, C->Y have natural demands 2/3, 1/3, 1/3, 1/3 of a NIC
+KEYS = [FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201), FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201),
+        FlowKey("10.0.0.2", "10.0.0.9", 6, 40002, 5201), FlowKey("10.0.0.3", "10.0.0.9", 6, 40003, 5201)]
+EXPECTED = [2 / 3, 1 / 3, 1 / 3, 1 / 3]
+
+
+def core_with_elephants(runner=None):
+    clock = [0.0]
+    core = ControllerCore(config.parse(""), lambda: clock[0], runner=runner)
+    core.topology = core.packet_in.topology = topologies.fat_tree(4)
+    core.sync()
+    for key in KEYS:
+        src = core.topology.hosts[key.src_ip]
+        core.new_transport_flow(key, src.dpid, src.port)
+    by_switch: dict = {}
+    for key in KEYS:
+        by_switch.setdefault(core.topology.hosts[key.src_ip].dpid, []).append(key)
+    for i in (1, 2, 3):
+        clock[0] = 2.0 * i
+        for dpid, keys in by_switch.items():  # one poll reply per ingress switch
+            core.flow_stats(dpid, [FlowSample(k, dpid, int(9e6 * 2 * i / 8), 2.0 * i) for k in keys])
+    assert all(core.monitor.flows[k].elephant for k in KEYS)
+    return core
+
+
+def test_the_decision_estimates_the_demands_and_the_monitor_shows_them():
+    core = core_with_elephants()
+    result = core.te_step()
+    assert result.applied and list(result.demands) == pytest.approx(EXPECTED)
+    shown = [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS]
+    assert shown == pytest.approx(EXPECTED)
+    assert [e["demand_bps"] / core.host_bps for e in core.elephants_json()] == pytest.approx(EXPECTED)
+
+
+def test_with_the_worker_the_event_loop_never_estimates(monkeypatch):
+    def not_here(*_args, **_kwargs):
+        raise AssertionError("demands estimated in the event loop")
+
+    # this process only (the worker has its own): any estimate made here raises, none is remembered
+    monkeypatch.setattr(demand, "_estimate", not_here)
+    monkeypatch.setattr(demand, "_LAST", None)
+    runner = OptimiserRunner(budget_s=5.0, grace_s=5.0)
+    runner.start()
+    try:
+        assert runner.wait_ready(30)
+        core = core_with_elephants(runner)
+        result = core.te_step(wait=True)
+        assert result.applied and list(result.demands) == pytest.approx(EXPECTED)
+        assert [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS] == pytest.approx(EXPECTED)
+    finally:
+        runner.close()
