@@ -246,9 +246,9 @@ class TrafficEngineer:
         after = proposed
         reason = "new or broken paths" if must else "better objective"
         self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
-        if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths:
+        if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths and None not in new:
             # the optimiser's own routing, which it returns again from itself on these inputs: the next period
-            # with the same inputs would search only to keep it (the steady state after a new set: ~1 s at 10k)
+            # with the same inputs (every elephant pinned) would search only to keep it (~1 s at 10k elephants)
             self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT))
         return self.last
 
