@@ -267,7 +267,7 @@ def bench_te(name, core, topo, n, rows):
 
 def worker_cpu_ms(runner):
     """CPU time (user + system) the runner's worker process has used so far, from /proc (10 ms ticks)."""
-    fields = Path(f"/proc/{runner._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{runner.worker_pid}/stat").read_text().rsplit(")", 1)[1].split()
     return 1e3 * (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

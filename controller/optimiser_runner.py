@@ -166,6 +166,11 @@ class OptimiserRunner:
     def busy(self) -> bool:
         return self._task is not None
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process's id (None when none runs): what a benchmark reads its CPU time from."""
+        return None if self._proc is None else self._proc.pid
+
     def _check_ready(self) -> None:
         if self._proc is None:
             self.start()
