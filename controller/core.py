@@ -71,7 +71,6 @@ class ControllerCore:
         self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
                                      time_limit=time_budget_s(config))
         self.runner = runner if tecfg["mode"] != "ecmp" else None
-        self._deciding: list = []  # the elephants of the decision in the worker, in order (its demands' keys)
         self.jobs: list[dict] = list(config["jobs"])
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
@@ -334,10 +333,9 @@ class ControllerCore:
             if runner.busy:  # a decision on older inputs first
                 result = self._take(runner.wait(runner.deadline_s) or runner.poll()) or result
             runner.wait_ready(runner.deadline_s)
-        if not runner.busy and runner.submit(self.te, *args):
-            self._deciding = keys
-            if wait:
-                result = self._take(runner.wait(runner.deadline_s) or runner.poll())
+        # the decision's elephants ride along as its generation: the keys of the demands it estimates
+        if not runner.busy and runner.submit(self.te, *args, generation=keys) and wait:
+            result = self._take(runner.wait(runner.deadline_s) or runner.poll())
         return result
 
     def _demands_taken(self, keys: list, result: te.TEResult) -> None:
@@ -357,7 +355,7 @@ class ControllerCore:
         if outcome.status == DONE:
             OptimiserRunner.apply(self.te, outcome)
             if outcome.result is not None:
-                self._demands_taken(self._deciding, outcome.result)
+                self._demands_taken(outcome.generation, outcome.result)
             return outcome.result
         LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
                     "ran late" if outcome.status == LATE else "failed", outcome.error)
