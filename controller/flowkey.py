@@ -34,6 +34,11 @@ class FlowKey:
         return {"src_ip": self.src_ip, "dst_ip": self.dst_ip, "proto": self.proto,
                 "src_port": self.src_port, "dst_port": self.dst_port}
 
+    def sort_key(self) -> tuple[str, str, int, int, int]:
+        """The fields the ordering compares, as a plain tuple: sorting 10k keys by it compares in C (the
+        dataclass's own comparisons are Python calls, 30 ms of event loop per 10k-key sort)."""
+        return (self.src_ip, self.dst_ip, self.proto, self.src_port, self.dst_port)
+
 
 def five_tuple_match(key: FlowKey, in_port: int | None = None) -> Match:
     """The exact match of ``key`` (and of its ingress port, for the counting rule)."""
