@@ -66,6 +66,9 @@ def serve(inbox: Connection, outbox: Connection) -> None:
 
     for name in _PRELOAD:
         importlib.import_module(name)
+    from mlroute.routing import kernels
+
+    kernels.warm()  # compiled (or loaded from numba's cache) before the first decision, not during it
     outbox.send(("ready",))
     kept: Any = None  # the last fabric sent (its caches warm from the decisions taken on it)
     while True:

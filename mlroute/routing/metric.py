@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mlroute.routing import kernels
 from mlroute.routing.demand import estimate_demands
 from mlroute.tolerances import ABS_TOL, REL_TOL, TINY
 
@@ -165,7 +166,17 @@ VECTOR_ROUNDS = 8
 
 
 def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
-    """Event-driven progressive filling (heap of link saturation levels); same result, O(I log L)."""
+    """Event-driven progressive filling (heap of link saturation levels); same result, O(I log L). Runs the
+    compiled kernel (:mod:`mlroute.routing.kernels`, the same to the bit) where numba is available."""
+    if kernels.enabled():
+        kernels.water_fill_events(flat, np.concatenate(([0], np.cumsum(lens))), caps, dem, rate, active,
+                                  frozen_load)
+        return
+    _water_fill_events_reference(flat, owner, lens, caps, dem, rate, active, frozen_load)
+
+
+def _water_fill_events_reference(flat, owner, lens, caps, dem, rate, active, frozen_load):
+    """:func:`_water_fill_events` in pure Python: the specification of the compiled kernel, and its fallback."""
     import heapq
 
     n = len(rate)

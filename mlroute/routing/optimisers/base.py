@@ -70,6 +70,7 @@ class Problem:
         self.set_id = np.fromiter((uniq.setdefault(id(ps), len(uniq)) for ps in sets), dtype=np.int64, count=n)
         self.unique_sets = list({id(ps): ps for ps in sets}.values())
         self._table = None
+        self._rows: tuple | None = None  # option_rows(), built when first asked for
         self.n_opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=n)
         self.hops = np.fromiter((ps.up.shape[1] for ps in sets), dtype=np.int64, count=n)
         self.inter = np.flatnonzero((self.hops > 0) & (self.n_opts > 0))
@@ -117,6 +118,22 @@ class Problem:
                 self._table = (offsets, table)
         return self._table
 
+    def option_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every distinct path set's links as rows (the greedy's compiled loop reads them): (base, options,
+        rows, table) per set in ``set_id`` order, row r (up hops, then down hops) of option c of set s at
+        ``table[base[s] + r * options[s] + c]``."""
+        if self._rows is None:
+            sets = self.unique_sets
+            opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=len(sets))
+            rows = np.fromiter((ps.up.shape[1] + ps.down.shape[1] if len(ps) else 0 for ps in sets),
+                               dtype=np.int64, count=len(sets))
+            sizes = opts * rows
+            base = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+            parts = [x.ravel() for ps, z in zip(sets, sizes.tolist()) if z for x in (ps.upT, ps.downT)]
+            table = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+            self._rows = (base, opts, rows, table)
+        return self._rows
+
     def link_matrix(self, choice) -> np.ndarray:
         """(flows, K) switch links of every flow's chosen path (dummy-padded; unroutable rows all dummy)."""
         n = len(self.flows)
@@ -128,13 +145,15 @@ class Problem:
             ok = ch >= 0
             out[idx[ok]] = table[offsets[self.set_id[idx[ok]]] + ch[ok]]
             return out
-        for i in self.inter.tolist():
-            c = int(choice[i])
-            if c >= 0:
-                ps = self.sets[i]
-                h = ps.up.shape[1]
-                out[i, :h] = ps.up[c]
-                out[i, h:2 * h] = ps.down[c]
+        base, opts, rows, table = self.option_rows()  # the same links, one column at a time
+        idx = self.inter
+        ch = np.asarray(choice)[idx]
+        idx, ch = idx[ch >= 0], ch[ch >= 0]
+        s = self.set_id[idx]
+        at, stride, width = base[s] + ch, opts[s], rows[s]
+        for col in range(self.K):
+            sel = width > col
+            out[idx[sel], col] = table[at[sel] + col * stride[sel]]
         return out
 
     def loads(self, choice=None, matrix=None) -> np.ndarray:

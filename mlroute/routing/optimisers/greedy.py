@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlroute.routing import kernels
 from mlroute.routing.optimisers.base import Problem
 
 
@@ -39,13 +40,20 @@ def greedy_choice(prob: Problem, order=None, loads=None) -> tuple[np.ndarray, np
     ld = np.zeros(prob.dummy + 1, dtype=np.int64) if loads is None else loads
     if order is None:
         order = group_order(prob)
+    if kernels.enabled():  # the same placement, compiled (mlroute.routing.kernels)
+        ld = np.ascontiguousarray(ld, dtype=np.int64)
+        kernels.greedy_place(np.ascontiguousarray(order, dtype=np.int64), prob.set_id, *prob.option_rows(), choice,
+                             ld)
+        if loads is not None and ld is not loads:
+            loads[:] = ld
+        return choice, ld
     sets, hops, nopts = prob.sets, prob.hops, prob.n_opts
     for i in order.tolist():
         if hops[i] == 0 or nopts[i] == 0:
             continue
         ps = sets[i]
         upt, dnt = ps.upT, ps.downT  # (h, P): one row per hop, contiguous
-        if hops[i] == 1:
+        if hops[i] == 1 and len(dnt) == 1:  # (a path with a shortcut can be 1 hop up and 2 down)
             u, d = upt[0], dnt[0]
             c = int(np.maximum(ld[u], ld[d]).argmin())
             ld[u[c]] += 1

@@ -37,6 +37,7 @@ import time
 import networkx as nx
 import numpy as np
 
+from mlroute.routing import kernels
 from mlroute.routing.incremental import RateState
 from mlroute.routing.metric import WeightedJob, compare
 from mlroute.routing.optimisers.assignment import max_assignment
@@ -146,6 +147,34 @@ def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray,
     oldmax = np.where(cur_in_q, -1, loads[cur][..., None, :]).max(-1)
     gain = oldmax - newmax
     return gain, newmax
+
+
+def _first_improving(prob: Problem, block: np.ndarray, mat: np.ndarray, choice: np.ndarray, loads: np.ndarray,
+                     positional: bool) -> tuple[int, int]:
+    """(position in ``block`` of the first flow with an improving move under ``loads``, its best option: the
+    largest gain, then the smallest new max, then the first), or (len(block), -1). Compiled where numba is
+    available (:func:`mlroute.routing.kernels.first_improving`, the same answer)."""
+    disjoint = prob.K == 2
+    if kernels.enabled():
+        mode = kernels.DISJOINT if disjoint else kernels.POSITIONAL if positional else kernels.GENERAL
+        return kernels.first_improving(block, mat, choice, loads, prob.set_id, prob.option_rows(), prob.dummy, mode)
+    opts_list = [prob.option_links(i) for i in block.tolist()]
+    width = max(len(o) for o in opts_list)
+    opts = np.empty((len(block), width, prob.K), dtype=np.int64)
+    for k, o in enumerate(opts_list):
+        opts[k, :len(o)] = o
+        opts[k, len(o):] = o[0]  # padding options, masked below
+    gain, _ = _gains(opts, mat[block], disjoint, loads, prob.dummy, positional)
+    gain[np.arange(len(block)), choice[block]] = -1
+    gain[np.arange(width)[None, :] >= prob.n_opts[block][:, None]] = -1
+    hits = np.flatnonzero(gain.max(1) > 0)
+    if not len(hits):
+        return len(block), -1
+    k = int(hits[0])
+    i = int(block[k])
+    g, newmax = _gains(opts_list[k], mat[i], disjoint, loads, prob.dummy, positional)
+    g[choice[i]] = -1
+    return k, int(np.lexsort((newmax, -g))[0])
 
 
 def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray, choice: np.ndarray) -> np.ndarray:
@@ -440,24 +469,12 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
                 pos += len(window)
                 continue
             block = window[fresh]
-            opts_list = [prob.option_links(i) for i in block.tolist()]
-            width = max(len(o) for o in opts_list)
-            opts = np.empty((len(block), width, prob.K), dtype=np.int64)
-            for k, o in enumerate(opts_list):
-                opts[k, :len(o)] = o
-                opts[k, len(o):] = o[0]  # padding options, masked below
-            gain, _ = _gains(opts, mat[block], prob.K == 2, loads, dummy, positional)
-            gain[np.arange(len(block)), choice[block]] = -1
-            gain[np.arange(width)[None, :] >= prob.n_opts[block][:, None]] = -1
-            hits = np.flatnonzero(gain.max(1) > 0)
-            k = int(hits[0]) if len(hits) else len(block)
+            k, q = _first_improving(prob, block, mat, choice, loads, positional)
             if track:
                 evaluated[block[:k]] = stamp
             if k < len(block):
-                i, own = int(block[k]), opts_list[k]
-                g, newmax = _gains(own, mat[i], prob.K == 2, loads, dummy, positional)
-                g[choice[i]] = -1
-                q = int(np.lexsort((newmax, -g))[0])
+                i = int(block[k])
+                own = prob.option_links(i)
                 changed = np.concatenate((mat[i], own[q])) if track else None
                 loads[mat[i]] -= 1
                 loads[own[q]] += 1

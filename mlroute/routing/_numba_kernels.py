@@ -1,0 +1,245 @@
+"""The numba kernels of :mod:`mlroute.routing.kernels` (imported only through it, and only when used: numba's
+import and the loading of the compiled code cost ~0.3 s, compiling them the first time 2-4 s)."""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def _less(al, ak, bl, bk):
+    return al < bl or (al == bl and ak < bk)
+
+
+@njit(cache=True)
+def _push(hl, hk, size, lvl, key):
+    j = size
+    hl[j] = lvl
+    hk[j] = key
+    while j > 0:
+        p = (j - 1) >> 1
+        if _less(hl[j], hk[j], hl[p], hk[p]):
+            hl[j], hl[p] = hl[p], hl[j]
+            hk[j], hk[p] = hk[p], hk[j]
+            j = p
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True)
+def _pop(hl, hk, size):
+    lvl, key = hl[0], hk[0]
+    size -= 1
+    if size > 0:
+        hl[0] = hl[size]
+        hk[0] = hk[size]
+        j = 0
+        while True:
+            left = 2 * j + 1
+            if left >= size:
+                break
+            m = left
+            if left + 1 < size and _less(hl[left + 1], hk[left + 1], hl[left], hk[left]):
+                m = left + 1
+            if _less(hl[m], hk[m], hl[j], hk[j]):
+                hl[j], hl[m] = hl[m], hl[j]
+                hk[j], hk[m] = hk[m], hk[j]
+                j = m
+            else:
+                break
+    return lvl, key, size
+
+
+@njit(cache=True)
+def _level(cap, load, count):
+    return (cap - load if cap > load else 0.0) / count
+
+
+@njit(cache=True)
+def water_fill_events(flat, starts, caps, dem, rate, active, fload, rel_tol, tiny):
+    n = len(rate)
+    n_links = len(caps)
+    # link -> its active flows, in flow order (a stable counting sort, as the reference's stable argsort)
+    counts = np.zeros(n_links, np.int64)
+    for i in range(n):
+        if active[i]:
+            for j in range(starts[i], starts[i + 1]):
+                counts[flat[j]] += 1
+    lstart = np.zeros(n_links + 1, np.int64)
+    for link in range(n_links):
+        lstart[link + 1] = lstart[link] + counts[link]
+    fill = lstart[:-1].copy()
+    link_flows = np.empty(lstart[n_links], np.int64)
+    for i in range(n):
+        if active[i]:
+            for j in range(starts[i], starts[i + 1]):
+                link = flat[j]
+                link_flows[fill[link]] = i
+                fill[link] += 1
+    cnt = counts.copy()
+    # one heap entry per link and per capped flow at most: a link is re-pushed only after its entry popped
+    hl = np.empty(n_links + n + 1, np.float64)
+    hk = np.empty(n_links + n + 1, np.int64)
+    size = 0
+    for link in range(n_links):
+        if counts[link] > 0:
+            size = _push(hl, hk, size, _level(caps[link], fload[link], counts[link]), link)
+    remaining = 0
+    for i in range(n):
+        if active[i]:
+            remaining += 1
+            if np.isfinite(dem[i]):
+                size = _push(hl, hk, size, dem[i], -1 - i)
+    batch = np.empty(n_links + n, np.int64)
+    frozen = np.empty(n, np.int64)
+    while size > 0 and remaining > 0:
+        lvl, key, size = _pop(hl, hk, size)
+        if key >= 0:
+            if cnt[key] == 0:
+                continue
+            cur = _level(caps[key], fload[key], cnt[key])
+            if cur > lvl:  # a stale lower bound: back with its current level
+                size = _push(hl, hk, size, cur, key)
+                continue
+        elif not active[-1 - key]:
+            continue
+        top = lvl + rel_tol * (lvl if lvl > tiny else tiny)
+        nb = 1
+        batch[0] = key
+        while size > 0 and hl[0] <= top:
+            _, k2, size = _pop(hl, hk, size)
+            if k2 >= 0:
+                if cnt[k2] == 0:
+                    continue
+                cur = _level(caps[k2], fload[k2], cnt[k2])
+                if cur > top:
+                    size = _push(hl, hk, size, cur, k2)
+                    continue
+                batch[nb] = k2
+                nb += 1
+            elif active[-1 - k2]:
+                batch[nb] = k2
+                nb += 1
+        nf = 0
+        for b in range(nb):
+            key = batch[b]
+            if key >= 0:
+                for jj in range(lstart[key], lstart[key + 1]):
+                    i = link_flows[jj]
+                    if active[i]:
+                        active[i] = False
+                        rate[i] = dem[i] if dem[i] < lvl else lvl
+                        frozen[nf] = i
+                        nf += 1
+            else:
+                i = -1 - key
+                if active[i]:
+                    active[i] = False
+                    rate[i] = dem[i] if dem[i] < lvl else lvl
+                    frozen[nf] = i
+                    nf += 1
+        remaining -= nf
+        for b in range(nf):
+            i = frozen[b]
+            r = rate[i]
+            for j in range(starts[i], starts[i + 1]):
+                fload[flat[j]] += r
+                cnt[flat[j]] -= 1
+    for i in range(n):
+        if active[i]:
+            rate[i] = np.inf
+            active[i] = False
+
+
+@njit(cache=True)
+def greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loads):
+    cost = np.empty(int(set_opts.max()) if len(set_opts) else 0, np.int64)
+    for i in order:
+        s = set_id[i]
+        p, rows, base = set_opts[s], set_rows[s], set_base[s]
+        if p == 0 or rows == 0:
+            continue
+        for c in range(p):
+            cost[c] = loads[table[base + c]]
+        for r in range(1, rows):
+            off = base + r * p
+            for c in range(p):
+                v = loads[table[off + c]]
+                if v > cost[c]:
+                    cost[c] = v
+        best = 0
+        for c in range(1, p):
+            if cost[c] < cost[best]:
+                best = c
+        for r in range(rows):
+            loads[table[base + r * p + best]] += 1
+        choice[i] = best
+
+
+@njit(cache=True, inline="always")
+def _option_link(table, base, p, rows, c, col, dummy):
+    return table[base + col * p + c] if col < rows else dummy
+
+
+@njit(cache=True)
+def first_improving(block, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+    """The first flow of ``block`` with an improving move, and its best option (see ``kernels``)."""
+    kk = mat.shape[1]
+    for b in range(len(block)):
+        f = block[b]
+        s = set_id[f]
+        p, rows, base = set_opts[s], set_rows[s], set_base[s]
+        cur = mat[f]
+        best_q, best_g, best_new = -1, 0, 0
+        cur_old = -1
+        if mode == 0:  # disjoint options: the current path's max load, the same for every option
+            for col in range(kk):
+                if loads[cur[col]] > cur_old:
+                    cur_old = loads[cur[col]]
+        for c in range(p):
+            if c == choice[f]:
+                continue
+            newmax = -1
+            oldmax = cur_old
+            if mode == 0:
+                for col in range(kk):
+                    v = loads[_option_link(table, base, p, rows, c, col, dummy)] + 1
+                    if v > newmax:
+                        newmax = v
+            elif mode == 1:  # graded: a shared link sits in the same column
+                oldmax = -1
+                for col in range(kk):
+                    q = _option_link(table, base, p, rows, c, col, dummy)
+                    if q == cur[col]:
+                        continue
+                    if loads[q] + 1 > newmax:
+                        newmax = loads[q] + 1
+                    if cur[col] != dummy and loads[cur[col]] > oldmax:
+                        oldmax = loads[cur[col]]
+            else:
+                oldmax = -1
+                for col in range(kk):
+                    q = _option_link(table, base, p, rows, c, col, dummy)
+                    shared = q == dummy
+                    if not shared:
+                        for x in range(kk):
+                            if cur[x] == q:
+                                shared = True
+                                break
+                    if not shared and loads[q] + 1 > newmax:
+                        newmax = loads[q] + 1
+                    x = cur[col]
+                    inside = x == dummy
+                    if not inside:
+                        for y in range(kk):
+                            if _option_link(table, base, p, rows, c, y, dummy) == x:
+                                inside = True
+                                break
+                    if not inside and loads[x] > oldmax:
+                        oldmax = loads[x]
+            g = oldmax - newmax
+            if g > 0 and (best_q < 0 or g > best_g or (g == best_g and newmax < best_new)):
+                best_q, best_g, best_new = c, g, newmax
+        if best_q >= 0:
+            return b, best_q
+    return len(block), -1

@@ -1,0 +1,123 @@
+"""The compiled kernels against their pure-Python references: the same results to the bit."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from mlroute.routing import kernels, metric
+from mlroute.routing.fabric import Fabric
+from mlroute.routing.flow import Flow
+from mlroute.routing.optimisers import optimise
+from mlroute.routing.optimisers.base import Problem
+from mlroute.routing.optimisers.greedy import greedy_choice
+from tests.unit.mlroute.routing.strategies import any_instance
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    """Run a block of code on the pure-Python references: ``with reference(): ...``."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def use():
+        with monkeypatch.context() as m:
+            m.setattr(kernels, "_compiled", False)
+            metric._FILLS.clear()  # a memoised filling would hide which version ran
+            yield
+        metric._FILLS.clear()
+
+    return use
+
+
+def test_the_kernels_are_in_use_here():
+    assert kernels.enabled()  # numba is a dependency: without it these tests would compare the reference with itself
+    assert kernels.warm()
+
+
+def _random_fill(rng):
+    n, n_links = int(rng.integers(1, 60)), int(rng.integers(1, 25))
+    lens = rng.integers(0, 5, size=n)
+    flat = rng.integers(0, n_links, size=int(lens.sum()))
+    # few distinct capacities and demands: many ties, so links saturate together and batches form
+    caps = rng.choice([0.5, 1.0, 1.0, 2.0, np.inf], size=n_links)
+    dem = rng.choice([np.inf, np.inf, 0.0, 0.1, 0.25, 1 / 3], size=n)
+    return flat, lens, caps, dem
+
+
+def test_the_event_driven_water_filling_is_the_same_to_the_bit(reference):
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        flat, lens, caps, dem = _random_fill(rng)
+        owner = np.repeat(np.arange(len(lens)), lens)
+        got = metric.water_fill_csr(flat, owner, lens, caps, dem, events=True)
+        with reference():
+            want = metric.water_fill_csr(flat, owner, lens, caps, dem, events=True)
+        assert np.array_equal(got, want)
+
+
+def test_a_big_water_filling_that_switches_to_events_is_the_same_to_the_bit(reference):
+    rng = np.random.default_rng(2)
+    n, w, n_links = 6000, 4, 300
+    rows = rng.integers(0, n_links, size=(n, w))
+    caps = rng.choice([1.0, 2.0, 3.0], size=n_links)
+    dem = np.where(rng.random(n) < 0.3, rng.choice([0.01, 0.02, 0.05], size=n), np.inf)
+    got = metric.water_fill(rows, caps, dem)  # numpy rounds, then the event-driven finish
+    with reference():
+        want = metric.water_fill(rows, caps, dem)
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(any_instance)
+def test_the_greedy_places_every_flow_as_the_reference_does(instance):
+    fabric, flows = instance
+    got = greedy_choice(Problem(fabric, flows))
+    kernels_were = kernels._compiled
+    kernels._compiled = False
+    try:
+        want = greedy_choice(Problem(fabric, flows))
+    finally:
+        kernels._compiled = kernels_were
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def _non_graded_fabric():
+    """A k=4 fat-tree with a shortcut from an edge switch to a core: not every link joins adjacent tiers."""
+    fab = Fabric.fattree(4)
+    g = nx.Graph(fab.graph)
+    g.add_edge("edge0_0", "core3")
+    hosts = {h: leaf for h, leaf in fab.hosts.items()}
+    return Fabric.from_graph(g, hosts)
+
+
+def _flows(fabric, n, seed):
+    rng = np.random.default_rng(seed)
+    hosts = sorted(fabric.hosts, key=str)
+    out = []
+    for _ in range(n):
+        a, b = rng.choice(len(hosts), size=2, replace=False)
+        out.append(Flow(hosts[a], hosts[b], demand=None if rng.random() < 0.7 else float(rng.choice([0.2, 0.5]))))
+    return out
+
+
+@pytest.mark.parametrize("fabric, n, mode", [
+    (Fabric.clos(8, 4, 4), 120, kernels.DISJOINT),
+    (Fabric.fattree(6), 300, kernels.POSITIONAL),
+    (Fabric.fattree(8), 900, kernels.POSITIONAL),
+    (_non_graded_fabric(), 60, kernels.GENERAL),
+])
+def test_mlroute_routes_every_flow_as_the_reference_does(reference, fabric, n, mode):
+    """The load-vector search's compiled move evaluation (each of its three modes) makes the same moves."""
+    assert fabric.is_graded() == (mode != kernels.GENERAL)
+    for seed in range(3):
+        flows = _flows(fabric, n, seed)
+        assert (Problem(fabric, flows).K == 2) == (mode == kernels.DISJOINT)
+        got = optimise("mlroute", fabric, flows, time_limit=60)
+        with reference():
+            want = optimise("mlroute", fabric, flows, time_limit=60)
+        assert got.info["search_complete"] and want.info["search_complete"]
+        assert np.array_equal(got.choice, want.choice)
+        assert got.info["search_moves"] == want.info["search_moves"]
