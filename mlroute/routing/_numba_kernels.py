@@ -182,64 +182,147 @@ def _option_link(table, base, p, rows, c, col, dummy):
 
 
 @njit(cache=True)
+def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+    """(best improving option of flow ``f`` or -1, its gain, its new max)."""
+    kk = mat.shape[1]
+    s = set_id[f]
+    p, rows, base = set_opts[s], set_rows[s], set_base[s]
+    cur = mat[f]
+    best_q, best_g, best_new = -1, 0, 0
+    cur_old = -1
+    if mode == 0:  # disjoint options: the current path's max load, the same for every option
+        for col in range(kk):
+            if loads[cur[col]] > cur_old:
+                cur_old = loads[cur[col]]
+    for c in range(p):
+        if c == choice[f]:
+            continue
+        newmax = -1
+        oldmax = cur_old
+        if mode == 0:
+            for col in range(kk):
+                v = loads[_option_link(table, base, p, rows, c, col, dummy)] + 1
+                if v > newmax:
+                    newmax = v
+        elif mode == 1:  # graded: a shared link sits in the same column
+            oldmax = -1
+            for col in range(kk):
+                q = _option_link(table, base, p, rows, c, col, dummy)
+                if q == cur[col]:
+                    continue
+                if loads[q] + 1 > newmax:
+                    newmax = loads[q] + 1
+                if cur[col] != dummy and loads[cur[col]] > oldmax:
+                    oldmax = loads[cur[col]]
+        else:
+            oldmax = -1
+            for col in range(kk):
+                q = _option_link(table, base, p, rows, c, col, dummy)
+                shared = q == dummy
+                if not shared:
+                    for x in range(kk):
+                        if cur[x] == q:
+                            shared = True
+                            break
+                if not shared and loads[q] + 1 > newmax:
+                    newmax = loads[q] + 1
+                x = cur[col]
+                inside = x == dummy
+                if not inside:
+                    for y in range(kk):
+                        if _option_link(table, base, p, rows, c, y, dummy) == x:
+                            inside = True
+                            break
+                if not inside and loads[x] > oldmax:
+                    oldmax = loads[x]
+        g = oldmax - newmax
+        if g > 0 and (best_q < 0 or g > best_g or (g == best_g and newmax < best_new)):
+            best_q, best_g, best_new = c, g, newmax
+    return best_q, best_g, best_new
+
+
+@njit(cache=True)
 def first_improving(block, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
     """The first flow of ``block`` with an improving move, and its best option (see ``kernels``)."""
-    kk = mat.shape[1]
     for b in range(len(block)):
-        f = block[b]
+        q, _, _ = _best_option(block[b], mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy,
+                               mode)
+        if q >= 0:
+            return b, q
+    return len(block), -1
+
+
+@njit(cache=True)
+def improving(flows, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+    """Which of ``flows`` have an improving move."""
+    out = np.zeros(len(flows), np.bool_)
+    for b in range(len(flows)):
+        q, _, _ = _best_option(flows[b], mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy,
+                               mode)
+        out[b] = q >= 0
+    return out
+
+
+@njit(cache=True)
+def promising(flows, mat, choice, free, n_ge, threshold, set_id, set_base, set_opts, set_rows, table, dummy,
+              positional):
+    """Which of ``flows`` have another option whose share score is above ``threshold``."""
+    kk = mat.shape[1]
+    out = np.zeros(len(flows), np.bool_)
+    for b in range(len(flows)):
+        f = flows[b]
         s = set_id[f]
         p, rows, base = set_opts[s], set_rows[s], set_base[s]
         cur = mat[f]
-        best_q, best_g, best_new = -1, 0, 0
-        cur_old = -1
-        if mode == 0:  # disjoint options: the current path's max load, the same for every option
-            for col in range(kk):
-                if loads[cur[col]] > cur_old:
-                    cur_old = loads[cur[col]]
         for c in range(p):
             if c == choice[f]:
                 continue
-            newmax = -1
-            oldmax = cur_old
-            if mode == 0:
-                for col in range(kk):
-                    v = loads[_option_link(table, base, p, rows, c, col, dummy)] + 1
-                    if v > newmax:
-                        newmax = v
-            elif mode == 1:  # graded: a shared link sits in the same column
-                oldmax = -1
-                for col in range(kk):
-                    q = _option_link(table, base, p, rows, c, col, dummy)
-                    if q == cur[col]:
-                        continue
-                    if loads[q] + 1 > newmax:
-                        newmax = loads[q] + 1
-                    if cur[col] != dummy and loads[cur[col]] > oldmax:
-                        oldmax = loads[cur[col]]
+            score = np.inf
+            for col in range(kk):
+                q = _option_link(table, base, p, rows, c, col, dummy)
+                if q == dummy:
+                    continue
+                if positional:
+                    shared = q == cur[col]
+                else:
+                    shared = False
+                    for x in range(kk):
+                        if cur[x] == q:
+                            shared = True
+                            break
+                v = free[q] / max(n_ge[q], 1.0) if shared else free[q] / (n_ge[q] + 1.0)
+                if v < score:
+                    score = v
+            if score > threshold:
+                out[b] = True
+                break
+    return out
+
+
+@njit(cache=True)
+def level_loads(mat, rates, threshold, n_links):
+    """Per link: the summed rate of its flows below ``threshold``, and the count of the others."""
+    below = np.zeros(n_links)
+    n_ge = np.zeros(n_links)
+    for i in range(mat.shape[0]):
+        r = rates[i]
+        for col in range(mat.shape[1]):
+            if r < threshold:
+                below[mat[i, col]] += r
             else:
-                oldmax = -1
-                for col in range(kk):
-                    q = _option_link(table, base, p, rows, c, col, dummy)
-                    shared = q == dummy
-                    if not shared:
-                        for x in range(kk):
-                            if cur[x] == q:
-                                shared = True
-                                break
-                    if not shared and loads[q] + 1 > newmax:
-                        newmax = loads[q] + 1
-                    x = cur[col]
-                    inside = x == dummy
-                    if not inside:
-                        for y in range(kk):
-                            if _option_link(table, base, p, rows, c, y, dummy) == x:
-                                inside = True
-                                break
-                    if not inside and loads[x] > oldmax:
-                        oldmax = loads[x]
-            g = oldmax - newmax
-            if g > 0 and (best_q < 0 or g > best_g or (g == best_g and newmax < best_new)):
-                best_q, best_g, best_new = c, g, newmax
-        if best_q >= 0:
-            return b, best_q
-    return len(block), -1
+                n_ge[mat[i, col]] += 1.0
+    return below, n_ge
+
+
+@njit(cache=True)
+def cmp_presorted(a, b, rel_tol, abs_tol):
+    """Leximin order of two ascending rate vectors: the first position where they differ beyond the tolerance."""
+    for i in range(len(a)):
+        x, y = a[i], b[i]
+        if np.isinf(x) and np.isinf(y) and (x > 0) == (y > 0):
+            continue
+        sx = 0.0 if np.isinf(x) else abs(x)
+        sy = 0.0 if np.isinf(y) else abs(y)
+        if abs(x - y) > rel_tol * max(max(sx, sy), abs_tol):
+            return 1 if x > y else -1
+    return 0

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from mlroute.tolerances import REL_TOL, TINY
+from mlroute.tolerances import ABS_TOL, REL_TOL, TINY
 
 _compiled = None  # the kernels' namespace once compiled, False when unavailable (numba missing or disabled)
 
@@ -59,9 +59,13 @@ def warm() -> bool:
     rows = (np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
             np.array([0, 1, 2, 3], dtype=np.int64))
     for mode in (DISJOINT, POSITIONAL, GENERAL):
-        first_improving(np.array([0], dtype=np.int64), np.array([[0, 2]], dtype=np.int64),
-                        np.zeros(1, dtype=np.int64), np.zeros(5, dtype=np.int64), np.zeros(1, dtype=np.int64), rows,
-                        4, mode)
+        args = (np.array([0], dtype=np.int64), np.array([[0, 2]], dtype=np.int64), np.zeros(1, dtype=np.int64))
+        first_improving(*args, np.zeros(5, dtype=np.int64), np.zeros(1, dtype=np.int64), rows, 4, mode)
+        improving(*args, np.zeros(5, dtype=np.int64), np.zeros(1, dtype=np.int64), rows, 4, mode)
+    for positional in (True, False):
+        promising(*args, np.ones(5), np.zeros(5), 0.1, np.zeros(1, dtype=np.int64), rows, 4, positional)
+    level_loads(np.array([[0, 1]], dtype=np.int64), np.array([0.5]), 0.4, 2)
+    cmp_presorted(np.array([0.5, np.inf]), np.array([0.5, np.inf]))
     return True
 
 
@@ -85,6 +89,24 @@ def greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loa
     k.greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loads)
 
 
+def level_loads(mat, rates, threshold: float, n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """The polishing's view of the links at one rate level (``optimisers.mlroute._Polish._level``): per link
+    of the (flows, K) link matrix ``mat``, the summed rate of its flows below ``threshold`` and (as a float) the
+    number of the others, summed in flow order like ``np.bincount``."""
+    k = _kernels()
+    assert k is not None, "level_loads without the compiled kernels"
+    return k.level_loads(mat, rates, float(threshold), int(n_links))
+
+
+def cmp_presorted(a: np.ndarray, b: np.ndarray) -> int:
+    """``metric.cmp_presorted`` compiled (the leximin order of two ascending rate vectors of equal length):
+    it stops at the first position that differs, where the reference compares every position."""
+    k = _kernels()
+    assert k is not None, "cmp_presorted without the compiled kernels"
+    return int(k.cmp_presorted(np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(b, dtype=np.float64),
+                               REL_TOL, ABS_TOL))
+
+
 #: :func:`first_improving`'s modes, as ``optimisers.mlroute._gains`` tells them apart
 DISJOINT, POSITIONAL, GENERAL = 0, 1, 2
 
@@ -100,6 +122,24 @@ def first_improving(block, mat, choice, loads, set_id, option_rows, dummy: int, 
     base, opts, rows, table = option_rows
     b, q = k.first_improving(block, mat, choice, loads, set_id, base, opts, rows, table, dummy, mode)
     return int(b), int(q)
+
+
+def improving(flows, mat, choice, loads, set_id, option_rows, dummy: int, mode: int) -> np.ndarray:
+    """:func:`first_improving`'s test for every one of ``flows`` (the search's screen): which have a move."""
+    k = _kernels()
+    assert k is not None, "improving without the compiled kernels"
+    return k.improving(flows, mat, choice, loads, set_id, *option_rows, dummy, mode)
+
+
+def promising(flows, mat, choice, free, n_ge, threshold: float, set_id, option_rows, dummy: int,
+              positional: bool) -> np.ndarray:
+    """The polishing's screen (``optimisers.mlroute._promising``) compiled: which of ``flows`` have another
+    option whose share score (the least, over its links, of ``free / max(n_ge, 1)`` on a link it keeps and
+    ``free / (n_ge + 1)`` on one it would take) is above ``threshold``."""
+    k = _kernels()
+    assert k is not None, "promising without the compiled kernels"
+    return k.promising(flows, mat, choice, free, n_ge, float(threshold), set_id, *option_rows, dummy,
+                       bool(positional))
 
 
 def _compile():

@@ -149,6 +149,13 @@ def _gains(opts: np.ndarray, cur: np.ndarray, disjoint: bool, loads: np.ndarray,
     return gain, newmax
 
 
+def _kernel_mode(prob: Problem) -> int:
+    """How :func:`_gains` compares an option with the current path on this fabric, as the kernels name it."""
+    if prob.K == 2:
+        return kernels.DISJOINT
+    return kernels.POSITIONAL if prob.fabric.is_graded() else kernels.GENERAL
+
+
 def _first_improving(prob: Problem, block: np.ndarray, mat: np.ndarray, choice: np.ndarray, loads: np.ndarray,
                      positional: bool) -> tuple[int, int]:
     """(position in ``block`` of the first flow with an improving move under ``loads``, its best option: the
@@ -156,8 +163,8 @@ def _first_improving(prob: Problem, block: np.ndarray, mat: np.ndarray, choice: 
     available (:func:`mlroute.routing.kernels.first_improving`, the same answer)."""
     disjoint = prob.K == 2
     if kernels.enabled():
-        mode = kernels.DISJOINT if disjoint else kernels.POSITIONAL if positional else kernels.GENERAL
-        return kernels.first_improving(block, mat, choice, loads, prob.set_id, prob.option_rows(), prob.dummy, mode)
+        return kernels.first_improving(block, mat, choice, loads, prob.set_id, prob.option_rows(), prob.dummy,
+                                       _kernel_mode(prob))
     opts_list = [prob.option_links(i) for i in block.tolist()]
     width = max(len(o) for o in opts_list)
     opts = np.empty((len(block), width, prob.K), dtype=np.int64)
@@ -190,6 +197,9 @@ def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray,
     chunks = _option_chunks(prob, cand)
     if chunks is None:
         return np.ones(len(cand), dtype=bool)
+    if kernels.enabled():  # the same test, compiled
+        return kernels.improving(cand, mat, choice, loads, prob.set_id, prob.option_rows(), prob.dummy,
+                                 _kernel_mode(prob))
     out = np.zeros(len(cand), dtype=bool)
     for part, fl, opts in chunks:
         gain, _ = _gains(opts, mat[fl], prob.K == 2, loads, prob.dummy, prob.fabric.is_graded())
@@ -401,25 +411,17 @@ def _moved(mat: np.ndarray, i: int, links: np.ndarray) -> np.ndarray:
     return out
 
 
-def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective, state: RateState | None = None):
+def _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective):
     """(choice, link matrix, rates) with flow ``i`` moved to option ``q``, if that keeps the max-load cap and is
-    strictly better in the metric; else None. With ``state`` (the rates of ``choice`` kept up to date) the new
-    rates are re-filled around the move only, and a kept move is committed to it."""
+    strictly better in the metric (a full water-filling); else None."""
     trial = choice.copy()
     trial[i] = q
     tmat = _moved(mat, i, opts[q])
     if _over_cap(prob, tmat, cap):
         return None
-    if state is None:
-        r2 = prob.rates(trial, matrix=tmat)
-        order = compare(r2, rates, jobs, objective)
-    else:
-        r2 = state.trial(i, prob.rate_row(i, opts[q]))
-        order = state.leximin(r2) if objective == "flow" else compare(r2, rates, jobs, objective)
-    if order <= 0:
+    r2 = prob.rates(trial, matrix=tmat)
+    if compare(r2, rates, jobs, objective) <= 0:
         return None
-    if state is not None:
-        state.commit()
     return trial, tmat, r2
 
 
@@ -572,6 +574,9 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
     chunks = _option_chunks(prob, at)
     if chunks is None:
         return np.ones(len(at), dtype=bool)
+    if kernels.enabled():  # the same scores, compiled
+        return kernels.promising(at, mat, choice, free, n_ge, lam * (1 + REL_TOL), prob.set_id, prob.option_rows(),
+                                 prob.dummy, prob.fabric.is_graded())
     out = np.zeros(len(at), dtype=bool)
     for part, fl, opts in chunks:
         score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy, prob.fabric.is_graded())
@@ -641,6 +646,7 @@ class _Polish:
         self.moves = 0
         self.tried: set = set()
         self.helpers_left = HELPER_TRIES
+        self.loads = prob.loads(matrix=mat)  # flows per switch link: each <= cap, which every kept move keeps
         rows, caps, dem = prob.rate_inputs(choice, mat)
         self.state = RateState(rows, caps, np.full(len(rates), np.inf) if dem is None else dem, rates)
         # Levels whose last pass kept no move, with the fabric links their outcome reads (every option of the
@@ -710,25 +716,49 @@ class _Polish:
         rates, mat, dummy = self.rates, self.mat, self.dummy
         at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
         flat = mat.ravel()
-        rr = np.repeat(rates, mat.shape[1])
-        below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
-        n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
+        rr = None
+        if kernels.enabled():  # the same sums, without the (flows x K) temporaries
+            below, n_ge = kernels.level_loads(mat, rates, lam * (1 - REL_TOL), dummy + 1)
+        else:
+            rr = np.repeat(rates, mat.shape[1])
+            below = np.bincount(flat, weights=np.where(rr < lam * (1 - REL_TOL), rr, 0.0), minlength=dummy + 1)
+            n_ge = np.bincount(flat, weights=(rr >= lam * (1 - REL_TOL)).astype(float), minlength=dummy + 1)
         free = self.caps - below
         promising = _promising(self.prob, at, mat, self.choice, free, n_ge, lam)
         if self._move_slow(at[promising], lam, free, n_ge):
             return True
         if self.helpers_left > 0 and len(self.prob.inter) <= HELPER_MAX_FLOWS:
-            return self._move_helpers(at, lam, flat, rr)
+            return self._move_helpers(at, lam, flat, np.repeat(rates, mat.shape[1]) if rr is None else rr)
         return False
 
-    def _keep(self, i: int, q: int, opts: np.ndarray) -> bool:
-        """Move flow ``i`` to option ``q`` if that is strictly better within the cap."""
-        better = _better_move(self.prob, self.choice, self.mat, self.rates, i, q, opts, self.cap, self.jobs,
-                              self.objective, self.state)
-        if better is None:
+    def _over_cap(self, i: int, row: np.ndarray) -> bool:
+        """Would flow ``i`` on ``row`` put more than ``cap`` flows on a fabric link? (Only the links it newly
+        takes gain a flow, and every load is within the cap now.)"""
+        if self.cap is None:
             return False
+        own = set(self.mat[i].tolist())
+        loads, cap, dummy = self.loads, self.cap, self.dummy
+        return any(loads[x] >= cap for x in row.tolist() if x not in own and x != dummy)
+
+    def _keep(self, i: int, q: int, opts: np.ndarray) -> bool:
+        """Move flow ``i`` to option ``q`` if that is strictly better within the cap: its rates re-filled around
+        the move only (``state``), and the move committed to it when kept."""
+        row = opts[q]
+        if self._over_cap(i, row):
+            return False
+        state = self.state
+        r2 = state.trial(i, self.prob.rate_row(i, row))
+        order = state.leximin(r2) if self.objective == "flow" else compare(r2, self.rates, self.jobs, self.objective)
+        if order <= 0:
+            return False
+        state.commit()
         old_rates, old_row = self.rates, self.mat[i].copy()
-        self.choice, self.mat, self.rates = better
+        self.loads[old_row] -= 1
+        self.loads[row] += 1
+        self.loads[self.dummy] = 0
+        self.mat[i] = row
+        self.choice[i] = q
+        self.rates = r2
         self.moves += 1
         self._forget_dead(old_rates, old_row, i)
         return True
@@ -787,7 +817,7 @@ class _Polish:
                 continue
             self.tried.add(key)
             self.helpers_left -= 1
-            if _over_cap(self.prob, _moved(self.mat, g, gopts[q]), self.cap):
+            if self._over_cap(g, gopts[q]):
                 continue  # not a try of this flow's one option: the next one may fit the cap
             return self._keep(g, q, gopts)  # one option per helper flow
         return False

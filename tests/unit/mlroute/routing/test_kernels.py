@@ -121,3 +121,15 @@ def test_mlroute_routes_every_flow_as_the_reference_does(reference, fabric, n, m
         assert got.info["search_complete"] and want.info["search_complete"]
         assert np.array_equal(got.choice, want.choice)
         assert got.info["search_moves"] == want.info["search_moves"]
+
+
+def test_the_leximin_comparison_of_sorted_vectors_is_the_same(reference):
+    rng = np.random.default_rng(3)
+    values = [0.0, 1e-13, 0.25, 0.25 + 1e-12, 0.25 + 1e-6, 1 / 3, 0.5, np.inf, -np.inf, np.nan]
+    for _ in range(2000):
+        n = int(rng.integers(0, 6))
+        a = np.sort(rng.choice(values, size=n))
+        b = a.copy() if rng.random() < 0.3 else np.sort(rng.choice(values, size=n))
+        got = metric.cmp_presorted(a, b)
+        with reference():
+            assert metric.cmp_presorted(a, b) == got
