@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
 import networkx as nx
+import numpy as np
 
 from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
@@ -64,7 +65,7 @@ from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
-from mlroute.routing.optimisers import Problem
+from mlroute.routing.optimisers import Problem, Routing
 from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.repair import repair
 from mlroute.routing.tiers import TIER_RANK
@@ -195,15 +196,16 @@ class TrafficEngineer:
             self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
             return self.last
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
-        ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed).paths
-        current, valid = paths_in_force(fabric, flows, self.pinned, ecmp, problem)
+        current, valid, current_choice = in_force(problem, self.pinned,
+                                                  run_optimiser("ecmp", fabric, problem, seed=self.seed))
         # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
         # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = metric.job_labels(flows)
         ideal = estimate_demands(flows)  # the reports' non-blocking rates (once per step)
-        r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal)
+        r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal,
+                                          links=problem.incidences(current_choice))
         if self.mode == "ecmp":
             self.pinned = {}
             self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
@@ -222,7 +224,9 @@ class TrafficEngineer:
             r_new, proposed = r_current, deepcopy(before)
         else:  # the optimiser's own rates when it routed every flow (else some flows keep their current path)
             known = routing.rates if all(p is not None for p in routing.paths) else None
-            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal, rates=known)
+            links = None if routing.choice is None else \
+                problem.incidences(np.where(routing.choice >= 0, routing.choice, current_choice))
+            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal, rates=known, links=links)
         order = metric.compare(r_new, r_current, job_list, objective)
         if must and any(valid) and not same:
             # pins broke or newcomers came: the pins that still hold, with only the others placed, unless the
@@ -268,14 +272,31 @@ def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteK
     own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
     routing that actually carries the traffic. Returns (paths, valid flags). ``problem`` (``flows`` resolved
     on ``fabric``) saves looking up each flow's candidate paths again."""
-    # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
-    pins = [pinned[cast(RouteKey, f.key)] if f.key in pinned
-            else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
+    pins = _pins(flows, pinned)
     if problem is not None:
         valid = [p is not None and ps.index_of(p) >= 0 for ps, p in zip(problem.sets, pins)]
     else:
         valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
+
+
+def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> list[Sequence[int] | None]:
+    """Each flow's pin, or its host pair's (which its packets follow), or None."""
+    # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
+    return [pinned[cast(RouteKey, f.key)] if f.key in pinned
+            else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
+
+
+def in_force(problem: Problem, pinned: Mapping[RouteKey, Sequence[int]],
+             fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
+    """:func:`paths_in_force` of ``problem``'s flows with ``fallback`` (ECMP's estimate, a Routing of the same
+    problem), and the choice vector of those paths (each pin's option looked up once)."""
+    pins = _pins(problem.flows, pinned)
+    index = [ps.index_of(p) if p is not None else -1 for ps, p in zip(problem.sets, pins)]
+    valid = [i >= 0 for i in index]
+    paths = [p if ok else e for p, ok, e in zip(pins, valid, fallback.paths)]
+    assert fallback.choice is not None
+    return paths, valid, np.where(np.array(index, dtype=np.int64) >= 0, index, fallback.choice)
 
 
 def _materially_better(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -327,10 +327,12 @@ def _rates(fabric, flows, paths, links, use_demands: bool = True) -> np.ndarray:
 
 
 def assess(fabric, flows, paths, objective: str = "flow", *, ideal: np.ndarray | None = None,
-           rates: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+           rates: np.ndarray | None = None, links: tuple | None = None) -> tuple[np.ndarray, dict]:
     """(:func:`rates`, :func:`report`) of one routing, its links looked up once (the TE step needs both);
-    ``rates``, when the caller has them (an optimiser's ``Routing.rates``), are not water-filled again."""
-    links = _routing_csr(fabric, flows, paths)
+    ``rates``, when the caller has them (an optimiser's ``Routing.rates``), are not water-filled again;
+    ``links``, the routing's incidences where the caller has them (``Problem.incidences``), are not looked up
+    again path by path."""
+    links = _routing_csr(fabric, flows, paths) if links is None else links
     r = _rates(fabric, flows, paths, links) if rates is None else np.asarray(rates, dtype=float)
     return r, _report(fabric, flows, paths, links, None, objective, r, ideal)
 

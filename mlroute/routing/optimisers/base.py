@@ -207,6 +207,15 @@ class Problem:
             full[dead] = sentinel
         return full, caps, dem
 
+    def incidences(self, choice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links every flow of a choice vector crosses as incidences (flat links, owning flow, links per
+        flow): ``metric``'s form of a routing (source NIC, switch links in path order, destination NIC; none
+        for an unroutable flow), read from the option tables instead of looked up per path."""
+        full, _, _ = self.rate_inputs(choice)
+        real = full != len(self.fabric.capacities)
+        lens = real.sum(1)
+        return full[real], np.repeat(np.arange(len(lens)), lens), lens
+
     def rate_row(self, i: int, links: np.ndarray) -> np.ndarray:
         """Flow ``i``'s row of :meth:`rate_inputs` with its switch links ``links`` (dummy-padded)."""
         up, down = self.nic

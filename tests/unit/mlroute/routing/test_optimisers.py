@@ -320,3 +320,19 @@ def test_metric_polishing_keeps_the_optimal_max_load():
     assert max_load(fab, flows, m.paths) == 2 == Problem(fab, flows).degree_bound()
     g = OPTIMISERS["greedy"](fab, flows)
     assert compare(rates(fab, flows, m.paths), rates(fab, flows, g.paths)) >= 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(any_instance, st.randoms(use_true_random=False))
+def test_a_choice_vectors_incidences_are_those_of_its_paths(instance, rnd):
+    """Problem.incidences (read from the option tables) == metric's per-path lookup, unroutable flows included."""
+    from mlroute.routing.metric import _routing_csr
+
+    fab, flows = instance
+    prob = Problem(fab, flows)
+    choice = prob.initial_choice()
+    for i in prob.inter.tolist():
+        choice[i] = rnd.randrange(-1, int(prob.n_opts[i]))
+    got = prob.incidences(choice)
+    want = _routing_csr(fab, flows, prob.paths(choice))
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
