@@ -51,6 +51,15 @@ class _UpSet:
     unique: bool
     key: int = 0  # identical turn arrays share a key, so joins can be cached
     _sel: dict = field(default_factory=dict, repr=False)
+    _names: tuple | None = field(default=None, repr=False)
+
+    def names(self, node_list: list) -> tuple[list[tuple], list[tuple]]:
+        """(each row's switch names leaf -> turn, the same turn -> leaf), built once for every pair that joins
+        this set: an option's path is two list reads and a concatenation, not a walk over node positions."""
+        if self._names is None:
+            up = [tuple(node_list[x] for x in row) for row in self.nodes.tolist()]
+            self._names = (up, [t[::-1] for t in up])
+        return self._names
 
     def select(self, name: str, idx, jkey):
         """Rows ``idx`` of one of the arrays (``idx`` None = all rows, no copy), cached per join key."""
@@ -121,14 +130,6 @@ class PathSet:
         return np.hstack((self.up, self.down))
 
     @property
-    def _up_nodes(self):
-        return self._a.select("nodes", self._ia, self._jkey)
-
-    @property
-    def _down_nodes(self):
-        return self._b.select("nodes", self._ib, self._jkey)[:, ::-1]
-
-    @property
     def paths(self) -> list[tuple]:
         if self._paths is None:
             self._paths = [self.path(i) for i in range(len(self))] if self.kind != "intra" else [(self.src_leaf,)]
@@ -144,8 +145,10 @@ class PathSet:
         hit = one.get(i)
         if hit is None:  # one option at a time: a routing reads one or two options of most sets
             names = self.fabric.node_list
-            hit = one[i] = tuple(names[x] for x in self._up_nodes[i].tolist()) + \
-                tuple(names[x] for x in self._down_nodes[i, 1:].tolist())
+            up, _ = self._a.names(names)
+            _, down = self._b.names(names)
+            ia, ib = self._ia, self._ib
+            hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])][1:]
         return hit
 
     def index_of(self, path) -> int:

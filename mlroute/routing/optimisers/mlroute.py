@@ -571,12 +571,12 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
         score = np.minimum(su[prob.src_pos[at]], sd[prob.dst_pos[at]])
         score[np.arange(len(at)), choice[at]] = -np.inf
         return (score > lam * (1 + REL_TOL)).any(1)
-    chunks = _option_chunks(prob, at)
-    if chunks is None:
-        return np.ones(len(at), dtype=bool)
-    if kernels.enabled():  # the same scores, compiled
+    if kernels.enabled():  # the same scores, compiled (and without the option table a big instance lacks)
         return kernels.promising(at, mat, choice, free, n_ge, lam * (1 + REL_TOL), prob.set_id, prob.option_rows(),
                                  prob.dummy, prob.fabric.is_graded())
+    chunks = _option_chunks(prob, at)
+    if chunks is None:  # every flow is scored in the polishing's loop instead, with the same outcome
+        return np.ones(len(at), dtype=bool)
     out = np.zeros(len(at), dtype=bool)
     for part, fl, opts in chunks:
         score = _share_scores(opts, mat[fl], free, n_ge, prob.dummy, prob.fabric.is_graded())

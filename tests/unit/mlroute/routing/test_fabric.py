@@ -159,3 +159,19 @@ def test_the_identity_survives_pickling_and_changes_with_a_failure():
     assert copy.identity == fab.identity != Fabric.fattree(4).identity
     fab.fail_link("edge0_0", "agg0_0")
     assert fab.identity != copy.identity
+
+
+def test_each_option_is_its_up_half_then_its_down_half_by_name():
+    """PathSet.path (read from the up-sets' name tables) walks the option's nodes: up from the source leaf to
+    the turning switch over the up links, then down to the destination leaf over the down links."""
+    import itertools
+
+    fab = Fabric.fattree(6)
+    fab.fail_link("agg0_0", "core0")
+    fab.fail_switch("core4")
+    for s, d in itertools.permutations(fab.leaves, 2):
+        ps = fab.pathset(s, d)
+        for i in range(len(ps)):
+            path = ps.path(i)
+            assert path[0] == s and path[-1] == d and len(path) == 2 * ps.hops + 1
+            assert fab.path_links(path).tolist() == ps.links()[i].tolist()
