@@ -151,6 +151,16 @@ class PathSet:
             hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])][1:]
         return hit
 
+    def turning_at(self, node_pos: int) -> int:
+        """Position of the one option that turns at the switch at ``node_pos``, or -1 (none, or several)."""
+        turns = self._turns
+        if turns is None:
+            turns = self._turns = self.turn.tolist()
+        i = bisect_left(turns, node_pos)
+        if i < len(turns) and turns[i] == node_pos and (i + 1 == len(turns) or turns[i + 1] != node_pos):
+            return i
+        return -1
+
     def index_of(self, path) -> int:
         """Position of ``path`` among the options, or -1."""
         if path is None:

@@ -391,13 +391,13 @@ def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
         if len(sel):
             core_j[sel] = equitable_colouring(pod_s[sel], pod_d[sel], half)
     choice = prob.initial_choice()
+    pos = fab.node_pos
+    # in an intact fat-tree one path turns at each switch above a pair of leaves: its aggregation switch
+    # (same pod) or core, so the option is found by its turning switch
     for n, i in enumerate(idx.tolist()):
-        s, d, a = src_leaves[n], dst_leaves[n], int(agg[n])
-        if pod_s[n] == pod_d[n]:
-            path = (s, agg_of[(pod_s[n], a)], d)
-        else:
-            path = (s, agg_of[(pod_s[n], a)], core_of[(a, int(core_j[n]))], agg_of[(pod_d[n], a)], d)
-        q = prob.sets[i].index_of(path)
+        a = int(agg[n])
+        turn = agg_of[(pod_s[n], a)] if pod_s[n] == pod_d[n] else core_of[(a, int(core_j[n]))]
+        q = prob.sets[i].turning_at(pos[turn])
         if q < 0:
             return None
         choice[i] = q
