@@ -44,6 +44,7 @@ from controller.optimiser_runner import OptimiserRunner  # noqa: E402
 from controller.packet_in import PacketIn  # noqa: E402
 from controller.rules import ETH_ARP  # noqa: E402
 from controller.tiers import infer_tiers  # noqa: E402
+from mlroute.routing import kernels  # noqa: E402
 from tests import topologies  # noqa: E402
 from tests.flowstats_bytes import counting_entry, replies  # noqa: E402
 
@@ -271,23 +272,33 @@ def worker_cpu_ms(runner):
     return 1e3 * (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_te_worker(name, core, topo, n, rows):
+def bench_te_worker(name, core, topo, n, rows, kernels="compiled"):
     """The decision as the controller takes it: in the optimiser's worker process (a fresh interpreter holding
     only the fabric and the engineer), its CPU read from /proc, with the event loop's share (pickling the
-    inputs, applying the outcome) beside it."""
-    runner = OptimiserRunner(time_budget_s(core.config))
-    runner.start()
+    inputs, applying the outcome) beside it. ``kernels="python"``: the same in a worker on the routing core's
+    pure-Python references (MLROUTE_KERNELS=python), the baseline of the compiled kernels."""
+    saved = os.environ.get("MLROUTE_KERNELS")
+    os.environ["MLROUTE_KERNELS"] = "python" if kernels == "python" else ""
+    try:
+        runner = OptimiserRunner(time_budget_s(core.config))
+        runner.start()
+    finally:
+        if saved is None:
+            del os.environ["MLROUTE_KERNELS"]
+        else:
+            os.environ["MLROUTE_KERNELS"] = saved
     if not runner.wait_ready(120):
         raise SystemExit("the optimiser worker did not start")
     core.runner = runner
+    steps = ((3, "its 1st decision (the fabric sent)"), (4, "other elephants (fabric held)"), (4, "the same again"))
+    tag = "" if kernels == "compiled" else ", pure Python"
     try:
-        for seed, what in ((3, "its 1st decision (the fabric sent)"), (4, "other elephants (fabric held)"),
-                           (4, "the same again")):
+        for seed, what in steps[:2] if tag else steps:
             if what != "the same again":
                 set_elephants(core, topo, n, seed)
             before = worker_cpu_ms(runner)
             t, result = cpu(core.te_step, True)
-            rows.append((name, f"TE in the worker, {n} elephants, {what}", worker_cpu_ms(runner) - before,
+            rows.append((name, f"TE in the worker, {n} elephants, {what}{tag}", worker_cpu_ms(runner) - before,
                          len(result.moved)))
             rows.append((name, f"  event-loop CPU of it ({result.reason[:24]})", t, None))
     finally:
@@ -358,7 +369,8 @@ def main(argv=None):
     ap.add_argument("--topo", action="append", help="fattree:K or leafspine:SxLxH (repeatable)")
     ap.add_argument("--te", default=None, help="comma-separated elephant counts (default 1000,10000)")
     ap.add_argument("--stats", default=None, help="comma-separated poll sizes (default 10000,100000)")
-    ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, worker, stats")
+    ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, worker, python (the worker on "
+                                           "the pure-Python references), stats")
     args = ap.parse_args(argv)
     specs = args.topo or (["fattree:4", "fattree:8", "leafspine:4x8x4"] if args.quick else
                           ["fattree:8", "fattree:16", "leafspine:32x64x32", "fattree:24"])
@@ -366,6 +378,7 @@ def main(argv=None):
     stats_sizes = [int(x) for x in (("1000,10000" if args.quick else "10000,100000") if args.stats is None
                                     else args.stats).split(",") if x]
     skip = set(args.skip.split(","))
+    kernels.warm()  # compiled code loaded (or compiled) first, as the optimiser's worker does when it starts
     print(f"{'fabric':<22} {'what':<44} {'CPU ms':>10} {'x full':>8} {'changes':>8}")
     for spec in specs:
         name, topo = fixture(spec)
@@ -377,6 +390,8 @@ def main(argv=None):
         if "worker" not in skip:
             for n in te_sizes:
                 bench_te_worker(name, core, topo, n, rows)
+            if "python" not in skip:
+                bench_te_worker(name, core, topo, max(te_sizes), rows, kernels="python")
         if "stats" not in skip:
             for n in stats_sizes:
                 bench_stats(name, core, topo, n, rows)

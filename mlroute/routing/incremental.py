@@ -79,16 +79,12 @@ class RateState:
             a_old = self.rows[a]
             a_rows = a_old.copy()
             a_rows[a == i] = row
-            # every figure below is read on the links of A's old and new rows only (``near``), never on all
-            # links: capacity the flows outside A (held at their rates) leave on each of them
-            near = np.unique(np.concatenate((a_old.ravel(), a_rows.ravel())))
-            at_old = np.searchsorted(near, a_old.ravel())
-            held = self.sums[near] - np.bincount(at_old, weights=np.repeat(rates[a], w), minlength=len(near))
+            # capacity the flows outside A (held at their rates) leave on each link
+            held = self.sums - np.bincount(a_old.ravel(), weights=np.repeat(rates[a], w), minlength=len(caps))
             real = a_rows != pad
             links, local = np.unique(a_rows[real], return_inverse=True)
             owner = np.nonzero(real)[0]
-            held_links = held[np.searchsorted(near, links)]
-            r_a = water_fill_csr(local.ravel(), owner, real.sum(1), caps[links] - held_links, dem[a], events=True)
+            r_a = water_fill_csr(local.ravel(), owner, real.sum(1), caps[links] - held[links], dem[a], events=True)
             # a flow re-filled to its old rate keeps it to the bit (float noise would break exact ties apart)
             r_a = np.where(np.abs(r_a - rates[a]) <= NOISE * rates[a], rates[a], r_a)
             new = rates.copy()
@@ -106,30 +102,19 @@ class RateState:
             g_rows[g == i] = row
             r_g = new[g]
             t = np.fromiter(dirty, dtype=np.int64, count=len(dirty))
-            t_near = np.searchsorted(near, t)  # (every dirty link is on a row of A)
-            at_new = np.searchsorted(near, a_rows.ravel())
-            sums_t = held[t_near] + np.bincount(at_new, weights=np.repeat(r_a, w), minlength=len(near))[t_near]
-            # the fastest flow on each dirty link: every flow on it is in g (0 on a link flow i left alone)
-            g_links, g_at = np.unique(g_rows.ravel(), return_inverse=True)
-            fresh = np.zeros(len(g_links))
-            np.maximum.at(fresh, g_at.ravel(), np.repeat(r_g, w))
-            t_g = np.minimum(np.searchsorted(g_links, t), len(g_links) - 1)
-            top_t = np.where(g_links[t_g] == t, fresh[t_g], 0.0)
-            # the links' sums and fastest flows as they would be, read where g's rows cross them
-            g_sums, g_top = self.sums[g_rows], self.top[g_rows]
-            order = np.argsort(t)
-            ts = t[order]  # (never empty: flow i's own NIC links are dirty)
-            pos = np.minimum(np.searchsorted(ts, g_rows), len(ts) - 1)
-            hit = ts[pos] == g_rows
-            g_sums[hit] = sums_t[order][pos[hit]]
-            g_top[hit] = top_t[order][pos[hit]]
-            g_sums[g_rows == pad], g_top[g_rows == pad] = 0.0, 0.0
+            sums = self.sums.copy()
+            top = self.top.copy()
+            sums[t] = held[t] + np.bincount(a_rows.ravel(), weights=np.repeat(r_a, w), minlength=len(caps))[t]
+            fresh = np.zeros(len(caps))
+            np.maximum.at(fresh, g_rows.ravel(), np.repeat(r_g, w))
+            top[t] = fresh[t]
+            sums[pad], top[pad] = 0.0, 0.0
             # bottleneck check: saturated link on which no flow is faster, or the flow's demand
-            sat = g_sums >= caps[g_rows] * (1 - REL_TOL)
-            fastest = r_g[:, None] >= g_top * (1 - REL_TOL)
+            sat = sums[g_rows] >= caps[g_rows] * (1 - REL_TOL)
+            fastest = r_g[:, None] >= top[g_rows] * (1 - REL_TOL)
             ok = (sat & fastest).any(1) | (r_g >= dem[g] * (1 - REL_TOL))
             if ok.all():
-                self._pending = (i, row.copy(), old.copy(), new, t, sums_t, top_t)
+                self._pending = (i, row.copy(), old.copy(), new, t, sums[t], top[t])
                 return new
             bad = g[~ok].tolist()
             grow = set(bad)
