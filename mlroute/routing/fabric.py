@@ -498,25 +498,30 @@ class Fabric:
         return out
 
     def _uptree(self, node) -> dict:
-        """All live up-paths from ``node``: {hops: (turn, up, down, nodes)} arrays, unsorted."""
+        """All live up-paths from ``node``: {hops: (turn, up, down, nodes)} arrays, unsorted (the neighbours in
+        node order, each one's own up-paths in its order: a few concatenations per hop count, not arrays per
+        neighbour and path length)."""
         cached = self._uptrees.get(node)
         if cached is not None:
             return cached
         pos = self.node_pos
-        parts: dict[int, list] = {}
         me = pos[node]
-        for v, lu, ld in self._up_adj(node):
-            parts.setdefault(1, []).append((np.array([pos[v]]), np.array([[lu]]), np.array([[ld]]),
-                                            np.array([[me, pos[v]]])))
-            for h, (turn, up, down, nodes) in self._uptree(v).items():
-                n = len(turn)
-                parts.setdefault(h + 1, []).append((
-                    turn,
-                    np.hstack((np.full((n, 1), lu), up)),
-                    np.hstack((down, np.full((n, 1), ld))),
-                    np.hstack((np.full((n, 1), me), nodes)),
-                ))
-        out = {h: tuple(np.concatenate([p[i] for p in lst]) for i in range(4)) for h, lst in parts.items()}
+        adj = self._up_adj(node)
+        out: dict[int, tuple] = {}
+        if adj:
+            top = np.array([pos[v] for v, _, _ in adj], dtype=np.int64)
+            lu = np.array([x for _, x, _ in adj], dtype=np.int64)
+            ld = np.array([x for _, _, x in adj], dtype=np.int64)
+            out[1] = (top, lu[:, None], ld[:, None], np.column_stack((np.full(len(adj), me, dtype=np.int64), top)))
+            below = [self._uptree(v) for v, _, _ in adj]
+            for h in dict.fromkeys(h for sub in below for h in sub):  # first appearance, as the paths are listed
+                has = [j for j, sub in enumerate(below) if h in sub]
+                turn, up, down, nodes = (np.concatenate([below[j][h][i] for j in has]) for i in range(4))
+                sizes = [len(below[j][h][0]) for j in has]
+                first_up = np.repeat(lu[has], sizes)[:, None]
+                last_down = np.repeat(ld[has], sizes)[:, None]
+                out[h + 1] = (turn, np.hstack((first_up, up)), np.hstack((down, last_down)),
+                              np.hstack((np.full((len(turn), 1), me, dtype=np.int64), nodes)))
         self._uptrees[node] = out
         return out
 

@@ -91,8 +91,8 @@ class RateState:
             new[a] = r_a
             # links whose sum or fastest flow can have moved: those of the flows whose rate moved, and flow
             # i's old and new links; every flow on them is checked
-            moved = a[r_a != rates[a]]
-            dirty = set(a_rows[np.isin(a, moved)].ravel().tolist()) | set(old.tolist()) | set(row.tolist())
+            moved = r_a != rates[a]  # (the flows of A whose rate moved)
+            dirty = set(a_rows[moved].ravel().tolist()) | set(old.tolist()) | set(row.tolist())
             dirty.discard(pad)
             g_set = {i}
             for link in dirty:
