@@ -35,6 +35,8 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   touch "$STAMP"
 fi
 .venv/bin/python -m controller.platform_fixes
+# the routing core's numba kernels compiled into their on-disk cache now (2-4 s once), not by the first controller
+.venv/bin/python -c 'from mlroute.routing import kernels; kernels.warm()'
 
 # OVS sends on all ports through one AF_PACKET socket sized by wmem_default *when it starts*: raise it first.
 if [ "$(sysctl -n net.core.wmem_default)" -lt 8388608 ]; then
