@@ -17,6 +17,7 @@ CONNECTIONS = 40  # per client, sequential, 100 KB each
 SERVER = ("import socket\n"
           "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
           "s.bind(('0.0.0.0', 8000)); s.listen(64)\n"
+          "print('listening', flush=True)\n"
           "while True:\n"
           "    c, _ = s.accept(); c.recv(100); c.sendall(b'x' * 100000); c.close()\n")
 CLIENT = ("import socket, sys\n"
@@ -39,14 +40,17 @@ def test_short_connections_cost_about_one_packet_in_per_transport_flow(fabric_fa
     servers = [fab.net.get(dst).popen([sys.executable, "-c", SERVER]) for _, dst in pairs]
     before = fab.controller.metric("mlroute_packet_in_total", {"kind": "newflow"})
     try:
+        # every server listens before any client connects (a client refused on its first connect counted 0 of 40)
+        assert all(p.stdout.readline().strip() == b"listening" for p in servers)
         clients = [fab.net.get(src).popen([sys.executable, "-c", CLIENT, fab.net.get(dst).IP(), str(CONNECTIONS)])
                    for src, dst in pairs]
-        done = [int(c.communicate(timeout=240)[0].decode().strip() or 0) for c in clients]
+        outputs = [c.communicate(timeout=240) for c in clients]
     finally:
         for p in servers:
             p.kill()
             p.wait()
-    assert done == [CONNECTIONS] * len(pairs)
+    done = [int(out.decode().strip() or 0) for out, _ in outputs]
+    assert done == [CONNECTIONS] * len(pairs), [err.decode()[-300:] for _, err in outputs]
     packet_ins = fab.controller.metric("mlroute_packet_in_total", {"kind": "newflow"}) - before
     flows = 2 * CONNECTIONS * len(pairs)  # each connection is two transport flows, one per direction
     print(f"{packet_ins:.0f} new-flow packet-ins for {flows} transport flows: {packet_ins / flows:.2f} per flow")
