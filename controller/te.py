@@ -266,17 +266,13 @@ class TrafficEngineer:
 
 
 def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],
-                   fallback: Sequence[Sequence[int] | None],
-                   problem: Problem | None = None) -> tuple[list[Sequence[int] | None], list[bool]]:
+                   fallback: Sequence[Sequence[int] | None]) -> tuple[list[Sequence[int] | None], list[bool]]:
     """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
     own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
-    routing that actually carries the traffic. Returns (paths, valid flags). ``problem`` (``flows`` resolved
-    on ``fabric``) saves looking up each flow's candidate paths again."""
+    routing that actually carries the traffic. Returns (paths, valid flags). The TE step, which has the flows
+    resolved on the fabric already, uses :func:`in_force`."""
     pins = _pins(flows, pinned)
-    if problem is not None:
-        valid = [p is not None and ps.index_of(p) >= 0 for ps, p in zip(problem.sets, pins)]
-    else:
-        valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
+    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
     return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
 
 
