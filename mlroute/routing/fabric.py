@@ -151,11 +151,15 @@ class PathSet:
             hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])][1:]
         return hit
 
+    def _turn_list(self) -> list[int]:
+        """``turn`` (sorted) as a list, to bisect: numpy's searchsorted costs ~2 us per scalar."""
+        if self._turns is None:
+            self._turns = self.turn.tolist()
+        return self._turns
+
     def turning_at(self, node_pos: int) -> int:
         """Position of the one option that turns at the switch at ``node_pos``, or -1 (none, or several)."""
-        turns = self._turns
-        if turns is None:
-            turns = self._turns = self.turn.tolist()
+        turns = self._turn_list()
         i = bisect_left(turns, node_pos)
         if i < len(turns) and turns[i] == node_pos and (i + 1 == len(turns) or turns[i + 1] != node_pos):
             return i
@@ -175,9 +179,7 @@ class PathSet:
             mid = self.fabric.node_pos[path[h]]
         except (KeyError, TypeError):
             return -1
-        turns = self._turns
-        if turns is None:  # ``turn`` is sorted: bisect a list (numpy's searchsorted costs ~2 us per scalar)
-            turns = self._turns = self.turn.tolist()
+        turns = self._turn_list()
         for i in range(bisect_left(turns, mid), bisect_right(turns, mid)):
             if self.path(i) == path:
                 return i
