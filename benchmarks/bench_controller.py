@@ -272,13 +272,13 @@ def worker_cpu_ms(runner):
     return 1e3 * (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_te_worker(name, core, topo, n, rows, kernels="compiled"):
+def bench_te_worker(name, core, topo, n, rows, variant="compiled"):
     """The decision as the controller takes it: in the optimiser's worker process (a fresh interpreter holding
     only the fabric and the engineer), its CPU read from /proc, with the event loop's share (pickling the
-    inputs, applying the outcome) beside it. ``kernels="python"``: the same in a worker on the routing core's
+    inputs, applying the outcome) beside it. ``variant="python"``: the same in a worker on the routing core's
     pure-Python references (MLROUTE_KERNELS=python), the baseline of the compiled kernels."""
     saved = os.environ.get("MLROUTE_KERNELS")
-    os.environ["MLROUTE_KERNELS"] = "python" if kernels == "python" else ""
+    os.environ["MLROUTE_KERNELS"] = "python" if variant == "python" else ""
     try:
         runner = OptimiserRunner(time_budget_s(core.config))
         runner.start()
@@ -291,7 +291,7 @@ def bench_te_worker(name, core, topo, n, rows, kernels="compiled"):
         raise SystemExit("the optimiser worker did not start")
     core.runner = runner
     steps = ((3, "its 1st decision (the fabric sent)"), (4, "other elephants (fabric held)"), (4, "the same again"))
-    tag = "" if kernels == "compiled" else ", pure Python"
+    tag = "" if variant == "compiled" else ", pure Python"
     try:
         for seed, what in steps[:2] if tag else steps:
             if what != "the same again":
@@ -391,7 +391,7 @@ def main(argv=None):
             for n in te_sizes:
                 bench_te_worker(name, core, topo, n, rows)
             if "python" not in skip:
-                bench_te_worker(name, core, topo, max(te_sizes), rows, kernels="python")
+                bench_te_worker(name, core, topo, max(te_sizes), rows, variant="python")
         if "stats" not in skip:
             for n in stats_sizes:
                 bench_stats(name, core, topo, n, rows)

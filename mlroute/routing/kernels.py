@@ -56,11 +56,10 @@ def warm() -> bool:
     flat = np.array([0, 1, 1], dtype=np.int64)
     water_fill_events(flat, np.array([0, 2, 3], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
                       np.zeros(2), np.ones(2, dtype=bool), np.zeros(2))
-    greedy_place(np.array([0], dtype=np.int64), np.array([0], dtype=np.int64), np.array([0], dtype=np.int64),
-                 np.array([2], dtype=np.int64), np.array([1], dtype=np.int64), np.array([0, 1, 2, 3], dtype=np.int64),
-                 np.zeros(1, dtype=np.int64), np.zeros(5, dtype=np.int64))
     rows = (np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
             np.array([0, 1, 2, 3], dtype=np.int64))
+    greedy_place(np.array([0], dtype=np.int64), np.array([0], dtype=np.int64), rows, np.zeros(1, dtype=np.int64),
+                 np.zeros(5, dtype=np.int64))
     args = (np.array([0], dtype=np.int64), np.array([[0, 2]], dtype=np.int64), np.zeros(1, dtype=np.int64))
     for mode in (DISJOINT, POSITIONAL, GENERAL):
         first_improving(*args, np.zeros(5, dtype=np.int64), np.zeros(1, dtype=np.int64), rows, 4, mode)
@@ -82,14 +81,13 @@ def water_fill_events(flat, starts, caps, dem, rate, active, frozen_load) -> Non
                         rate, active, frozen_load, REL_TOL, TINY)
 
 
-def greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loads) -> None:
-    """``greedy.greedy_choice``'s placement loop compiled. Flow ``i`` (in ``order``) has path set ``set_id[i]``:
-    its ``set_opts`` options and ``set_rows`` link rows of them, row r of option c at
-    ``table[set_base + r * set_opts + c]``. Each flow takes the first option minimising the largest load on its
-    links, whose loads then rise by one; ``choice`` and ``loads`` are updated in place."""
+def greedy_place(order, set_id, option_rows, choice, loads) -> None:
+    """``greedy.greedy_choice``'s placement loop compiled. Flow ``i`` (in ``order``) has path set ``set_id[i]``,
+    whose links ``option_rows`` (``Problem.option_rows()``) holds. Each flow takes the first option minimising
+    the largest load on its links, whose loads then rise by one; ``choice`` and ``loads`` are updated in place."""
     k = _kernels()
     assert k is not None, "greedy_place without the compiled kernels"
-    k.greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loads)
+    k.greedy_place(order, set_id, *option_rows, choice, loads)
 
 
 def level_loads(mat, rates, threshold: float, n_links: int) -> tuple[np.ndarray, np.ndarray]:

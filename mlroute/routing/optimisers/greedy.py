@@ -42,8 +42,7 @@ def greedy_choice(prob: Problem, order=None, loads=None) -> tuple[np.ndarray, np
         order = group_order(prob)
     if kernels.enabled():  # the same placement, compiled (mlroute.routing.kernels)
         ld = np.ascontiguousarray(ld, dtype=np.int64)
-        kernels.greedy_place(np.ascontiguousarray(order, dtype=np.int64), prob.set_id, *prob.option_rows(), choice,
-                             ld)
+        kernels.greedy_place(np.ascontiguousarray(order, dtype=np.int64), prob.set_id, prob.option_rows(), choice, ld)
         if loads is not None and ld is not loads:
             loads[:] = ld
         return choice, ld
