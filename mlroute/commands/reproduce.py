@@ -44,6 +44,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep the paper grid of DIR/results.json and (re)run only the random-placement grid")
     p.add_argument("--report-only", action="store_true",
                    help="do not simulate: rewrite report.md and plots from DIR/results.json")
+    s = p.add_argument_group("execution (results do not depend on it)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local worker processes (default: this machine's cores; 1 runs in this process)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on a Dask distributed cluster instead, e.g. tcp://HOST:8786 (pip install "
+                        "'mlroute[dask]'; its workers need the same mlroute installed)")
+    s.add_argument("--fresh", action="store_true",
+                   help="recompute every run instead of reusing those stored under DIR/runs by an earlier run")
 
 
 def _ints(text: str, what: str) -> tuple[int, ...]:
@@ -59,12 +67,12 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 def _command_line(args: argparse.Namespace) -> str:
     """The invocation, rebuilt from the parsed options (only those that differ from their defaults)."""
     parts = ["mlroute reproduce", "--out", str(args.out)]
-    for flag in ("quick", "no_random_placement", "random_only", "report_only"):
+    for flag in ("quick", "no_random_placement", "random_only", "report_only", "fresh"):
         if getattr(args, flag):
             parts.append("--" + flag.replace("_", "-"))
     defaults = {"seed": 1, "tors": 64, "spines": 32, "hosts_per_tor": 32, "link_gbps": 100.0}
     for name in ("iterations", "jobs", "rings", "failed", "algos", "random_algos", "ilp_time_limit", "seed", "tors",
-                 "spines", "hosts_per_tor", "link_gbps"):
+                 "spines", "hosts_per_tor", "link_gbps", "workers", "scheduler"):
         v = getattr(args, name)
         if v is not None and v != defaults.get(name):
             parts += ["--" + name.replace("_", "-"), str(v)]
@@ -73,22 +81,28 @@ def _command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from mlroute.sim.report import write_report
-    from mlroute.sim.reproduce import run_grid
+    from mlroute.sim.reproduce import run_grids
 
     cmd = _command_line(args)
     if args.report_only:
         return _report_only(args.out, cmd)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be a positive integer")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers and --scheduler exclude each other (the cluster has its own workers)")
     cfg = _grid_config(args)
     extra_cfg = None if args.no_random_placement else _random_config(args, cfg)
+    sweep = {"workers": args.workers, "scheduler": args.scheduler, "fresh": args.fresh}
     if args.random_only:
         results, extra_cfg = _earlier_results(args.out, extra_cfg, cmd)
-    else:
-        results = run_grid(cfg, args.out)
-        results["command"] = cmd
-    if extra_cfg:
-        results["extra"] = run_grid(extra_cfg, args.out, filename="results_random.json")
-        os.remove(os.path.join(args.out, "results_random.json"))
+        results["extra"] = run_grids([extra_cfg], args.out, **sweep)[0]
         results["wall_s"] += results["extra"]["wall_s"]
+    else:
+        grids = run_grids([cfg, extra_cfg] if extra_cfg else [cfg], args.out, **sweep)
+        results = grids[0]
+        results["command"] = cmd
+        if extra_cfg:
+            results["extra"] = grids[1]
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(results, fh, separators=(",", ":"))
     write_report(results, args.out, command=results["command"])

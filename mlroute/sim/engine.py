@@ -144,38 +144,25 @@ class SimResult:
 
 
 class Progress:
-    """A one-line progress bar on stderr (no dependency); silent unless enabled."""
+    """A progress bar with ETA on stderr (tqdm), over the run's ring steps; silent unless enabled."""
 
     def __init__(self, total: int, label: str, enabled: bool, stream=None):
-        self.total = max(1, total)
-        self.label = label
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.t0 = time.monotonic()
-        self.last = 0.0
-        self.done = 0
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=max(1, total), desc=label, unit="step", file=stream or sys.stderr,
+                            mininterval=0.5, dynamic_ncols=True)
 
     def update(self, done: int, force: bool = False):
-        self.done = done
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < 0.5:
-            return
-        self.last = now
-        frac = min(1.0, done / self.total)
-        width = 30
-        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        elapsed = now - self.t0
-        eta = f"{elapsed / frac - elapsed:5.0f}s left" if frac > 0.01 else "   ...    "
-        self.stream.write(f"\r{self.label} [{bar}] {100 * frac:5.1f}% {elapsed:5.0f}s {eta}")
-        self.stream.flush()
+        if self.bar is not None and done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+            if force:
+                self.bar.refresh()
 
     def close(self):
-        if self.enabled:
-            self.update(self.done, force=True)
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.bar is not None:
+            self.bar.close()
 
 
 # ------------------------------------------------------------------------------------------------- the engine
@@ -237,14 +224,33 @@ class _Router:
         self.objective = objective
         self.time_limit = time_limit
         self.optimisers = optimisers
+        self.decisions: dict = {}  # (algo, slots) -> a decision over the fabric as it is now (see route)
+
+    def fabric_changed(self) -> None:
+        """Elements failed: no earlier decision holds for the fabric now."""
+        self.decisions.clear()
 
     @property
     def capacities(self):
         return np.asarray(self.fabric.capacities, dtype=float)
 
     def route(self, idx: np.ndarray, algo: str | None = None):
-        """Route the slots ``idx``; returns (link arrays, optimiser seconds, max fabric-link load)."""
+        """Route the slots ``idx``; returns (link arrays, optimiser seconds, max fabric-link load).
+
+        An optimiser is a deterministic function of the fabric and the flows (its seed is fixed for the run), and
+        the paper's controller model asks it again for the same flows at every iteration start of every job; a
+        repeat is answered with the first answer and the first call's measured runtime, which is what the
+        optimiser would compute and take again (the ILP's only time-dependent answer, one cut short by its
+        time limit, is then the same at every repeat)."""
         algo = algo or self.algo
+        key = (algo, np.asarray(idx, dtype=np.int64).tobytes())
+        hit = self.decisions.get(key)
+        if hit is None:
+            hit = self.decisions[key] = self._route(idx, algo)
+        links, elapsed, load, self.last_proved = hit
+        return [ln.copy() for ln in links], elapsed, load
+
+    def _route(self, idx: np.ndarray, algo: str):
         flows = [self.flows[i] for i in idx]
         kwargs = dict(seed=self.seed, objective=self.objective, time_limit=self.time_limit)
         opt = self.optimisers[algo]
@@ -260,8 +266,7 @@ class _Router:
                                       f"(the failures partition the fabric)")
         links = [np.asarray(self.fabric.flow_links(f, p), dtype=np.int64) for f, p in zip(flows, routing.paths)]
         load = _max_fabric_load(routing.paths)
-        self.last_proved = (getattr(routing, "info", None) or {}).get("proved_optimal")
-        return links, elapsed, load
+        return links, elapsed, load, (getattr(routing, "info", None) or {}).get("proved_optimal")
 
 
 def _max_fabric_load(paths) -> int:
@@ -484,6 +489,7 @@ class _Engine:
             fabric.fail_switch(name)
         for u, v in failure.links:
             fabric.fail_link(u, v)
+        self.router.fabric_changed()
         stale = np.flatnonzero(~self.live[self.s.job_of] & self.routed)
         self.routed[stale] = False
 

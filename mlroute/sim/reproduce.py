@@ -17,17 +17,20 @@ that limit).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from mlroute.sim.engine import simulate
 from mlroute.sim.report import ALGO_ORDER
+from mlroute.sim.sweep import ResultStore, Task, code_version, run_tasks
 from mlroute.workloads.jobs import PAPER_ITERATIONS, PAPER_MODELS, min_gpus_per_host, paper_jobs
 
 #: The grid's algorithms in report order: every name of :data:`mlroute.routing.optimisers.ALGORITHMS` (a unit
@@ -116,79 +119,145 @@ def _ilp_probe(cfg, fabric, jobs, optimisers):
     return proved, elapsed, "proved optimal" if proved else "not proved optimal within the time limit"
 
 
-def run_grid(cfg: GridConfig, out_dir: str, *, progress: bool = True, log=sys.stderr, optimisers=None,
-             filename: str = "results.json") -> dict:
-    """Run every cell, write ``filename`` into ``out_dir`` and return the results."""
+def cell_spec(cfg: GridConfig, n_jobs: int, ring: int, failed: int, algo: str) -> dict:
+    """Everything that determines one simulation of the grid (JSON-able: the key of its stored result)."""
+    return {"tors": cfg.tors, "spines": cfg.spines, "hosts_per_tor": cfg.hosts_per_tor, "link_gbps": cfg.link_gbps,
+            "iterations": cfg.iterations, "seed": cfg.seed, "ilp_time_limit": cfg.ilp_time_limit,
+            "models": list(cfg.models), "placement": cfg.placement, "jobs": n_jobs, "ring": ring, "failed": failed,
+            "algo": algo}
+
+
+#: relative cost of one simulation by algorithm (from `mlroute reproduce --quick` wall times), per flow: only the
+#: order in which a parallel sweep starts its runs (longest first), never a result.
+ALGO_COST = {"ilp": 8.0, "ecmp": 5.0, "annealing": 2.0, "gff": 1.5}
+
+
+def _tag(spec: dict) -> str:
+    return f"{spec['placement']} jobs={spec['jobs']} ring={spec['ring']} failed={spec['failed']} {spec['algo']}"
+
+
+def run_cell(spec: dict, optimisers=None) -> dict:
+    """One simulation of the grid: ``{"run": row}``, or ``{"skipped": entry}`` where the ILP's probe fails.
+    A module-level function of plain data, so that worker processes and Dask workers run it as they are."""
     if optimisers is None:
         from mlroute.routing.optimisers import OPTIMISERS as optimisers  # noqa: N811
-    os.makedirs(out_dir, exist_ok=True)
-    runs = []
-    skipped = []
-    t_start = time.time()
-    cells = [(j, r, f) for j in cfg.jobs for r in cfg.rings for f in cfg.failed]
-    total = len(cells) * len(cfg.algos)
-    done = 0
-    for n_jobs, ring, failed in cells:
-        gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=cfg.placement)
-        seed = cell_seed(cfg, n_jobs, ring)
-        jobs = paper_jobs(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, seed=seed, models=cfg.models,
-                          iterations=cfg.iterations, gpus_per_host=gph, placement=cfg.placement)
-        n_flows = sum(len(j.all_edges()) for j in jobs)
-        for algo in cfg.algos:
-            done += 1
-            tag = f"[{done}/{total}] {cfg.placement} jobs={n_jobs} ring={ring} failed={failed} {algo}"
-            fabric = _fabric(cfg, failed)
-            time_limit = None
-            if algo == "ilp":
-                ok, secs, why = _ilp_probe(cfg, fabric, jobs, optimisers)
-                if not ok:
-                    skipped.append({"jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "flows": n_flows,
-                                    "reason": f"ILP probe over {n_flows} flows: {why} ({secs:.1f} s, limit "
-                                              f"{cfg.ilp_time_limit:g} s)"})
-                    if log:
-                        print(f"{tag}: skipped ({why}, {secs:.1f} s)", file=log, flush=True)
-                    continue
-                time_limit = cfg.ilp_time_limit
-            res = simulate(fabric, jobs, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
-                           progress=progress and log is not None and log.isatty(), progress_label=tag,
-                           optimisers=optimisers)
-            ar = res.allreduce_times()
-            norm = res.normalised_allreduce()
-            row = {
-                "jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "seed": seed,
-                "gpus_per_host": gph, "flows": n_flows, "models": [j.model for j in jobs],
-                "allreduce_mean_s": float(ar.mean()), "allreduce_p99_s": float(np.percentile(ar, 99)),
-                "norm_mean": float(norm.mean()), "norm_p99": float(np.percentile(norm, 99)),
-                "norm_max": float(norm.max()), "norm_all": [float(f"{x:.6g}") for x in norm],
-                "ideal_s": {j.name: j.ideal_s for j in res.jobs},
-                "fct_mean_s": float(res.fct_s.mean()), "fct_p99_s": float(np.percentile(res.fct_s, 99)),
-                "tput_mean_gbps": float(res.throughput_gbps.mean()),
-                "tput_p1_gbps": float(np.percentile(res.throughput_gbps, 1)),
-                "fct_q": _quantiles(res.fct_s), "tput_q": _quantiles(res.throughput_gbps),
-                "transfers": int(len(res.fct_s)),
-                "controller_ms_median": float(np.median(res.controller_ms)),
-                "controller_ms_max": float(np.max(res.controller_ms)),
-                "controller_ms": [round(x, 3) for x in res.controller_ms],
-                "recompute_flows": res.recompute_flows,
-                "unproved": sum(1 for x in res.proved_optimal if x is False),
-                "ilp_time_limit_s": time_limit,
-                "max_link_load": int(max(res.max_link_load)),
-                "makespan_s": res.makespan_s, "events": res.events, "wall_s": res.wall_s,
-            }
-            runs.append(row)
-            if log:
-                print(f"{tag}: All-Reduce/ideal mean {row['norm_mean']:.3f} p99 {row['norm_p99']:.3f}, "
-                      f"max load {row['max_link_load']}, controller {row['controller_ms_median']:.1f} ms, "
-                      f"wall {res.wall_s:.1f} s", file=log, flush=True)
-    results = {
-        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count()},
-        "code_commit": _git_commit(),
-        "wall_s": time.time() - t_start,
-        "runs": runs,
-        "skipped": skipped,
+    t0 = time.perf_counter()
+    cfg = GridConfig(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.items()
+                        if k not in ("jobs", "ring", "failed", "algo")})
+    n_jobs, ring, failed, algo = spec["jobs"], spec["ring"], spec["failed"], spec["algo"]
+    gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=cfg.placement)
+    seed = cell_seed(cfg, n_jobs, ring)
+    jobs = paper_jobs(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, seed=seed, models=cfg.models,
+                      iterations=cfg.iterations, gpus_per_host=gph, placement=cfg.placement)
+    n_flows = sum(len(j.all_edges()) for j in jobs)
+    fabric = _fabric(cfg, failed)
+    time_limit = None
+    if algo == "ilp":
+        ok, secs, why = _ilp_probe(cfg, fabric, jobs, optimisers)
+        if not ok:
+            return {"skipped": {"jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "flows": n_flows,
+                                "reason": f"ILP probe over {n_flows} flows: {why} ({secs:.1f} s, limit "
+                                          f"{cfg.ilp_time_limit:g} s)"},
+                    "task_s": time.perf_counter() - t0}
+        time_limit = cfg.ilp_time_limit
+    res = simulate(fabric, jobs, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
+                   optimisers=optimisers)
+    return {"run": _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit),
+            "task_s": time.perf_counter() - t0}
+
+
+def _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit) -> dict:
+    ar = res.allreduce_times()
+    norm = res.normalised_allreduce()
+    return {
+        "jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "seed": seed,
+        "gpus_per_host": gph, "flows": n_flows, "models": [j.model for j in jobs],
+        "allreduce_mean_s": float(ar.mean()), "allreduce_p99_s": float(np.percentile(ar, 99)),
+        "norm_mean": float(norm.mean()), "norm_p99": float(np.percentile(norm, 99)),
+        "norm_max": float(norm.max()), "norm_all": [float(f"{x:.6g}") for x in norm],
+        "ideal_s": {j.name: j.ideal_s for j in res.jobs},
+        "fct_mean_s": float(res.fct_s.mean()), "fct_p99_s": float(np.percentile(res.fct_s, 99)),
+        "tput_mean_gbps": float(res.throughput_gbps.mean()),
+        "tput_p1_gbps": float(np.percentile(res.throughput_gbps, 1)),
+        "fct_q": _quantiles(res.fct_s), "tput_q": _quantiles(res.throughput_gbps),
+        "transfers": int(len(res.fct_s)),
+        "controller_ms_median": float(np.median(res.controller_ms)),
+        "controller_ms_max": float(np.max(res.controller_ms)),
+        "controller_ms": [round(x, 3) for x in res.controller_ms],
+        "recompute_flows": res.recompute_flows,
+        "unproved": sum(1 for x in res.proved_optimal if x is False),
+        "ilp_time_limit_s": time_limit,
+        "max_link_load": int(max(res.max_link_load)),
+        "makespan_s": res.makespan_s, "events": res.events, "wall_s": res.wall_s,
     }
+
+
+#: fields of a run that measure this machine's speed (wall-clock), not the simulation: they differ between two
+#: runs of the same cell; everything else is identical whatever the workers or the order.
+TIMING_FIELDS = ("controller_ms_median", "controller_ms_max", "controller_ms", "wall_s")
+
+
+def _describe(task: Task, out: dict) -> str:
+    if "skipped" in out:
+        return f"{task.label}: skipped ({out['skipped']['reason'].split(': ', 1)[1]})"
+    row = out["run"]
+    return (f"{task.label}: All-Reduce/ideal mean {row['norm_mean']:.3f} p99 {row['norm_p99']:.3f}, "
+            f"max load {row['max_link_load']}, controller {row['controller_ms_median']:.1f} ms, "
+            f"wall {row['wall_s']:.1f} s")
+
+
+def grid_tasks(cfg: GridConfig, optimisers=None) -> list[Task]:
+    """The grid's simulations in report order (jobs, ring, failed spines, algorithm)."""
+    fn = run_cell if optimisers is None else functools.partial(run_cell, optimisers=optimisers)
+    tasks = []
+    for n_jobs in cfg.jobs:
+        for ring in cfg.rings:
+            for failed in cfg.failed:
+                for algo in cfg.algos:
+                    spec = cell_spec(cfg, n_jobs, ring, failed, algo)
+                    cost = ALGO_COST.get(algo, 1.0) * n_jobs * ring * cfg.iterations
+                    tasks.append(Task(fn, spec, _tag(spec), cost))
+    return tasks
+
+
+def run_grids(cfgs: Sequence[GridConfig], out_dir: str, *, log=sys.stderr, optimisers=None,
+              workers: int | None = None, scheduler: str | None = None, fresh: bool = False,
+              store: bool = True) -> list[dict]:
+    """Run every cell of every grid as one sweep (the last grid's runs fill the workers the first leaves idle)
+    and return each grid's results. Finished runs are stored under ``out_dir/runs/`` as they arrive and reused
+    by a later call (unless ``fresh``); ``optimisers`` (tests) runs in this process, unstored."""
+    os.makedirs(out_dir, exist_ok=True)
+    per_grid = [grid_tasks(cfg, optimisers) for cfg in cfgs]
+    tasks = [t for ts in per_grid for t in ts]
+    injected = optimisers is not None
+    outs, stats = run_tasks(tasks, store=None if injected or not store else ResultStore(os.path.join(out_dir, "runs")),
+                            workers=workers, scheduler=scheduler, fresh=fresh, log=log, label="reproduce",
+                            describe=_describe, in_process=injected)
+    results, at = [], 0
+    for cfg, ts in zip(cfgs, per_grid):
+        mine = outs[at:at + len(ts)]
+        at += len(ts)
+        results.append({
+            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
+            "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                        "cpus": os.cpu_count()},
+            "code_commit": _git_commit(),
+            "code_version": code_version(),
+            "sweep": {"executor": stats.executor, "workers": stats.workers, "runs": stats.total,
+                      "reused": stats.reused, "computed": stats.computed, "wall_s": stats.wall_s,
+                      "task_s": stats.task_s},
+            "wall_s": stats.wall_s if cfg is cfgs[0] else 0.0,
+            "runs": [o["run"] for o in mine if "run" in o],
+            "skipped": [o["skipped"] for o in mine if "skipped" in o],
+        })
+    return results
+
+
+def run_grid(cfg: GridConfig, out_dir: str, *, log=sys.stderr, optimisers=None, filename: str = "results.json",
+             workers: int | None = None, scheduler: str | None = None, fresh: bool = False) -> dict:
+    """Run every cell of one grid, write ``filename`` into ``out_dir`` and return the results."""
+    results = run_grids([cfg], out_dir, log=log, optimisers=optimisers, workers=workers, scheduler=scheduler,
+                        fresh=fresh)[0]
     with open(os.path.join(out_dir, filename), "w") as fh:
         json.dump(results, fh, separators=(",", ":"))
     return results

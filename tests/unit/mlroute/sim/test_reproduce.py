@@ -3,6 +3,8 @@
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from mlroute.cli import main
 from mlroute.routing.optimisers import OPTIMISERS
 from mlroute.sim.report import write_report
@@ -62,7 +64,7 @@ def test_ilp_skipped_where_it_does_not_prove_optimality(tmp_path):
     opts = dict(OPTIMISERS, ilp=fake_ilp)
     cfg = GridConfig(tors=8, spines=4, hosts_per_tor=32, jobs=(1,), rings=(2,), failed=(0,),
                      algos=("greedy", "ilp"), iterations=1, ilp_time_limit=0.5, label="test")
-    res = run_grid(cfg, str(tmp_path), progress=False, log=None, optimisers=opts)
+    res = run_grid(cfg, str(tmp_path), log=None, optimisers=opts)
     assert [r["algo"] for r in res["runs"]] == ["greedy"]
     assert len(res["skipped"]) == 1 and "not proved optimal" in res["skipped"][0]["reason"]
     assert calls == [0.5]  # the probe only
@@ -97,3 +99,70 @@ def test_report_prose_takes_its_numbers_from_the_results():
     source = open(report.__file__, encoding="utf-8").read()
     for key in report.TEXT:  # every template is used (its key appears beyond its definition)
         assert source.count(f'"{key}"') >= 2, key
+
+
+# -- the sweep: parallel, on Dask, resumable -------------------------------------------------------------------
+
+#: a small grid with every kind of run: fabric failures, several algorithms, the ILP proved within its limit
+SMALL = GridConfig(tors=8, spines=4, hosts_per_tor=16, jobs=(1, 2), rings=(2, 4), failed=(0, 1),
+                   algos=("mlroute", "greedy", "ecmp", "ilp"), iterations=2, ilp_time_limit=30.0, label="test")
+
+
+def _without_timing(results):
+    from mlroute.sim.reproduce import TIMING_FIELDS
+
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in results["runs"]], results["skipped"]
+
+
+@pytest.fixture(scope="module")
+def serial_small(tmp_path_factory):
+    return run_grid(SMALL, str(tmp_path_factory.mktemp("serial")), log=None, workers=1)
+
+
+def test_parallel_sweep_equals_serial_cell_by_cell(serial_small, tmp_path):
+    runs, skipped = _without_timing(serial_small)
+    assert len(runs) == 2 * 2 * 2 * 4 and not skipped
+    par = run_grid(SMALL, str(tmp_path), log=None, workers=2)
+    assert par["sweep"]["executor"] == "processes" and par["sweep"]["workers"] == 2
+    assert _without_timing(par) == (runs, skipped)  # same cells, same order, same numbers
+
+
+def test_dask_local_cluster_equals_serial(serial_small, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        res = run_grid(SMALL, str(tmp_path), log=None, scheduler=lc.scheduler_address)
+    assert res["sweep"]["executor"] == "dask" and res["sweep"]["workers"] == 2
+    assert _without_timing(res) == _without_timing(serial_small)
+
+
+def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
+    """SIGKILL a real `mlroute reproduce` once some runs are stored; the rerun computes only the others and the
+    results equal an uninterrupted run's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "rep"
+    args = [sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), "--tors", "8", "--spines", "4",
+            "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4", "--failed", "0,1", "--iterations", "3",
+            "--algos", "mlroute,greedy,ecmp", "--no-random-placement", "--workers", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(list((out / "runs").glob("*.json"))) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stored = len(list((out / "runs").glob("*.json")))
+    assert 3 <= stored < 24, "the run finished before it could be killed"
+    assert not (out / "results.json").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"reproduce: {stored} of 24 runs already done" in again.stderr
+    assert again.stderr.count(" All-Reduce/ideal ") == 24 - stored  # only the missing runs were simulated
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["sweep"]["reused"] == stored and resumed["sweep"]["computed"] == 24 - stored
+    whole = run_grid(GridConfig(tors=8, spines=4, hosts_per_tor=16, jobs=(1, 2), rings=(2, 4), failed=(0, 1),
+                                algos=("mlroute", "greedy", "ecmp"), iterations=3, label="custom"),
+                     str(tmp_path / "whole"), log=None, workers=1)
+    assert _without_timing(resumed) == _without_timing(whole)
