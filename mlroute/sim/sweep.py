@@ -163,7 +163,7 @@ def run_tasks(tasks: Sequence[Task], *, store: ResultStore | None = None, worker
     results: list[dict | None] = [None] * len(tasks)
     keys = [t.key() for t in tasks] if store is not None else [None] * len(tasks)
     todo = []
-    for i, (task, key) in enumerate(zip(tasks, keys)):
+    for i, key in enumerate(keys):
         hit = None if fresh or store is None or key is None else store.get(key)
         if hit is not None:
             results[i] = hit["result"]
