@@ -326,3 +326,78 @@ def cmp_presorted(a, b, rel_tol, abs_tol):
         if abs(x - y) > rel_tol * max(max(sx, sy), abs_tol):
             return 1 if x > y else -1
     return 0
+
+
+@njit(cache=True)
+def water_fill_rounds(flat, owner, caps, dem, rate, active, fload, rel_tol, tiny, max_rounds):
+    """``metric._water_fill_csr``'s level-by-level rounds, one pass over the incidences per step of each
+    round instead of a dozen numpy temporaries; False when it stopped after ``max_rounds`` with flows active."""
+    n_links = len(caps)
+    n = len(rate)
+    cnt = np.zeros(n_links, dtype=np.int64)
+    lvl = np.empty(n_links)
+    add = np.zeros(n_links)
+    freeze = np.zeros(n, dtype=np.bool_)
+    rounds = 0
+    while True:
+        any_active = False
+        for i in range(n):
+            if active[i]:
+                any_active = True
+                break
+        if not any_active:
+            return True
+        if rounds >= max_rounds:
+            return False
+        rounds += 1
+        cnt[:] = 0
+        for j in range(len(flat)):
+            if active[owner[j]]:
+                cnt[flat[j]] += 1
+        link_level = np.inf
+        for lk in range(n_links):
+            if cnt[lk] > 0:
+                x = caps[lk] - fload[lk]
+                if not x != x:  # np.maximum(x, 0.0): nan stays nan, -0.0 becomes 0.0
+                    x = x if x > 0.0 else 0.0
+                lvl[lk] = x / cnt[lk]
+                if lvl[lk] < link_level:
+                    link_level = lvl[lk]
+            else:
+                lvl[lk] = np.inf
+        dem_level = np.inf
+        for i in range(n):
+            if active[i] and dem[i] < dem_level:
+                dem_level = dem[i]
+        level = dem_level if dem_level < link_level else link_level
+        if not np.isfinite(level):
+            for i in range(n):
+                if active[i]:
+                    rate[i] = np.inf
+            return True
+        a = abs(level)
+        tol = rel_tol * (tiny if tiny > a else a)
+        top = level + tol
+        freeze[:] = False
+        if link_level <= top:
+            for j in range(len(flat)):
+                if active[owner[j]] and lvl[flat[j]] <= top:
+                    freeze[owner[j]] = True
+        for i in range(n):
+            if active[i]:
+                if dem[i] <= top:
+                    freeze[i] = True
+                    rate[i] = dem[i] if dem[i] < level else level
+                elif freeze[i]:
+                    rate[i] = level
+            else:
+                freeze[i] = False
+        for i in range(n):
+            if freeze[i]:
+                active[i] = False
+        add[:] = 0.0
+        for j in range(len(flat)):
+            if freeze[owner[j]]:
+                add[flat[j]] += rate[owner[j]]
+        for lk in range(n_links):
+            fload[lk] += add[lk]

@@ -6,7 +6,9 @@ levels, ``metric._water_fill_events``), the paper's greedy (each flow placed und
 left, ``greedy.greedy_choice``), the load-vector search's move evaluation and screen (``optimisers.mlroute``:
 a block of flows x 144 candidate paths), the polishing's per-level link sums and screen, and the leximin
 comparison of sorted rate vectors (it can stop at the first difference). Compiled they run 10-20x faster: the
-decision at k=24 went from 1.5-2.5 s to 0.7-1.0 s (docs/scaling.md).
+decision at k=24 went from 1.5-2.5 s to 0.7-1.0 s (docs/scaling.md). The simulator fills tens of thousands of
+small components per run, where numpy's per-round temporaries cost more than the arithmetic: the level-by-level
+rounds of ``metric._water_fill_csr`` are compiled too (ECMP on the paper's largest quick cell: 28 -> 11 s).
 
 Same result to the bit: each kernel performs the same IEEE operations in the same order as its reference
 (the heap pops entries in the same order because no key is in it twice, so the order of pops is the total order
@@ -56,6 +58,8 @@ def warm() -> bool:
     flat = np.array([0, 1, 1], dtype=np.int64)
     water_fill_events(flat, np.array([0, 2, 3], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
                       np.zeros(2), np.ones(2, dtype=bool), np.zeros(2))
+    water_fill_rounds(flat, np.array([0, 0, 1], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
+                      np.zeros(2), np.ones(2, dtype=bool), np.zeros(2), 8)
     rows = (np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
             np.array([0, 1, 2, 3], dtype=np.int64))
     greedy_place(np.array([0], dtype=np.int64), np.array([0], dtype=np.int64), rows, np.zeros(1, dtype=np.int64),
@@ -79,6 +83,20 @@ def water_fill_events(flat, starts, caps, dem, rate, active, frozen_load) -> Non
     k.water_fill_events(np.ascontiguousarray(flat, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64),
                         np.ascontiguousarray(caps, dtype=np.float64), np.ascontiguousarray(dem, dtype=np.float64),
                         rate, active, frozen_load, REL_TOL, TINY)
+
+
+def water_fill_rounds(flat, owner, caps, dem, rate, active, frozen_load, max_rounds: int) -> bool:
+    """``metric._water_fill_csr``'s level-by-level rounds compiled (``rate``, ``active`` and ``frozen_load``
+    updated in place); False when it stopped after ``max_rounds`` rounds with flows still active, for the
+    event-driven version to finish. The simulator fills tens of thousands of small components per run, where
+    numpy's per-round temporaries cost more than the arithmetic."""
+    k = _kernels()
+    assert k is not None, "water_fill_rounds without the compiled kernels"
+    return bool(k.water_fill_rounds(np.ascontiguousarray(flat, dtype=np.int64),
+                                    np.ascontiguousarray(owner, dtype=np.int64),
+                                    np.ascontiguousarray(caps, dtype=np.float64),
+                                    np.ascontiguousarray(dem, dtype=np.float64), rate, active, frozen_load,
+                                    REL_TOL, TINY, int(max_rounds)))
 
 
 def greedy_place(order, set_id, option_rows, choice, loads) -> None:

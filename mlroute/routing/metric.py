@@ -125,6 +125,18 @@ def _water_fill_csr(flat: np.ndarray, owner: np.ndarray, lens: np.ndarray, capac
     if len(flat):
         inc = ~active[owner]
         frozen_load += np.bincount(flat[inc], weights=rate[owner[inc]], minlength=len(caps))
+    if not events and kernels.enabled():
+        max_rounds = VECTOR_ROUNDS if len(flat) > 20_000 else len(rate) + 1  # every round freezes a flow
+        if not kernels.water_fill_rounds(flat, owner, caps, dem, rate, active, frozen_load, max_rounds):
+            _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load)
+        return rate
+    return _water_fill_rounds_reference(flat, owner, lens, caps, dem, rate, active, frozen_load, events)
+
+
+def _water_fill_rounds_reference(flat, owner, lens, caps, dem, rate, active, frozen_load, events: bool):
+    """The level-by-level rounds in numpy: the specification of the compiled ``kernels.water_fill_rounds``, its
+    fallback, and (``events``) the way into the event-driven version."""
+    n = len(rate)
     rounds = 0
     while active.any():
         if events or (rounds >= VECTOR_ROUNDS and len(flat) > 20_000):

@@ -292,6 +292,10 @@ class _NicOnly:
 
 
 def _default_water_fill():
+    return _metric_water_fill()
+
+
+def _metric_water_fill():
     from mlroute.routing.metric import water_fill
 
     return water_fill
@@ -439,6 +443,10 @@ class _Engine:
         for i, ln in zip(idx.tolist(), lens.tolist()):
             self.local_links[i] = local_flat[k:k + ln]
             k += ln
+        # each component's incidences in member order: the water-filling's input is a mask away
+        self.comp_lens = {c: np.fromiter((len(self.local_links[i]) for i in m), dtype=np.int64, count=len(m))
+                          for c, m in self.comp_members.items()}
+        self.comp_flat = {c: np.concatenate([self.local_links[i] for i in m]) for c, m in self.comp_members.items()}
         self.dirty_comps = set()
 
     def _mark(self, idx):
@@ -469,8 +477,7 @@ class _Engine:
             key = act.tobytes()
             rates = self.rate_cache.get(key)
             if rates is None:
-                local = [self.local_links[i] for i in act.tolist()]
-                rates = self.water_fill(local, self.caps[self.comp_caps_idx[c]])
+                rates = self._fill_component(c, members, act)
                 calls += 1
                 if len(self.rate_cache) > 500_000:
                     self.rate_cache.clear()
@@ -478,6 +485,20 @@ class _Engine:
             self.rate[act] = rates
         self.dirty_comps = set()
         return calls
+
+    def _fill_component(self, c: int, members: np.ndarray, act: np.ndarray) -> np.ndarray:
+        """Max-min rates of the active flows ``act`` of component ``c``. The routing core's water-filling takes
+        their incidences straight from the component's (the same input it would build from their link lists);
+        an injected one gets the link lists."""
+        caps = self.caps[self.comp_caps_idx[c]]
+        if self.water_fill is not _metric_water_fill():
+            return self.water_fill([self.local_links[i] for i in act.tolist()], caps)
+        from mlroute.routing.metric import water_fill_csr
+
+        mask = self.active[members]
+        lens = self.comp_lens[c][mask]
+        flat = self.comp_flat[c][np.repeat(mask, self.comp_lens[c])]
+        return water_fill_csr(flat, np.repeat(np.arange(len(act)), lens), lens, caps)
 
     def _apply_failure(self, failure: Failure):
         """Fail the elements; the caller then re-routes every live flow over the surviving fabric (the

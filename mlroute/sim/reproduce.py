@@ -127,9 +127,9 @@ def cell_spec(cfg: GridConfig, n_jobs: int, ring: int, failed: int, algo: str) -
             "algo": algo}
 
 
-#: relative cost of one simulation by algorithm (from `mlroute reproduce --quick` wall times), per flow: only the
-#: order in which a parallel sweep starts its runs (longest first), never a result.
-ALGO_COST = {"ilp": 8.0, "ecmp": 5.0, "annealing": 2.0, "gff": 1.5}
+#: relative cost of one simulation by algorithm (from `mlroute reproduce --quick` wall times; a run's cost grows
+#: about as (jobs x ring)^1.5): only the order in which a sweep starts its runs (longest first) and its ETA.
+ALGO_COST = {"ilp": 8.0, "ecmp": 4.0, "annealing": 2.0, "gff": 1.5}
 
 
 def _tag(spec: dict) -> str:
@@ -215,7 +215,7 @@ def grid_tasks(cfg: GridConfig, optimisers=None) -> list[Task]:
             for failed in cfg.failed:
                 for algo in cfg.algos:
                     spec = cell_spec(cfg, n_jobs, ring, failed, algo)
-                    cost = ALGO_COST.get(algo, 1.0) * n_jobs * ring * cfg.iterations
+                    cost = ALGO_COST.get(algo, 1.0) * (n_jobs * ring) ** 1.5 * cfg.iterations
                     tasks.append(Task(fn, spec, _tag(spec), cost))
     return tasks
 

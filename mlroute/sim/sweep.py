@@ -101,31 +101,41 @@ class SweepStats:
 
 
 class _Progress:
-    """A bar with ETA (tqdm) on a terminal; otherwise one plain line per finished task with the same ETA."""
+    """A bar with ETA (tqdm) on a terminal; otherwise one plain line per finished task with the same ETA. Both
+    measure progress in the tasks' estimated cost, not their count: the costliest start first, so a count would
+    promise the end far too late."""
 
-    def __init__(self, total: int, done: int, log: TextIO | None, label: str):
-        self.log, self.total, self.done = log, total, done
+    def __init__(self, costs: Sequence[float], done: Sequence[int], log: TextIO | None, label: str):
+        self.log, self.costs = log, costs
+        self.total, self.done = len(costs), len(done)
+        self.total_cost = sum(costs) or 1.0
+        self.done_cost = self.start_cost = sum(costs[i] for i in done)
         self.t0 = time.monotonic()
-        self.start_done = done
         self.bar = None
         if log is not None and log.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, desc=label, unit="run", file=log, dynamic_ncols=True,
-                            smoothing=0.1)
+            self.bar = tqdm(total=self.total_cost, initial=self.done_cost, desc=label, file=log, dynamic_ncols=True,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}<{remaining}]")
+            self.bar.set_postfix_str(self._count(), refresh=True)
 
-    def step(self, line: str) -> None:
+    def _count(self) -> str:
+        return f"{self.done}/{self.total} runs"
+
+    def step(self, i: int, line: str) -> None:
         self.done += 1
+        self.done_cost += self.costs[i]
         if self.bar is not None:
             self.bar.write(line, file=self.log)
-            self.bar.update(1)
+            self.bar.set_postfix_str(self._count(), refresh=False)
+            self.bar.update(self.costs[i])
         elif self.log is not None:
             print(f"[{self.done}/{self.total}] {line} ({self._eta()})", file=self.log, flush=True)
 
     def _eta(self) -> str:
         elapsed = time.monotonic() - self.t0
-        n = self.done - self.start_done
-        left = (self.total - self.done) * elapsed / n if n else float("nan")
+        ran = self.done_cost - self.start_cost
+        left = (self.total_cost - self.done_cost) * elapsed / ran if ran > 0 else float("nan")
         return f"{_clock(elapsed)} elapsed, ETA {_clock(left)}"
 
     def close(self) -> None:
@@ -176,7 +186,9 @@ def run_tasks(tasks: Sequence[Task], *, store: ResultStore | None = None, worker
                                              " (--fresh recomputes them)"), file=log, flush=True)
     todo.sort(key=lambda i: -tasks[i].cost)  # longest first; results still land in task order
     workers = max(1, workers or default_workers())
-    progress = _Progress(len(tasks), stats.reused, log, label)
+    pending = set(todo)
+    progress = _Progress([max(t.cost, 1e-9) for t in tasks], [i for i in range(len(tasks)) if i not in pending],
+                         log, label)
     describe = describe or (lambda task, res: task.label)
     try:
         if scheduler:
@@ -192,7 +204,7 @@ def run_tasks(tasks: Sequence[Task], *, store: ResultStore | None = None, worker
             results[i] = res
             if store is not None and keys[i] is not None:
                 store.put(keys[i], res, tasks[i].label)
-            progress.step(describe(tasks[i], res))
+            progress.step(i, describe(tasks[i], res))
     finally:
         progress.close()
     stats.wall_s = time.monotonic() - t0

@@ -47,6 +47,29 @@ def _random_fill(rng):
     return flat, lens, caps, dem
 
 
+def test_the_level_by_level_water_filling_is_the_same_to_the_bit(reference):
+    rng = np.random.default_rng(2)
+    for _ in range(400):
+        flat, lens, caps, dem = _random_fill(rng)
+        if rng.random() < 0.3:
+            dem = None
+        owner = np.repeat(np.arange(len(lens)), lens)
+        got = metric.water_fill_csr(flat, owner, lens, caps, dem)
+        with reference():
+            want = metric.water_fill_csr(flat, owner, lens, caps, dem)
+        assert np.array_equal(got, want)
+    # past MEMO_MIN_INCIDENCES and with many levels: the rounds hand over to the event-driven version
+    n, n_links = 9_000, 700
+    lens = rng.integers(2, 5, size=n)
+    flat = rng.integers(0, n_links, size=int(lens.sum()))
+    caps = rng.uniform(0.5, 2.0, size=n_links)
+    owner = np.repeat(np.arange(n), lens)
+    got = metric.water_fill_csr(flat, owner, lens, caps)
+    with reference():
+        want = metric.water_fill_csr(flat, owner, lens, caps)
+    assert len(flat) > 20_000 and np.array_equal(got, want)
+
+
 def test_the_event_driven_water_filling_is_the_same_to_the_bit(reference):
     rng = np.random.default_rng(1)
     for _ in range(400):
