@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the paper authors' traffic files, one per job (format: docs/paper.md)")
     w.add_argument("--jobs", type=int, default=None, help="number of concurrent generated jobs (paper: 1-5)")
     w.add_argument("--ring", type=int, default=None, help="data-parallel degree = ring size (paper: 2, 4, 8)")
-    w.add_argument("--seed", type=int, default=1, help="seed of the generated workload and of ECMP/annealing")
+    w.add_argument("--seed", default="1", metavar="N[,N...]",
+                   help="seed of the generated workload and of ECMP/annealing (default 1); a list runs each")
     w.add_argument("--models", default="gpt3,bloom,llama2",
                    help="models of generated jobs, job j gets the (j mod len)-th (default gpt3,bloom,llama2)")
     w.add_argument("--gpus-per-host", type=int, default=1,
@@ -52,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--save-traffic", metavar="DIR", default=None,
                    help="also write the generated jobs as traffic files (authors' format, node ids) into DIR")
     r = p.add_argument_group("routing")
-    r.add_argument("--algo", choices=ALGORITHMS, default="mlroute", help="routing algorithm (default mlroute)")
+    r.add_argument("--algo", default="mlroute", metavar="A[,A...]",
+                   help=f"routing algorithm (default mlroute; one of {', '.join(ALGORITHMS)}); a list runs each")
     r.add_argument("--objective", choices=("flow", "job"), default="flow",
                    help="metric variant the optimisers use (default flow)")
     r.add_argument("--mode", choices=("events", "iteration", "comm-start", "period"), default="events",
@@ -67,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     o.add_argument("--no-progress", dest="progress", action="store_false")
+    x = p.add_argument_group("several runs (a list of --algo or --seed): one table, or one JSON object per run")
+    x.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local worker processes for the runs (default: this machine's cores)")
+    x.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run them on a Dask distributed cluster instead, e.g. tcp://HOST:8786")
 
 
 def _positive(name: str, v: int | None) -> None:
@@ -76,14 +83,34 @@ def _positive(name: str, v: int | None) -> None:
         raise UsageError(f"{name} must be a positive integer (got {v})")
 
 
+def _runs(args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """The algorithms and seeds asked for, validated."""
+    from mlroute.errors import UsageError
+
+    algos = [a.strip() for a in args.algo.split(",") if a.strip()]
+    bad = [a for a in algos if a not in ALGORITHMS]
+    if bad or not algos:
+        raise UsageError(f"--algo: unknown algorithm {bad[0] if bad else ''!r} (known: {', '.join(ALGORITHMS)})")
+    try:
+        seeds = [int(x) for x in str(args.seed).split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--seed: {args.seed!r} is not an integer or a comma-separated list of them") from None
+    if not seeds:
+        raise UsageError("--seed: empty list")
+    if len(seeds) > 1 and args.save_traffic:
+        raise UsageError("--save-traffic takes one --seed (each seed generates other traffic)")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be a positive integer")
+    return list(dict.fromkeys(algos)), list(dict.fromkeys(seeds))
+
+
 def run(args: argparse.Namespace) -> int:
     from mlroute.errors import UsageError
     from mlroute.routing import spec
     from mlroute.routing.fabric import FabricError
-    from mlroute.sim.engine import SimulationError, simulate
-    from mlroute.sim.scenario import ScenarioError, build
-    from mlroute.workloads.jobs import authors_node_id, write_traffic_files
+    from mlroute.sim.engine import SimulationError
 
+    algos, seeds = _runs(args)
     _positive("--jobs", args.jobs)
     _positive("--gpus-per-host", args.gpus_per_host)
     if args.ring is not None and args.ring < 2:
@@ -95,25 +122,33 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit is not None and args.time_limit <= 0:
         raise UsageError("--time-limit must be positive")
     try:
-        scen = build(
-            fabric=args.fabric, tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor, k=args.k,
-            link_gbps=args.link_gbps, failed_spines=spec.parse_index_list(args.failed_spines, "--failed-spines"),
-            failed_links=spec.parse_links(args.failed_links), fail_at_s=args.fail_at, traffic=args.traffic,
-            n_jobs=args.jobs, ring=args.ring, seed=args.seed, iterations=args.iterations,
-            models=[m.strip() for m in args.models.split(",") if m.strip()], gpus_per_host=args.gpus_per_host,
-            kind=args.kind, placement=args.placement,
-        )
-    except (ScenarioError, FabricError) as exc:
+        failed_spines = spec.parse_index_list(args.failed_spines, "--failed-spines")
+        failed_links = spec.parse_links(args.failed_links)
+    except FabricError as exc:
         raise UsageError(str(exc)) from None
+    scenario = dict(
+        fabric=args.fabric, tors=args.tors, spines=args.spines, hosts_per_tor=args.hosts_per_tor, k=args.k,
+        link_gbps=args.link_gbps, failed_spines=failed_spines,
+        failed_links=failed_links, fail_at_s=args.fail_at, traffic=args.traffic,
+        n_jobs=args.jobs, iterations=args.iterations, ring=args.ring,
+        models=[m.strip() for m in args.models.split(",") if m.strip()], gpus_per_host=args.gpus_per_host,
+        kind=args.kind, placement=args.placement,
+    )
+    routing = dict(mode=args.mode, period_s=args.period, objective=args.objective, time_limit=args.time_limit)
+    for seed in seeds:  # every scenario checked here, before any run starts
+        _scenario(scenario, seed)
+    if len(algos) * len(seeds) > 1:
+        return _several(args, scenario, routing, algos, seeds)
+    scen = _scenario(scenario, seeds[0])
     if args.save_traffic and not args.traffic:
+        from mlroute.workloads.jobs import authors_node_id, write_traffic_files
+
         d = scen.description
         write_traffic_files(scen.jobs, args.save_traffic,
                             host_id=lambda h: authors_node_id(h, d["tors"], d["spines"]))
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
-        res = simulate(scen.fabric, scen.jobs, args.algo, link_bps=scen.link_bps, mode=args.mode,
-                       period_s=args.period, failures=scen.failures, seed=args.seed, objective=args.objective,
-                       time_limit=args.time_limit, progress=progress, progress_label=f"simulate {args.algo}")
+        res = _simulate(scen, algos[0], seeds[0], routing, progress=progress)
     except SimulationError as exc:
         print(f"mlroute simulate: error: {exc}", file=sys.stderr)
         return 1
@@ -124,6 +159,80 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(res, scen.description))
     return 0
+
+
+def _scenario(scenario: dict, seed: int):
+    from mlroute.errors import UsageError
+    from mlroute.routing.fabric import FabricError
+    from mlroute.sim.scenario import ScenarioError, build
+
+    try:
+        return build(**scenario, seed=seed)
+    except (ScenarioError, FabricError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _simulate(scen, algo: str, seed: int, routing: dict, progress: bool = False) -> SimResult:
+    from mlroute.sim.engine import simulate
+
+    return simulate(scen.fabric, scen.jobs, algo, link_bps=scen.link_bps, failures=scen.failures, seed=seed,
+                    progress=progress, progress_label=f"simulate {algo}", **routing)
+
+
+def simulate_run(arg: dict) -> dict:
+    """One run of several (a worker process or a Dask worker runs it): the single run's JSON object, or
+    ``{"error": ...}`` where the simulation fails."""
+    from mlroute.sim.engine import SimulationError
+
+    scen = _scenario(arg["scenario"], arg["seed"])
+    try:
+        res = _simulate(scen, arg["algo"], arg["seed"], arg["routing"])
+    except SimulationError as exc:
+        return {"algo": arg["algo"], "seed": arg["seed"], "error": str(exc), "task_s": 0.0}
+    return {"scenario": scen.description, "seed": arg["seed"], **res.to_dict(), **summary(res),
+            "task_s": res.wall_s}
+
+
+def _several(args: argparse.Namespace, scenario: dict, routing: dict, algos: list[str], seeds: list[int]) -> int:
+    """Every (algorithm, seed) in parallel: a comparison table, or ``{"runs": [...]}`` with --json."""
+    from mlroute.sim.sweep import Task, run_tasks
+
+    tasks = [Task(simulate_run, {"scenario": scenario, "routing": routing, "algo": a, "seed": sd},
+                  f"simulate {a} seed {sd}", cost=4.0 if a in ("ilp", "ecmp") else 1.0)
+             for sd in seeds for a in algos]
+    outs, _ = run_tasks(tasks, workers=args.workers, scheduler=args.scheduler, log=sys.stderr, label="simulate",
+                        describe=lambda t, o: f"{t.label}: " + (f"error: {o['error']}" if "error" in o else
+                                                                  f"All-Reduce/ideal mean "
+                                                                  f"{o['summary']['allreduce_norm_mean']:.3f}"))
+    for o in outs:
+        o.pop("task_s", None)
+    if args.json:
+        json.dump({"runs": outs}, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        print(compare_table(outs))
+    failed = [o for o in outs if "error" in o]
+    for o in failed:
+        print(f"mlroute simulate: error: {o['algo']} seed {o['seed']}: {o['error']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def compare_table(outs: list[dict]) -> str:
+    """Several runs side by side: one row per (algorithm, seed)."""
+    hdr = f"{'algo':<10} {'seed':>5} {'mean/ideal':>10} {'p99/ideal':>9} {'max/ideal':>9} {'FCT p99 s':>9} " \
+          f"{'ctrl ms':>8} {'max load':>8} {'wall s':>7}"
+    lines = [hdr, "-" * len(hdr)]
+    for o in outs:
+        if "error" in o:
+            lines.append(f"{o['algo']:<10} {o['seed']:>5} error: {o['error']}")
+            continue
+        s = o["summary"]
+        fct = "-" if s["fct_p99_s"] is None else f"{s['fct_p99_s']:.4f}"
+        ctrl = "-" if s["controller_ms_median"] is None else f"{s['controller_ms_median']:.2f}"
+        lines.append(f"{o['algo']:<10} {o['seed']:>5} {s['allreduce_norm_mean']:10.3f} {s['allreduce_norm_p99']:9.3f} "
+                     f"{s['allreduce_norm_max']:9.3f} {fct:>9} {ctrl:>8} {s['max_link_load_max'] or 0:>8} "
+                     f"{o['wall_s']:7.1f}")
+    return "\n".join(lines)
 
 
 def summary(res: SimResult) -> dict:

@@ -71,6 +71,7 @@ class Problem:
         self.unique_sets = list({id(ps): ps for ps in sets}.values())
         self._table = None
         self._rows: tuple | None = None  # option_rows(), built when first asked for
+        self._mat_memo: tuple | None = None  # (choice, link matrix) of the last link_matrix call
         self.n_opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=n)
         self.hops = np.fromiter((ps.up.shape[1] for ps in sets), dtype=np.int64, count=n)
         self.inter = np.flatnonzero((self.hops > 0) & (self.n_opts > 0))
@@ -135,10 +136,24 @@ class Problem:
         return self._rows
 
     def link_matrix(self, choice) -> np.ndarray:
-        """(flows, K) switch links of every flow's chosen path (dummy-padded; unroutable rows all dummy)."""
+        """(flows, K) switch links of every flow's chosen path (dummy-padded; unroutable rows all dummy).
+
+        The last choice's matrix is kept: the optimiser's steps ask for the same routing's matrix one after
+        the other (the search, the bottleneck search, the polishing); each caller gets its own copy."""
+        choice = np.asarray(choice)
+        memo = self._mat_memo
+        if memo is not None and np.array_equal(memo[0], choice):
+            return memo[1].copy()
+        out = self._link_matrix(choice)
+        self._mat_memo = (choice.copy(), out.copy())
+        return out
+
+    def _link_matrix(self, choice: np.ndarray) -> np.ndarray:
         n = len(self.flows)
         out = np.full((n, self.K), self.dummy, dtype=np.int64)
-        offsets, table = self.option_table()
+        # from the option table where some step has built it; else from option_rows(), which the greedy
+        # builds and which costs a fraction of the table (a column per hop: K = 2 on a 2-tier Clos)
+        offsets, table = self._table if self._table is not None else (None, None)
         if table is not None:
             idx = self.inter
             ch = np.asarray(choice)[idx]

@@ -1064,6 +1064,10 @@ def _is_fixpoint(prob: Problem, constructed: np.ndarray, start: np.ndarray, fina
     On fabrics where step 2 does not relabel (not uniform 2-tier) the first point always holds."""
     if not uniform:
         return True
+    if np.array_equal(final, constructed) and np.array_equal(start, constructed) and (final[prob.inter] >= 0).all():
+        # relabelled towards itself every colour keeps its flows (a maximum assignment of a diagonal weight
+        # matrix fixes every colour in use): no assignment to solve
+        return True
     return bool(np.array_equal(_relabel_to_previous(prob, constructed, final), start))
 
 
@@ -1092,6 +1096,12 @@ def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.nd
 
 def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, info: dict) -> np.ndarray:
     """Steps 3-4: load-vector search, then (uniform 2-tier) the bottleneck search and a final load-vector pass."""
+    if len(prob.inter) and prob.loads(matrix=prob.link_matrix(choice)).max() <= 1:
+        # no link carries two flows: both searches look only at flows on such links, so neither has a move
+        info["search_moves"] = 0
+        if uniform:
+            info["bottleneck_moves"] = 0
+        return choice
     choice, moves = local_search(prob, choice, deadline)
     info["search_moves"] = moves
     if uniform:

@@ -184,3 +184,31 @@ def test_parse_lists():
     with pytest.raises(ScenarioError, match="range"):
         parse_int_list("5-3", "x")
     assert parse_links("tor0:spine1, tor2:spine3") == [("tor0", "spine1"), ("tor2", "spine3")]
+
+
+def test_several_runs_in_parallel_equal_the_single_runs(capsys):
+    """--algo and --seed lists: every (algorithm, seed) run in worker processes, each the same as run alone."""
+    base = [*SMALL, "--jobs", "2", "--ring", "2", "--iterations", "2", "--gpus-per-host", "4", "--json"]
+    rc, out, err = run_cli(capsys, *base, "--algo", "greedy,ecmp", "--seed", "1,2", "--workers", "2")
+    assert rc == 0, err
+    runs = json.loads(out)["runs"]
+    assert [(r["algo"], r["seed"]) for r in runs] == [("greedy", 1), ("ecmp", 1), ("greedy", 2), ("ecmp", 2)]
+    timing = ("controller_ms", "wall_s", "summary")
+    for r in runs:
+        rc, one, err = run_cli(capsys, *base, "--algo", r["algo"], "--seed", str(r["seed"]))
+        alone = json.loads(one)
+        assert {k: v for k, v in r.items() if k not in (*timing, "seed")} == \
+            {k: v for k, v in alone.items() if k not in timing}
+        assert r["summary"]["allreduce_norm_mean"] == alone["summary"]["allreduce_norm_mean"]
+    rc, out, _ = run_cli(capsys, *base[:-1], "--algo", "greedy,ecmp", "--workers", "1")
+    assert rc == 0 and out.splitlines()[0].split()[:3] == ["algo", "seed", "mean/ideal"]
+    assert [ln.split()[0] for ln in out.splitlines()[2:]] == ["greedy", "ecmp"]
+
+
+def test_several_runs_bad_input(capsys):
+    rc, _, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--algo", "greedy,magic")
+    assert rc == 2 and "unknown algorithm 'magic'" in err
+    rc, _, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--seed", "1,x")
+    assert rc == 2 and "--seed" in err
+    rc, _, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--seed", "1,2", "--save-traffic", "/tmp/x")
+    assert rc == 2 and "--save-traffic takes one --seed" in err
