@@ -75,3 +75,17 @@ def test_torn_store_file_is_recomputed(tmp_path):
 
 def test_clock():
     assert sweep._clock(75) == "1m15s" and sweep._clock(3700) == "1h01m" and sweep._clock(float("nan")) == "?"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_terminal_gets_a_bar_with_runs_and_eta_and_the_run_lines():
+    term = _Terminal()
+    out, _ = run_tasks(_tasks(3), workers=1, log=term, label="grid")
+    text = term.getvalue()
+    assert [r["y"] for r in out] == [0, 1, 4]
+    assert "grid:" in text and "3/3 runs" in text and "100%" in text and "<" in text  # tqdm's elapsed<remaining
+    assert "x=2\n" in text and "x=0\n" in text  # every finished run's line, above the bar
