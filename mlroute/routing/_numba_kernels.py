@@ -401,3 +401,77 @@ def water_fill_rounds(flat, owner, caps, dem, rate, active, fload, rel_tol, tiny
                 add[flat[j]] += rate[owner[j]]
         for lk in range(n_links):
             fload[lk] += add[lk]
+
+
+@njit(cache=True)
+def rank_within(keys, n_keys):
+    """The rank of every element among those with the same key, in input order (a running count per key)."""
+    seen = np.zeros(n_keys, dtype=np.int64)
+    ranks = np.empty(len(keys), dtype=np.int64)
+    for i in range(len(keys)):
+        k = keys[i]
+        ranks[i] = seen[k]
+        seen[k] += 1
+    return ranks
+
+
+@njit(cache=True)
+def bottleneck_screen(a, b, nlinks, up_i, dn_i, u, v, c):
+    """``optimisers.mlroute._bottleneck_screen`` in one pass per step: integer counts only, so the same to
+    the bit by construction."""
+    n = len(a)
+    n_sp = up_i.shape[1]
+    loads = np.zeros(nlinks, dtype=np.int64)
+    for j in range(n):
+        loads[a[j]] += 1
+        loads[b[j]] += 1
+    m = 0
+    for lk in range(nlinks):
+        if loads[lk] > m:
+            m = loads[lk]
+    if m < 2:
+        return loads, m, np.zeros(0, dtype=np.int64), np.zeros((0, n_sp), dtype=np.bool_)
+    only = np.zeros(nlinks, dtype=np.int64)
+    cold = np.zeros(nlinks, dtype=np.int64)
+    n_hot = 0
+    for j in range(n):
+        ha, hb = loads[a[j]] == m, loads[b[j]] == m
+        if ha and not hb:
+            only[a[j]] += 1
+        elif hb and not ha:
+            only[b[j]] += 1
+        elif not ha and not hb:
+            cold[a[j]] += 1
+            cold[b[j]] += 1
+        if ha or hb:
+            n_hot += 1
+    hj = np.empty(n_hot, dtype=np.int64)
+    gain = np.empty(n_hot, dtype=np.int64)
+    k = 0
+    for j in range(n):
+        ha, hb = loads[a[j]] == m, loads[b[j]] == m
+        if not (ha or hb):
+            continue
+        g = 0
+        if ha:
+            g += only[a[j]] - (1 if not hb else 0)
+        if hb:
+            g += only[b[j]] - (1 if not ha else 0)
+        if g > 0:
+            hj[k] = j
+            gain[k] = g
+            k += 1
+    hj = hj[:k]
+    promising = np.zeros((k, n_sp), dtype=np.bool_)
+    for r in range(k):
+        j = hj[r]
+        for t in range(n_sp):
+            if t == c[j]:
+                continue
+            la, lb = up_i[u[j], t], dn_i[v[j], t]
+            lu, ld = loads[la], loads[lb]
+            if lu >= m or ld >= m:
+                continue
+            cost = (cold[la] if lu == m - 1 else 0) + (cold[lb] if ld == m - 1 else 0)
+            promising[r, t] = cost < gain[r]
+    return loads, m, hj, promising

@@ -58,6 +58,10 @@ def warm() -> bool:
     flat = np.array([0, 1, 1], dtype=np.int64)
     water_fill_events(flat, np.array([0, 2, 3], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
                       np.zeros(2), np.ones(2, dtype=bool), np.zeros(2))
+    rank_within(np.array([1, 0, 1], dtype=np.int64))
+    two = np.array([[0, 1], [2, 3]], dtype=np.int64)
+    bottleneck_screen(np.array([0, 0], dtype=np.int64), np.array([2, 2], dtype=np.int64), 5, two, two,
+                      np.array([0, 0], dtype=np.int64), np.array([1, 1], dtype=np.int64), np.zeros(2, dtype=np.int64))
     water_fill_rounds(flat, np.array([0, 0, 1], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
                       np.zeros(2), np.ones(2, dtype=bool), np.zeros(2), 8)
     rows = (np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
@@ -97,6 +101,27 @@ def water_fill_rounds(flat, owner, caps, dem, rate, active, frozen_load, max_rou
                                     np.ascontiguousarray(caps, dtype=np.float64),
                                     np.ascontiguousarray(dem, dtype=np.float64), rate, active, frozen_load,
                                     REL_TOL, TINY, int(max_rounds)))
+
+
+def rank_within(keys: np.ndarray) -> np.ndarray:
+    """``optimisers.mlroute._rank_within`` compiled: each element's rank among the elements with its key, in
+    input order (keys are small non-negative integers: ToR x spines + spine). One pass instead of a stable sort
+    of every inter-ToR flow, twice per decision."""
+    k = _kernels()
+    assert k is not None, "rank_within without the compiled kernels"
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    return k.rank_within(keys, int(keys.max()) + 1 if len(keys) else 0)
+
+
+def bottleneck_screen(a, b, nlinks: int, up_i, dn_i, u, v, c):
+    """``optimisers.mlroute._bottleneck_screen`` compiled: (link loads, max load M, hot flows worth moving,
+    (hot flows, spines) promising moves). A dozen numpy passes over every inter-ToR flow per decision before."""
+    k = _kernels()
+    assert k is not None, "bottleneck_screen without the compiled kernels"
+    loads, m, hj, promising = k.bottleneck_screen(*(np.ascontiguousarray(x, dtype=np.int64) for x in (a, b)),
+                                                  int(nlinks), *(np.ascontiguousarray(x, dtype=np.int64)
+                                                                 for x in (up_i, dn_i, u, v, c)))
+    return loads, int(m), hj, promising
 
 
 def greedy_place(order, set_id, option_rows, choice, loads) -> None:

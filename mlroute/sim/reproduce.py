@@ -94,7 +94,7 @@ def _git_commit():
     try:
         out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              timeout=5)
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "../../controller"],
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "..", "../../controller"],
                                capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -227,6 +227,7 @@ def run_grids(cfgs: Sequence[GridConfig], out_dir: str, *, log=sys.stderr, optim
     and return each grid's results. Finished runs are stored under ``out_dir/runs/`` as they arrive and reused
     by a later call (unless ``fresh``); ``optimisers`` (tests) runs in this process, unstored."""
     os.makedirs(out_dir, exist_ok=True)
+    commit = _git_commit()  # of the code that runs now (the sweep may take an hour: HEAD can move meanwhile)
     per_grid = [grid_tasks(cfg, optimisers) for cfg in cfgs]
     tasks = [t for ts in per_grid for t in ts]
     injected = optimisers is not None
@@ -241,7 +242,7 @@ def run_grids(cfgs: Sequence[GridConfig], out_dir: str, *, log=sys.stderr, optim
             "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpus": os.cpu_count()},
-            "code_commit": _git_commit(),
+            "code_commit": commit,
             "code_version": code_version(),
             "sweep": {"executor": stats.executor, "workers": stats.workers, "runs": stats.total,
                       "reused": stats.reused, "computed": stats.computed, "wall_s": stats.wall_s,

@@ -71,7 +71,7 @@ class Problem:
         self.unique_sets = list({id(ps): ps for ps in sets}.values())
         self._table = None
         self._rows: tuple | None = None  # option_rows(), built when first asked for
-        self._mat_memo: tuple | None = None  # (choice, link matrix) of the last link_matrix call
+        self._mat_memo: list | None = None  # [choice, link matrix, loads or None] of the last link_matrix call
         self.n_opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=n)
         self.hops = np.fromiter((ps.up.shape[1] for ps in sets), dtype=np.int64, count=n)
         self.inter = np.flatnonzero((self.hops > 0) & (self.n_opts > 0))
@@ -141,12 +141,16 @@ class Problem:
         The last choice's matrix is kept: the optimiser's steps ask for the same routing's matrix one after
         the other (the search, the bottleneck search, the polishing); each caller gets its own copy."""
         choice = np.asarray(choice)
-        memo = self._mat_memo
-        if memo is not None and np.array_equal(memo[0], choice):
+        memo = self._memo_of(choice)
+        if memo is not None:
             return memo[1].copy()
         out = self._link_matrix(choice)
-        self._mat_memo = (choice.copy(), out.copy())
+        self._mat_memo = [choice.copy(), out.copy(), None]
         return out
+
+    def _memo_of(self, choice: np.ndarray) -> list | None:
+        memo = self._mat_memo
+        return memo if memo is not None and np.array_equal(memo[0], choice) else None
 
     def _link_matrix(self, choice: np.ndarray) -> np.ndarray:
         n = len(self.flows)
@@ -172,7 +176,21 @@ class Problem:
         return out
 
     def loads(self, choice=None, matrix=None) -> np.ndarray:
-        m = self.link_matrix(choice) if matrix is None else matrix
+        """Flows per link of ``choice`` (kept with its link matrix: the steps of a decision ask for the same
+        routing's loads in turn; each caller gets its own copy), or of the link ``matrix`` given."""
+        if matrix is None:
+            choice = np.asarray(choice)
+            memo = self._memo_of(choice)
+            if memo is None:
+                self.link_matrix(choice)
+                memo = self._mat_memo
+                assert memo is not None
+            if memo[2] is None:
+                memo[2] = self._loads(memo[1])
+            return memo[2].copy()
+        return self._loads(matrix)
+
+    def _loads(self, m: np.ndarray) -> np.ndarray:
         ld = np.bincount(m.ravel(), minlength=self.dummy + 1).astype(np.int64)
         ld[self.dummy] = 0
         return ld

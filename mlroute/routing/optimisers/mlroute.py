@@ -67,7 +67,14 @@ REPAIR = "aligned"
 
 
 def _rank_within(keys: np.ndarray) -> np.ndarray:
-    """Rank of every element among the elements with the same key (input order)."""
+    """Rank of every element among the elements with the same key (input order); compiled where the kernels
+    are (:func:`mlroute.routing.kernels.rank_within`, the same ranks), else :func:`_rank_within_reference`."""
+    if kernels.enabled() and (not len(keys) or keys.min() >= 0):
+        return kernels.rank_within(keys)
+    return _rank_within_reference(keys)
+
+
+def _rank_within_reference(keys: np.ndarray) -> np.ndarray:
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     start = np.empty(len(sk), dtype=bool)
@@ -184,14 +191,23 @@ def _first_improving(prob: Problem, block: np.ndarray, mat: np.ndarray, choice: 
     return k, int(np.lexsort((newmax, -g))[0])
 
 
-def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray, choice: np.ndarray) -> np.ndarray:
-    """Which candidate flows have an improving move right now (vectorised over flows with equal option counts)."""
+def _row_max(a: np.ndarray) -> np.ndarray:
+    """``a.max(1)`` of a (rows, K) integer array; column by column for the 2-tier K = 2 (numpy's reduction
+    along a short axis costs more than the arithmetic)."""
+    if a.shape[1] == 2:
+        return np.maximum(a[:, 0], a[:, 1])
+    return a.max(1)
+
+
+def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray, choice: np.ndarray,
+            curmax: np.ndarray) -> np.ndarray:
+    """Which candidate flows have an improving move right now (vectorised over flows with equal option counts).
+    ``curmax``: the largest load on each candidate's current path."""
     sidx = prob.fabric.spine_link_index()
     if sidx is not None:  # uniform 2-tier: option c of every inter-ToR flow is live spine c
         up, dn = sidx
         u, v = prob.src_pos[cand], prob.dst_pos[cand]
         lu, ld = loads[up], loads[dn]  # (leaves, S)
-        curmax = loads[mat[cand]].max(1)
         best = np.maximum(lu[u], ld[v]).min(1) + 1  # the current option cannot win: its max is curmax
         return best < curmax
     chunks = _option_chunks(prob, cand)
@@ -431,7 +447,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
     if not len(prob.inter):
         return choice, 0
     mat = prob.link_matrix(choice)
-    loads = prob.loads(matrix=mat)
+    loads = prob.loads(choice)
     dummy = prob.dummy
     movable = prob.inter[prob.n_opts[prob.inter] > 1]
     if not len(movable):
@@ -445,12 +461,12 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
     touched_down = np.zeros(len(prob.fabric.leaves), dtype=np.int64)  # up-paths / down-paths last changed
     stamp = 0
     while time.perf_counter() < deadline:
-        flmax = loads[mat[movable]].max(1)
+        flmax = _row_max(loads[mat[movable]])
         cand = movable[flmax >= 2]
         if not len(cand):
             break
         cmax = flmax[flmax >= 2]
-        ok = _screen(prob, cand, mat, loads, choice)
+        ok = _screen(prob, cand, mat, loads, choice, cmax)
         todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
         moved_round = 0
         # The flows are taken in order, each moved when it has an improving option under the loads of the
@@ -846,30 +862,8 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
     while time.perf_counter() < deadline:
         c = choice[idx]
         a, b = up_i[u, c], dn_i[v, c]  # each inter flow's uplink and downlink
-        loads = np.bincount(np.concatenate((a, b)), minlength=nlinks)
-        m = int(loads.max())
-        if m < 2:
-            break
-        hot_a, hot_b = loads[a] == m, loads[b] == m
-        hot = hot_a | hot_b
-        # flows hot only through one link: freed when that link drops to m-1
-        only = np.bincount(np.concatenate((a[hot_a & ~hot_b], b[hot_b & ~hot_a])), minlength=nlinks)
-        cold = np.bincount(np.concatenate((a[~hot], b[~hot])), minlength=nlinks)
-        hj = np.flatnonzero(hot)
-        if not len(hj):
-            break
-        # gain of moving j: flows freed from its hot links (other than j itself)
-        gain = np.where(hot_a[hj], only[a[hj]] - (hot_a[hj] & ~hot_b[hj]), 0) + \
-            np.where(hot_b[hj], only[b[hj]] - (hot_b[hj] & ~hot_a[hj]), 0)
-        keep = gain > 0  # a move must free someone (its cost, the cold flows it heats, is >= 0)
-        hj, gain = hj[keep], gain[keep]
-        if not len(hj):
-            break
-        lu, ld = loads[up_i[u[hj]]], loads[dn_i[v[hj]]]  # (h, S)
-        cost = np.where(lu == m - 1, cold[up_i[u[hj]]], 0) + np.where(ld == m - 1, cold[dn_i[v[hj]]], 0)
-        ok = (lu < m) & (ld < m)
-        ok[np.arange(len(hj)), c[hj]] = False
-        promising = ok & (cost < gain[:, None])
+        screen = kernels.bottleneck_screen if kernels.enabled() else _bottleneck_screen
+        loads, m, hj, promising = screen(a, b, nlinks, up_i, dn_i, u, v, c)
         rows = np.flatnonzero(promising.any(1))
         if not len(rows):
             break
@@ -917,6 +911,35 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
         if not moved:
             break
     return choice, moves
+
+
+def _bottleneck_screen(a, b, nlinks: int, up_i, dn_i, u, v, c):
+    """The bottleneck search's screen (the specification of ``kernels.bottleneck_screen``): link loads, the max
+    load M, the hot flows whose move would free someone, and per such flow the spines worth trying (below M on
+    both sides, not its own, and heating fewer cold flows than it frees). No hot flow: M < 2 or none to free."""
+    loads = np.bincount(np.concatenate((a, b)), minlength=nlinks)
+    m = int(loads.max())
+    none = np.zeros(0, dtype=np.int64), np.zeros((0, up_i.shape[1]), dtype=bool)
+    if m < 2:
+        return (loads, m, *none)
+    hot_a, hot_b = loads[a] == m, loads[b] == m
+    hot = hot_a | hot_b
+    # flows hot only through one link: freed when that link drops to m-1
+    only = np.bincount(np.concatenate((a[hot_a & ~hot_b], b[hot_b & ~hot_a])), minlength=nlinks)
+    cold = np.bincount(np.concatenate((a[~hot], b[~hot])), minlength=nlinks)
+    hj = np.flatnonzero(hot)
+    # gain of moving j: flows freed from its hot links (other than j itself)
+    gain = np.where(hot_a[hj], only[a[hj]] - (hot_a[hj] & ~hot_b[hj]), 0) + \
+        np.where(hot_b[hj], only[b[hj]] - (hot_b[hj] & ~hot_a[hj]), 0)
+    keep = gain > 0  # a move must free someone (its cost, the cold flows it heats, is >= 0)
+    hj, gain = hj[keep], gain[keep]
+    if not len(hj):
+        return (loads, m, *none)
+    lu, ld = loads[up_i[u[hj]]], loads[dn_i[v[hj]]]  # (h, S)
+    cost = np.where(lu == m - 1, cold[up_i[u[hj]]], 0) + np.where(ld == m - 1, cold[dn_i[v[hj]]], 0)
+    ok = (lu < m) & (ld < m)
+    ok[np.arange(len(hj)), c[hj]] = False
+    return loads, m, hj, ok & (cost < gain[:, None])
 
 
 def _hot_count(flows: set, loads: list, up: list, down: list, m: int) -> int:
@@ -993,9 +1016,8 @@ def _stabilise(prob: Problem, choice: np.ndarray, prev: np.ndarray) -> np.ndarra
 
 
 def _one_flow_per_nic(prob: Problem) -> bool:
-    srcs = [f.src for f in prob.flows]
-    dsts = [f.dst for f in prob.flows]
-    return len(set(srcs)) == len(srcs) and len(set(dsts)) == len(dsts)
+    n = len(prob.flows)
+    return len({f.src for f in prob.flows}) == n and len({f.dst for f in prob.flows}) == n
 
 
 class _Laps:
@@ -1096,7 +1118,7 @@ def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.nd
 
 def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, info: dict) -> np.ndarray:
     """Steps 3-4: load-vector search, then (uniform 2-tier) the bottleneck search and a final load-vector pass."""
-    if len(prob.inter) and prob.loads(matrix=prob.link_matrix(choice)).max() <= 1:
+    if len(prob.inter) and prob.loads(choice).max() <= 1:
         # no link carries two flows: both searches look only at flows on such links, so neither has a move
         info["search_moves"] = 0
         if uniform:
@@ -1118,7 +1140,7 @@ def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: boo
     """Step 5 where it can help: (choice, rates or None when nobody needs them, link loads). ``changed``: the
     routing differs from the greedy's, or there are previous paths (the later steps compare rates then)."""
     mat = prob.link_matrix(choice)
-    loads = prob.loads(matrix=mat)
+    loads = prob.loads(choice)
     max_load = loads.max(initial=0)
     weighted = any(isinstance(j, WeightedJob) for j in jobs or ())  # the proof below is for equal jobs only
     if uniform and prob.demands is None and max_load <= 2 and not weighted and _one_flow_per_nic(prob):

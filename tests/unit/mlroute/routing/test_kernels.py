@@ -156,3 +156,31 @@ def test_the_leximin_comparison_of_sorted_vectors_is_the_same(reference):
         got = metric.cmp_presorted(a, b)
         with reference():
             assert metric.cmp_presorted(a, b) == got
+
+
+def test_rank_within_is_the_reference():
+    from mlroute.routing.optimisers.mlroute import _rank_within_reference
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        keys = rng.integers(0, int(rng.integers(1, 40)), size=int(rng.integers(0, 300)))
+        assert np.array_equal(kernels.rank_within(keys), _rank_within_reference(keys))
+
+
+def test_bottleneck_screen_is_the_reference():
+    from mlroute.routing.optimisers.mlroute import _bottleneck_screen
+
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        leaves, spines = int(rng.integers(2, 9)), int(rng.integers(2, 6))
+        up_i = np.arange(leaves * spines, dtype=np.int64).reshape(leaves, spines)
+        dn_i = up_i + leaves * spines
+        n = int(rng.integers(1, 60))
+        u, v = rng.integers(0, leaves, size=n), rng.integers(0, leaves, size=n)
+        c = rng.integers(0, spines, size=n)
+        a, b = up_i[u, c], dn_i[v, c]
+        nlinks = 2 * leaves * spines + 1
+        got = kernels.bottleneck_screen(a, b, nlinks, up_i, dn_i, u, v, c)
+        want = _bottleneck_screen(a, b, nlinks, up_i, dn_i, u, v, c)
+        assert got[1] == want[1] and np.array_equal(got[0], want[0])
+        assert np.array_equal(got[2], want[2]) and np.array_equal(got[3], want[3])
