@@ -230,7 +230,7 @@ def run(spec: ExperimentSpec, out_dir: str | Path, progress: Callable[[str], Non
     problems = emulation.check_platform()
     if problems:
         raise ExperimentError("; ".join(problems))
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()  # the controllers run elsewhere: a relative path would not be found there
     modes = sorted(spec.modes, key=lambda m: m != NONBLOCKING)
     grid = [(p, s, m) for p in spec.patterns for s in spec.seeds for m in modes]
     results: list[dict] = []

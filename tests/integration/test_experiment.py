@@ -4,16 +4,15 @@ import json
 import subprocess
 import sys
 
-from tests.integration.harness import ROOT
-
 
 def test_short_experiment_writes_sane_results(tmp_path):
-    out = tmp_path / "exp"
+    """As a new user runs it: from a directory of their own, with the default (relative) --out."""
     proc = subprocess.run([sys.executable, "-m", "mlroute.cli", "experiment", "--topo", "leafspine",
                            "--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2", "--pattern", "stride:2",
-                           "--modes", "ecmp,mlroute,nonblocking", "--duration", "12", "--out", str(out), "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--modes", "ecmp,mlroute,nonblocking", "--duration", "12", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (out,) = (tmp_path / "results").glob("experiment-*")  # results/experiment-<time> under the caller's directory
     data = json.loads(proc.stdout)
     for name in ("results.json", "summary.md", "throughput.png", "flows_cdf.png"):
         assert (out / name).exists(), name
