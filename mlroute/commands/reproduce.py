@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlroute.errors import UsageError
@@ -81,7 +83,6 @@ def _command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from mlroute.sim.report import write_report
-    from mlroute.sim.reproduce import run_grids
 
     cmd = _command_line(args)
     if args.report_only:
@@ -93,6 +94,25 @@ def run(args: argparse.Namespace) -> int:
     cfg = _grid_config(args)
     extra_cfg = None if args.no_random_placement else _random_config(args, cfg)
     sweep = {"workers": args.workers, "scheduler": args.scheduler, "fresh": args.fresh}
+    try:
+        results = _sweep(args, cfg, extra_cfg, sweep, cmd)
+    except KeyboardInterrupt:
+        stored = len(list(Path(args.out, "runs").glob("*.json")))
+        print(f"mlroute reproduce: interrupted; {stored} finished runs are kept under "
+              f"{os.path.join(args.out, 'runs')}: the same command resumes from them", file=sys.stderr)
+        return 130
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, separators=(",", ":"))
+    write_report(results, args.out, command=results["command"])
+    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
+          f"{results['wall_s'] / 60:.1f} min)")
+    return 0
+
+
+def _sweep(args: argparse.Namespace, cfg: GridConfig, extra_cfg: GridConfig | None, sweep: dict, cmd: str) -> dict:
+    """The grids' runs (the paper grid and the random-placement one, or --random-only's), as one results dict."""
+    from mlroute.sim.reproduce import run_grids
+
     if args.random_only:
         results, extra_cfg = _earlier_results(args.out, extra_cfg, cmd)
         results["extra"] = run_grids([extra_cfg], args.out, **sweep)[0]
@@ -103,12 +123,7 @@ def run(args: argparse.Namespace) -> int:
         results["command"] = cmd
         if extra_cfg:
             results["extra"] = grids[1]
-    with open(os.path.join(args.out, "results.json"), "w") as fh:
-        json.dump(results, fh, separators=(",", ":"))
-    write_report(results, args.out, command=results["command"])
-    print(f"report: {os.path.join(args.out, 'report.md')} ({len(results['runs'])} simulations, "
-          f"{results['wall_s'] / 60:.1f} min)")
-    return 0
+    return results
 
 
 def _report_only(out: str, cmd: str) -> int:

@@ -166,3 +166,34 @@ def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
                                 algos=("mlroute", "greedy", "ecmp"), iterations=3, label="custom"),
                      str(tmp_path / "whole"), log=None, workers=1)
     assert _without_timing(resumed) == _without_timing(whole)
+
+
+def test_ctrl_c_keeps_the_finished_runs_and_says_how_to_resume(tmp_path):
+    """SIGINT to the whole process group (what Ctrl-C sends, the worker processes included): exit 130, a line
+    that says what is kept, no traceback, no worker left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "rep"
+    proc = subprocess.Popen([sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), "--tors", "8",
+                             "--spines", "4", "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4",
+                             "--failed", "0,1", "--iterations", "3", "--algos", "mlroute,greedy,ecmp",
+                             "--no-random-placement", "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(list((out / "runs").glob("*.json"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted;" in err and "the same command resumes from them" in err
+    assert "Traceback" not in err
+    left = subprocess.run(["pgrep", "-g", str(proc.pid), "-a"], capture_output=True, text=True).stdout
+    deadline = time.monotonic() + 10
+    while left and time.monotonic() < deadline:  # (multiprocessing's resource tracker leaves after its parent)
+        time.sleep(0.1)
+        left = subprocess.run(["pgrep", "-g", str(proc.pid), "-a"], capture_output=True, text=True).stdout
+    assert not left, f"processes outlived the command: {left}"
