@@ -91,6 +91,9 @@ class PathSet:
     100,000 flows on a large fat-tree stay cheap.
     """
 
+    #: ((dummy, K), the links padded to K columns), set by ``Problem.option_links`` for small sets
+    _padded: tuple
+
     def __init__(self, fabric, src_leaf, dst_leaf, a=None, b=None, ia=None, ib=None, jkey=None, kind="inter"):
         self.fabric = fabric
         self.src_leaf = src_leaf
@@ -188,6 +191,9 @@ class PathSet:
 
 class Fabric:
     """A tiered (2- or 3-tier) switch fabric with hosts; see the module docstring for conventions."""
+
+    n_hosts: int  # set by the generated fabrics' constructors (clos, fattree)
+    k: int  # the arity of a generated fat-tree
 
     def __init__(
         self,

@@ -23,7 +23,7 @@ from mlroute.routing.demand import estimate_demands
 from mlroute.tolerances import ABS_TOL, REL_TOL, TINY
 
 
-def _csr(flow_links: Sequence[np.ndarray]):
+def _csr(flow_links: Sequence[np.ndarray] | np.ndarray):
     lens = np.fromiter((len(x) for x in flow_links), dtype=np.int64, count=len(flow_links))
     if len(flow_links):
         flat = np.concatenate([np.asarray(x, dtype=np.int64) for x in flow_links]) if lens.sum() else \
@@ -34,7 +34,7 @@ def _csr(flow_links: Sequence[np.ndarray]):
     return flat, owner, lens
 
 
-def water_fill(flow_links: Sequence[np.ndarray], capacities: np.ndarray,
+def water_fill(flow_links: Sequence[np.ndarray] | np.ndarray, capacities: np.ndarray,
                demands: np.ndarray | None = None, *, events: bool = False) -> np.ndarray:
     """Max-min fair rates of flows that each cross a fixed set of links (progressive filling).
 
