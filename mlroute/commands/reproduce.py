@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _grid_config(args)
     extra_cfg = None if args.no_random_placement else _random_config(args, cfg)
     sweep = {"workers": args.workers, "scheduler": args.scheduler, "fresh": args.fresh}
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped by kill as by Ctrl-C: workers stopped, runs kept
     try:
         results = _sweep(args, cfg, extra_cfg, sweep, cmd)
     except KeyboardInterrupt:
@@ -228,3 +230,8 @@ def _earlier_results(out: str, extra_cfg: GridConfig | None, cmd: str) -> tuple[
     results["wall_s"] -= (results.get("extra") or {}).get("wall_s", 0.0)
     results["command"] = results.get("command", "mlroute reproduce --out DIR") + f"; then `{cmd}`"
     return results, extra_cfg
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+

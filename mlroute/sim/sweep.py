@@ -16,10 +16,10 @@ import hashlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -230,18 +230,28 @@ def _single_threaded_children() -> Iterator[None]:
 
 def _run_processes(tasks: Sequence[Task], todo: list[int], workers: int) -> Iterator[tuple[int, dict]]:
     """(index, result) as local worker processes finish them. Spawned, not forked: the parent may hold threads
-    (a progress bar's monitor, numba's), which a fork would copy in an arbitrary state."""
+    (a progress bar's monitor, numba's), which a fork would copy in an arbitrary state. The workers ignore
+    SIGINT (Ctrl-C reaches the whole process group): the parent stops them, at once, however it is stopped."""
     ctx = multiprocessing.get_context("spawn")
     with _single_threaded_children():
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        pool = ctx.Pool(workers, initializer=_worker_start)
     try:
-        pending = {pool.submit(tasks[i].fn, tasks[i].arg): i for i in todo}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield pending.pop(fut), fut.result()
+        yield from pool.imap_unordered(_indexed, [(i, tasks[i].fn, tasks[i].arg) for i in todo], chunksize=1)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.join()
+
+
+def _worker_start() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _indexed(job: tuple[int, Callable[[Any], dict], Any]) -> tuple[int, dict]:
+    i, fn, arg = job
+    return i, fn(arg)
 
 
 def _run_dask(tasks: Sequence[Task], todo: list[int], scheduler: str, stats: SweepStats

@@ -168,9 +168,11 @@ def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
     assert _without_timing(resumed) == _without_timing(whole)
 
 
-def test_ctrl_c_keeps_the_finished_runs_and_says_how_to_resume(tmp_path):
-    """SIGINT to the whole process group (what Ctrl-C sends, the worker processes included): exit 130, a line
-    that says what is kept, no traceback, no worker left behind."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_keeps_the_finished_runs_and_says_how_to_resume(tmp_path, how):
+    """Ctrl-C (SIGINT to the whole process group, the workers included) or SIGTERM to the command alone: exit 130
+    at once (the runs in progress are abandoned, not awaited), a line that says what is kept, no traceback, no
+    worker left behind."""
     import os
     import signal
     import subprocess
@@ -186,8 +188,11 @@ def test_ctrl_c_keeps_the_finished_runs_and_says_how_to_resume(tmp_path):
     deadline = time.monotonic() + 300
     while len(list((out / "runs").glob("*.json"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted;" in err and "the same command resumes from them" in err
     assert "Traceback" not in err
