@@ -22,7 +22,7 @@ from ryu.topology import event as topo_event
 from ryu.topology import switches  # registers --observe-links; required app below
 
 from controller import config as mlconfig
-from controller import lldp_loop, ofmsg
+from controller import lldp_guard, lldp_loop, ofmsg
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
@@ -36,6 +36,7 @@ CONF = cfg.CONF
 
 CONFIG = mlconfig.load_or_exit()  # a bad file: one line naming file:line:key, exit status 2
 lldp_loop.install(switches.Switches, hub.sleep)  # a port that comes up gets its LLDP at once (lldp_loop.py)
+lldp_guard.install(switches.Switches, switches.LLDPPacket.lldp_parse)  # LLDP cannot move links (lldp_guard.py)
 
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.
@@ -72,6 +73,9 @@ class MlrouteApp(app_manager.RyuApp):
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
+        ignored = self.core.metrics.lldp_ignored
+        switches.Switches.lldp_guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(),
+                                                            time.monotonic)
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._barriers = {}  # xid -> hub.Event
         self._wake = hub.Event()

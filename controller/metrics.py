@@ -32,6 +32,9 @@ class Metrics:
                                       "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
                                       ["src", "dst"], registry=r)
         self._link_series: set[tuple[str, str]] = set()
+        self.lldp_ignored = Counter("mlroute_lldp_ignored", "LLDP frames dropped before link discovery saw them, "
+                                    "by reason (host_port, confirmed_source, confirmed_receiver)", ["reason"],
+                                    registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)

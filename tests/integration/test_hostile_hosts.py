@@ -46,6 +46,23 @@ print(count * len(frames))
 """
 
 
+# Ryu-format LLDP frames (built by the test with Ryu's own LLDPPacket, passed in hex) sent from the attacker's
+# interface at a given total rate for a given time, round-robin over the claims
+FORGE_LLDP = r"""
+import socket, sys, time
+iface, rate, seconds, frames = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+frames = [bytes.fromhex(f) for f in frames]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+sent, start = 0, time.monotonic()
+while time.monotonic() - start < seconds:
+    s.send(frames[sent % len(frames)])
+    sent += 1
+    time.sleep(max(0.0, start + sent / rate - time.monotonic()))
+print(sent)
+"""
+
+
 def host_binding(fab, ip):
     return next(((h["dpid"], h["port"], h["mac"]) for h in fab.controller.get("/mlroute/topology")["hosts"]
                  if h["ip"] == ip), None)
@@ -112,3 +129,43 @@ def test_both_core_uplinks_of_an_aggregation_switch_down_under_elephants(fabric_
     finally:
         mbps = flows.results_mbps()
     assert min(mbps) > 0, mbps
+
+
+def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_factory):
+    """Issue 25's measurement: h1 replaying Ryu-format LLDP frames that name 12 real switch ports, 50 frames/s
+    in all, for 12 s. Before, 7-12 of the fabric's 64 directed links were missing at every sample; now the set
+    of links the controller holds never changes, and the refused frames are counted."""
+    from ryu.topology.switches import LLDPPacket
+
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
+    assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
+
+    def links():
+        return {(x["src"], x["src_port"], x["dst"], x["dst_port"]) for x in fab.controller.get("/mlroute/topology")
+                ["links"]}
+    real = wait_until(lambda: (ls := links()) and len(ls) == 64 and ls, timeout=20)
+    assert real, links()
+    claims = sorted(real)[::5][:12]  # 12 real ports across the tiers, each the source of a real link
+    h1 = fab.net.get("h1")
+    frames = [LLDPPacket.lldp_packet(src, port, h1.MAC(), 120).hex() for src, port, _, _ in claims]
+    attack = h1.popen([sys.executable, "-c", FORGE_LLDP, h1.defaultIntf().name, "50", "12", *frames])
+    samples, missing = 0, []
+    try:
+        time.sleep(1)
+        while attack.poll() is None:
+            now = links()
+            samples += 1
+            if now != real:
+                missing.append((len(real - now), len(now - real)))
+            time.sleep(1)
+    finally:
+        sent = int(attack.communicate(timeout=60)[0].decode().strip() or 0)
+    assert sent >= 400 and samples >= 8, (sent, samples)
+    assert not missing, f"{len(missing)} of {samples} samples differed from the real links (missing, extra): {missing}"
+    ignored = fab.controller.metric("mlroute_lldp_ignored_total", {"reason": "host_port"})
+    assert ignored > 0, ignored
+    print(f"{sent} forged LLDP frames, {ignored:.0f} ignored at the host port, links unchanged in {samples} samples")
+    log = fab.controller.log()
+    assert "Traceback" not in log, log[-3000:]
+    assert ping_all(fab.net) == 0
+
