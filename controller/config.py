@@ -47,6 +47,12 @@ DEFAULTS: dict[str, Any] = {
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
+    "hosts": {  # bounded host learning: one host cannot make the controller fill every table (threat model)
+        "max_per_port": 64,  # bindings at one access port (a hypervisor's VMs, a container host)
+        "max_total": 16384,  # bindings in all (a k=48 fat-tree has 27,648 hosts: raise it there)
+        "new_per_port_per_s": 5.0,  # new addresses learned per second at one port (token bucket) ...
+        "new_per_port_burst": 64,  # ... after a burst of this many (a port's hosts all coming up at once)
+    },
 }
 
 
@@ -143,6 +149,12 @@ SCHEMA = {
         "new_flows_per_s": _Rule(int, _positive),
         "flow_copy": _Rule(str, _choice(flowcopy.MODES)),
         "ecmp_stagger": _Rule(bool),
+    },
+    "hosts": {
+        "max_per_port": _Rule(int, _positive),
+        "max_total": _Rule(int, _positive),
+        "new_per_port_per_s": _Rule(NUMBER, _positive),
+        "new_per_port_burst": _Rule(int, _positive),
     },
 }
 

@@ -25,7 +25,7 @@ from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
-from controller.packet_in import Decision, PacketIn, PacketInHandler
+from controller.packet_in import Decision, Limited, PacketIn, PacketInHandler
 from controller.plan_state import PlanState
 from controller.recovery import Recovered
 from controller.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change
@@ -40,6 +40,7 @@ LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
+HOST_LIMIT_LOG_S = 60.0  # a port whose new addresses are refused by the learning limits is logged this often
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
 
@@ -61,8 +62,11 @@ class ControllerCore:
         self.clock = clock
         self.host_bps = tecfg["host_link_mbps"] * 1e6
         self.fabric_bps = (tecfg["fabric_link_mbps"] or tecfg["host_link_mbps"]) * 1e6
-        self.topology = Topology()
-        self.packet_in = PacketInHandler(self.topology, clock)
+        hosts = config["hosts"]
+        self.topology = Topology(hosts["max_per_port"], hosts["max_total"])
+        self.packet_in = PacketInHandler(self.topology, clock, new_hosts_per_s=hosts["new_per_port_per_s"],
+                                         new_hosts_burst=hosts["new_per_port_burst"])
+        self._limited_logged: dict[tuple[int, int], float] = {}  # (dpid, port) -> last log of a refused address
         self.metrics = metrics or Metrics()
         self.tiers: TierInference | None = None
         self.accounting = Accounting()
@@ -218,8 +222,21 @@ class ControllerCore:
                         c.port, ", ".join(f"{h.ip} ({h.mac}) at {h.dpid}:{h.port}" for h in refused.holders),
                         refused.reason)
             self.metrics.packet_in.labels("refused_claim").inc()
+        for limited in decision.limited:
+            self._host_limited(limited)
         if decision.changed:
             self.dirty = True
+
+    def _host_limited(self, limited: Limited) -> None:
+        """A new address refused by the learning limits: counted, logged once per port per HOST_LIMIT_LOG_S."""
+        c = limited.claim
+        self.metrics.hosts_refused.labels(limited.why).inc()
+        now = self.clock()
+        if now - self._limited_logged.get(c.location, -HOST_LIMIT_LOG_S) >= HOST_LIMIT_LOG_S:
+            self._limited_logged[c.location] = now
+            LOG.warning("host limit (%s) at switch %s port %s: %s (%s) not learned; further ones at this port "
+                        "are counted in mlroute_hosts_refused_total, logged again in %.0f s", limited.why, c.dpid,
+                        c.port, c.ip, c.mac, HOST_LIMIT_LOG_S)
 
     def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next

@@ -35,6 +35,9 @@ class Metrics:
         self.lldp_ignored = Counter("mlroute_lldp_ignored", "LLDP frames dropped before link discovery saw them, "
                                     "by reason (host_port, confirmed_source, confirmed_receiver)", ["reason"],
                                     registry=r)
+        self.hosts_refused = Counter("mlroute_hosts_refused", "New host addresses not learned: the per-port or total "
+                                     "cap (port, total) or the per-port rate (rate) of the hosts configuration",
+                                     ["reason"], registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)

@@ -20,8 +20,9 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from controller.budget import TokenBucket
 from controller.rules import ETH_ARP, ETH_IPV4
-from controller.topology import CONFLICT, LEARNED, UNKNOWN_MAC, Host, Topology
+from controller.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology
 
 ARP_REQUEST = 1
 ARP_REPLY = 2
@@ -91,6 +92,15 @@ class Refused:
     reason: str
 
 
+@dataclass(frozen=True)
+class Limited:
+    """A new address refused by the learning limits: ``why`` is "port" or "total" (caps) or "rate" (new
+    addresses per second at the port)."""
+
+    claim: Host
+    why: str
+
+
 Action = ArpReply | Forward | ArpProbe  # what the handler asks the shell to send
 
 
@@ -100,6 +110,7 @@ class Decision:
     actions: list[Action] = field(default_factory=list)
     moved: list[Host] = field(default_factory=list)  # Hosts whose pending move was confirmed (probe unanswered)
     refused: list[Refused] = field(default_factory=list)  # Refused claims, reported once per REFUSAL_HOLD_S: log them
+    limited: list[Limited] = field(default_factory=list)  # new addresses past the learning limits: count them
 
     @property
     def changed(self) -> bool:
@@ -122,9 +133,12 @@ def _mac_bytes(mac: str) -> bytes:
 
 class PacketInHandler:
     def __init__(self, topology: Topology, clock: Callable[[], float], flood_hold_s: float = 1.0,
-                 probe_timeout_s: float = PROBE_TIMEOUT_S, refusal_hold_s: float = REFUSAL_HOLD_S) -> None:
+                 probe_timeout_s: float = PROBE_TIMEOUT_S, refusal_hold_s: float = REFUSAL_HOLD_S,
+                 new_hosts_per_s: float = 5.0, new_hosts_burst: int = 64) -> None:
         self.topology = topology
         self.clock = clock
+        self.new_hosts_per_s, self.new_hosts_burst = new_hosts_per_s, new_hosts_burst
+        self._new_hosts: dict[tuple[int, int], TokenBucket] = {}  # (dpid, port) -> new addresses learned there
         self.flood_hold_s = flood_hold_s
         self.probe_timeout_s = probe_timeout_s
         self.refusal_hold_s = refusal_hold_s
@@ -140,7 +154,13 @@ class PacketInHandler:
         if pkt.src_ip and pkt.src_ip != "0.0.0.0":
             claim = Host(pkt.src_ip, pkt.eth_src, pkt.dpid, pkt.in_port)
             self._heard_from(claim, decision)
+            if pkt.src_ip not in topo.hosts and not self._new_host_allowed(pkt.dpid, pkt.in_port):
+                decision.limited.append(Limited(claim, "rate"))
+                return decision  # like a claim we do not believe: not answered, flooded or forwarded
             verdict = topo.claim(*_fields(claim))
+            if verdict.verdict == LIMITED:
+                decision.limited.append(Limited(claim, topo.full_at(pkt.dpid, pkt.in_port) or "total"))
+                return decision
             if verdict.verdict == CONFLICT:
                 self._conflict(claim, verdict.holders, decision)
                 return decision  # a claim we do not believe is not answered, flooded or forwarded
@@ -152,6 +172,17 @@ class PacketInHandler:
             if target is not None and (target.dpid, target.port) != (pkt.dpid, pkt.in_port):
                 decision.actions.append(Forward(target.dpid, target.port))  # first packet before rules land
         return decision
+
+    def _new_host_allowed(self, dpid: int, port: int) -> bool:
+        """A new address at an access port spends one of the port's tokens (``new_hosts_per_s``, a burst of
+        ``new_hosts_burst``): a host cannot claim thousands of addresses a second."""
+        if not self.topology.learnable(dpid, port):
+            return True  # not learnable anyway (the topology ignores it): nothing to spend
+        bucket = self._new_hosts.get((dpid, port))
+        if bucket is None:
+            bucket = self._new_hosts[(dpid, port)] = TokenBucket(self.new_hosts_per_s, self.new_hosts_burst,
+                                                                 self.clock)
+        return bucket.take()
 
     def tick(self) -> Decision:
         """Settle pending moves by the clock: confirmed when no answer came within the timeout (then the forwarding

@@ -57,6 +57,11 @@ IGNORED = "ignored"  # not an access port (fabric, unknown switch, or an LLDP-cl
 KNOWN = "known"  # exactly the binding already held
 LEARNED = "learned"  # a new binding (or one whose old location is gone): hosts changed
 CONFLICT = "conflict"  # contradicts bindings whose location may be alive: refused until they are probed
+LIMITED = "limited"  # a new address beyond the learning caps (per port, in all): refused, nothing changes
+
+#: default caps on bindings (``hosts.max_per_port`` / ``hosts.max_total`` in the configuration)
+MAX_HOSTS_PER_PORT = 64
+MAX_HOSTS = 16384
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,8 @@ class Claim:
 class Topology:
     """Switches, directed fabric links and hosts, with the answers forwarding needs."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_hosts_per_port: int = MAX_HOSTS_PER_PORT, max_hosts: int = MAX_HOSTS) -> None:
+        self.max_hosts_per_port, self.max_hosts = max_hosts_per_port, max_hosts
         self.ports: dict[int, set[int]] = {}  # dpid -> set of live port numbers
         # (src, src_port) -> Link: admitted (both directions claimed, no host at either end)
         self.links: dict[tuple[int, int], Link] = {}
@@ -234,8 +240,18 @@ class Topology:
         alive = tuple(h for h in holders if not self.location_gone(h))
         if alive:
             return Claim(CONFLICT, alive)
+        if ip not in self.hosts and not holders and self.full_at(dpid, port) is not None:
+            return Claim(LIMITED)  # a new address (not a move): only within the caps
         self.move_host(host, holders)
         return Claim(LEARNED)
+
+    def full_at(self, dpid: int, port: int) -> str | None:
+        """Which learning cap a new address at (dpid, port) would pass: "port", "total", or None."""
+        if len(self._by_port.get((dpid, port), ())) >= self.max_hosts_per_port:
+            return "port"
+        if len(self.hosts) >= self.max_hosts:
+            return "total"
+        return None
 
     def learn_host(self, ip: str, mac: str, dpid: int, port: int) -> bool:
         """Learn a host seen on an access port. True when something changed; a conflicting claim is refused."""
@@ -293,6 +309,10 @@ class Topology:
                 index.pop(key, None)
                 if index is self._by_port:
                     self._admit_pending_pairs_at(key)
+
+    def learnable(self, dpid: int, port: int) -> bool:
+        """Would a host seen at (dpid, port) be learned there (a live switch's access port, no LLDP into it)?"""
+        return self._learnable(dpid, port)
 
     def _learnable(self, dpid: int, port: int) -> bool:
         """Hosts are learned on live-switch access ports that no switch's LLDP arrived at."""

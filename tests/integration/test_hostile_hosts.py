@@ -63,6 +63,27 @@ print(sent)
 """
 
 
+# ARP announcements (gratuitous requests) from the attacker's interface, each claiming another address 10.9.x.y
+# with another MAC, as fast as the host can send them
+FORGE_HOSTS = r"""
+import socket, struct, sys, time
+iface, count = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+for n in range(count):
+    mac = bytes([2, 0, 0, 9, n >> 8, n & 255])
+    ip = bytes([10, 9, n >> 8, n & 255])
+    frame = b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, ip, bytes(6), ip)
+    while True:
+        try:
+            s.send(frame)
+            break
+        except OSError:  # the interface's queue is full: wait for it
+            time.sleep(0.001)
+print(count)
+"""
+
+
 def host_binding(fab, ip):
     return next(((h["dpid"], h["port"], h["mac"]) for h in fab.controller.get("/mlroute/topology")["hosts"]
                  if h["ip"] == ip), None)
@@ -167,5 +188,33 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_facto
     print(f"{sent} forged LLDP frames, {ignored:.0f} ignored at the host port, links unchanged in {samples} samples")
     log = fab.controller.log()
     assert "Traceback" not in log, log[-3000:]
+    assert ping_all(fab.net) == 0
+
+
+def test_one_host_claiming_ten_thousand_addresses_fills_no_table(fabric_factory):
+    """Issue 25's measurement: h1 announcing 10,000 addresses made the controller learn 4,105 hosts and install
+    180,823 rules. Now the port learns its burst and then its rate (hosts.new_per_port_*), the rest are refused and
+    counted, and the rules grow by a bounded amount."""
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
+    assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
+    rules_before = fab.controller.metric("mlroute_rules_installed")
+    h1 = fab.net.get("h1")
+    start = time.monotonic()
+    attack = h1.popen([sys.executable, "-c", FORGE_HOSTS, h1.defaultIntf().name, "10000"])
+    sent = int(attack.communicate(timeout=120)[0].decode().strip() or 0)
+    time.sleep(2 * POLL_S)  # the resync after the packet-ins
+    elapsed = time.monotonic() - start
+    assert sent == 10_000
+    hosts = len(fab.controller.get("/mlroute/topology")["hosts"])
+    bound = 16 + 64 + 5 * elapsed  # the fabric's hosts, h1's port's burst and its rate (the defaults)
+    refused = fab.controller.metric("mlroute_hosts_refused_total")
+    rules_after = fab.controller.metric("mlroute_rules_installed")
+    print(f"{sent} claims: {hosts} hosts known, {refused:.0f} refused, rules {rules_before:.0f} -> {rules_after:.0f}")
+    assert 16 < hosts <= bound, (hosts, bound)
+    assert refused > 0  # (most claims never reach the controller: the switches' packet-in limit drops them)
+    per_host = (rules_before / 16) * 1.5
+    assert rules_after - rules_before <= per_host * (hosts - 16) + 50, (rules_before, rules_after, hosts)
+    log = fab.controller.log()
+    assert log.count("host limit (rate)") <= 2 and "Traceback" not in log, log[-3000:]
     assert ping_all(fab.net) == 0
 

@@ -128,3 +128,12 @@ def test_bad_configuration_exits_2_with_one_line_and_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"mlroute: invalid configuration: {path}:1: not UTF-8 text")
+
+
+def test_host_learning_limits_are_configurable_and_checked():
+    cfg = config.parse("hosts:\n  max_per_port: 8\n  new_per_port_per_s: 0.5\n")
+    assert cfg["hosts"]["max_per_port"] == 8 and cfg["hosts"]["new_per_port_per_s"] == 0.5
+    assert cfg["hosts"]["max_total"] == config.DEFAULTS["hosts"]["max_total"]
+    with pytest.raises(config.ConfigError) as err:
+        config.parse("te:\n  poll_interval_s: 2\nhosts:\n  max_total: 0\n", "c.yaml")
+    assert str(err.value).startswith("c.yaml:4: hosts.max_total:"), str(err.value)

@@ -186,3 +186,76 @@ def test_a_binding_recovered_without_its_mac_is_probed_by_broadcast_and_defended
     clock.t = 5
     handler.tick()
     assert topo.hosts[h9.ip] == h9  # its MAC filled in, never moved
+
+
+# -- bounded host learning (issue 25 item 2) ----------------------------------------------------------------------
+
+def _claims(host_like, first, count):
+    """ARP announcements from one port claiming ``count`` addresses 10.1.x.y, each with its own MAC."""
+    for n in range(first, first + count):
+        ip, mac = f"10.1.{n // 256}.{n % 256}", f"02:00:00:00:{n // 256:02x}:{n % 256:02x}"
+        yield PacketIn(host_like.dpid, host_like.port, mac, "ff:ff:ff:ff:ff:ff", ETH_ARP, ARP_REQUEST, ip, ip)
+
+
+def test_one_port_claiming_thousands_of_addresses_learns_only_its_burst_then_its_rate():
+    """The measured attack: h1 announcing 10,000 addresses learned 4,105 hosts. Now: the burst, then the rate."""
+    from controller.topology import Topology
+
+    topo = topologies.fat_tree(4)
+    h1 = topo.hosts["10.0.0.1"]
+    clock = Clock()
+    handler = PacketInHandler(topo, clock, new_hosts_per_s=5.0, new_hosts_burst=20)
+    before = len(topo.hosts)
+    decisions = [handler.handle(pkt) for pkt in _claims(h1, 0, 10_000)]
+    assert len(topo.hosts) - before == 20
+    limited = [x for d in decisions for x in d.limited]
+    assert len(limited) == 10_000 - 20 and {x.why for x in limited} == {"rate"}
+    assert all(not d.actions for d in decisions[20:])  # a refused claim is neither answered nor flooded
+    clock.t += 2.0  # 10 more tokens
+    for pkt in _claims(h1, 20_000, 15):
+        handler.handle(pkt)
+    assert len(topo.hosts) - before == 30
+    assert isinstance(topo, Topology) and topo.hosts["10.0.0.2"].ip == "10.0.0.2"  # other hosts untouched
+    other = topo.hosts["10.0.0.16"]  # another port has its own budget
+    assert not handler.handle(next(_claims(other, 30_000, 1))).limited
+
+
+def test_the_caps_bound_hosts_per_port_and_in_all_but_never_a_move():
+    from controller.topology import LIMITED
+
+    topo = topologies.fat_tree(4)
+    topo.max_hosts_per_port = 3
+    h1 = topo.hosts["10.0.0.1"]
+    handler = PacketInHandler(topo, Clock(), new_hosts_burst=1000)
+    decisions = [handler.handle(pkt) for pkt in _claims(h1, 0, 5)]
+    assert len(topo.hosts_at(h1.dpid, h1.port)) == 3  # h1 and two more
+    assert [x.why for d in decisions for x in d.limited] == ["port", "port", "port"]
+    topo.max_hosts_per_port, topo.max_hosts = 64, len(topo.hosts)
+    assert topo.claim("10.9.9.9", "02:00:00:09:09:09", h1.dpid, h1.port).verdict == LIMITED
+    assert topo.full_at(h1.dpid, h1.port) == "total"
+    # a host that moves (its old port went down) is never counted as new
+    h2 = topo.hosts["10.0.0.2"]
+    topo.port_down(h2.dpid, h2.port)
+    h16 = topo.hosts["10.0.0.16"]
+    assert topo.learn_host(h2.ip, h2.mac, h16.dpid, h16.port)
+
+
+def test_the_core_counts_refused_addresses_and_logs_a_port_once_per_period(caplog):
+    import logging
+
+    from controller import config
+    from controller.core import HOST_LIMIT_LOG_S, ControllerCore
+
+    clock = Clock()
+    core = ControllerCore(config.parse("hosts:\n  new_per_port_burst: 5\n  new_per_port_per_s: 1\n"), clock)
+    core.topology = core.packet_in.topology = topologies.fat_tree(4)
+    h1 = core.topology.hosts["10.0.0.1"]
+    with caplog.at_level(logging.WARNING, logger="mlroute"):
+        for pkt in _claims(h1, 0, 200):
+            core.packet(pkt)
+        clock.t += HOST_LIMIT_LOG_S  # the bucket refills to its burst: 5 more learned, the rest refused, logged again
+        for pkt in _claims(h1, 1000, 100):
+            core.packet(pkt)
+    assert sum("host limit (rate)" in r.message for r in caplog.records) == 2
+    refused = core.metrics.hosts_refused.labels("rate")._value.get()
+    assert refused == 195 + 95 and len(core.topology.hosts) == 16 + 5 + 5
