@@ -316,7 +316,11 @@ class ControllerCore:
             return ended
         args, keys = self._decision_inputs()
         if runner is None:
-            result = self.te.step(*args)
+            try:
+                result = self.te.step(*args)
+            except Exception:
+                self._decided(None)  # its callers are answered; the shell logs the error
+                raise
             self._demands_taken(keys, result)
             return self._decided(result)
         # the decision's elephants ride along as its generation: the keys of the demands it estimates
