@@ -2,9 +2,10 @@
 
 Run it with ``ryu-manager controller/app.py`` (LLDP link discovery is switched on here; no other flags needed).
 Each handler turns one OpenFlow or topology event into one core call; ``controller.ofmsg`` turns the core's
-values into messages and parsed replies back into values; ``controller.rest`` serves the REST API. Three green
+values into messages and parsed replies back into values; ``controller.rest`` serves the REST API. Four green
 threads: the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats, then a TE
-decision) and the event-loop lag probe (/metrics).
+decision requested), the decision loop (the only one that talks to the optimiser's worker) and the event-loop
+lag probe (/metrics).
 """
 
 import logging
@@ -12,7 +13,7 @@ import sys
 import time
 
 from ryu import cfg
-from ryu.app.wsgi import WSGIApplication
+from ryu.app import wsgi
 from ryu.base import app_manager
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -22,13 +23,14 @@ from ryu.topology import event as topo_event
 from ryu.topology import switches  # registers --observe-links; required app below
 
 from controller import config as mlconfig
-from controller import lldp_guard, lldp_loop, ofmsg
+from controller import lldp_guard, lldp_loop, ofmsg, wsgi_server
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
 from controller.optimiser_runner import OptimiserRunner
 from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
+from controller.rest_limits import ClientRateLimit
 from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
 
 LOG = logging.getLogger("mlroute")
@@ -37,6 +39,7 @@ CONF = cfg.CONF
 CONFIG = mlconfig.load_or_exit()  # a bad file: one line naming file:line:key, exit status 2
 lldp_loop.install(switches.Switches, hub.sleep)  # a port that comes up gets its LLDP at once (lldp_loop.py)
 lldp_guard.install(switches.Switches, switches.LLDPPacket.lldp_parse)  # LLDP cannot move links (lldp_guard.py)
+wsgi_server.install(wsgi.WSGIServer, hub.LoggingWrapper, CONFIG["rest"]["client_timeout_s"])  # slow clients
 
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.
@@ -54,11 +57,12 @@ if not _given_on_command_line("--wsapi-port"):
 
 BARRIER_TIMEOUT_S = 1.0
 LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
+DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in flight or queued
 
 
 class MlrouteApp(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"wsgi": WSGIApplication}
+    _CONTEXTS = {"wsgi": wsgi.WSGIApplication}
     _REQUIRED_APP = ["ryu.topology.switches"]
 
     def __init__(self, *args, **kwargs):
@@ -78,9 +82,12 @@ class MlrouteApp(app_manager.RyuApp):
                                                             time.monotonic)
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._barriers = {}  # xid -> hub.Event
-        self._wake = hub.Event()
+        self._wake, self._decide = hub.Event(), hub.Event()
+        self.post_limit = ClientRateLimit(CONFIG["rest"]["post_rate_per_s"], CONFIG["rest"]["post_burst"],
+                                          time.monotonic)
         kwargs["wsgi"].register(RestController, {"app": self})
-        self._threads = [hub.spawn(self._resync_loop), hub.spawn(self._poll_loop), hub.spawn(self._lag_loop)]
+        self._threads = [hub.spawn(loop) for loop in (self._resync_loop, self._poll_loop, self._decision_loop,
+                                                      self._lag_loop)]
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
@@ -248,9 +255,23 @@ class MlrouteApp(app_manager.RyuApp):
         super().stop()
 
     # -- loops -----------------------------------------------------------------------------------------------
-    def wake(self):
+    def wake(self, decide=False):
         if self.core.dirty:
             self._wake.set()
+        if decide or self.core.decisions.busy:
+            self._decide.set()
+
+    def _decision_loop(self):
+        """The only caller of the optimiser's worker (core.decision_tick): requested decisions, one at a time."""
+        while True:
+            self._decide.wait(timeout=DECISION_TICK_S if self.core.decisions.busy else 0.5)
+            self._decide.clear()
+            try:
+                if self.core.decision_tick() is not None:
+                    self.wake()
+            except Exception:
+                LOG.exception("TE decision failed; continuing")
+                hub.sleep(0.5)
 
     def _resync_loop(self):
         while True:
@@ -316,8 +337,8 @@ class MlrouteApp(app_manager.RyuApp):
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 hub.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
                 self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
-                self.core.te_step()
+                self.core.request_decision()  # taken by the decision loop
                 self.core.metrics.set_link_utilisation(self.links_json())
-                self.wake()
+                self.wake(decide=True)
             except Exception:
-                LOG.exception("poll / TE step failed; continuing")
+                LOG.exception("poll failed; continuing")

@@ -20,10 +20,19 @@ class TokenBucket:
 
     def take(self) -> bool:
         """Spend one token if there is one."""
+        return self.take_or_wait() == 0.0
+
+    def take_or_wait(self) -> float:
+        """Spend one token if there is one (0.0), else the seconds until there will be one."""
         now = self.clock()
         self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
         self._last = now
         if self._tokens >= 1:
             self._tokens -= 1
-            return True
-        return False
+            return 0.0
+        return (1 - self._tokens) / self.rate
+
+    @property
+    def full(self) -> bool:
+        """As many tokens saved up as the burst allows (by the last refill): forgetting it loses nothing."""
+        return self._tokens + (self.clock() - self._last) * self.rate >= self.burst

@@ -27,7 +27,13 @@ from mlroute.routing.optimisers import ALGORITHMS
 TIER_VALUES = tuple(name for names in TIER_NAMES.values() for name in names)
 
 DEFAULTS: dict[str, Any] = {
-    "rest": {"host": "127.0.0.1", "port": 8080, "token": None},
+    "rest": {
+        "host": "127.0.0.1", "port": 8080, "token": None,
+        "post_rate_per_s": 5.0,  # POSTs per client address per second on average (a token bucket) ...
+        "post_burst": 10,  # ... and at once; past them 429 with Retry-After
+        "client_timeout_s": 5.0,  # a request's line and headers, and each body read, within this; else cut off
+        "max_decision_wait_s": 10.0,  # a caller waits this long for a decision at most; else 503 + Retry-After
+    },
     "tiers": {},  # dpid -> tier, pins inference for odd labs
     "te": {
         "mode": "mlroute",  # "ecmp" = no re-optimisation; else the optimiser's name
@@ -62,6 +68,8 @@ MAX_JOB_HOSTS = 32768  # host entries over all jobs (a k=48 fat-tree has 27,648 
 MAX_FLOW_IDLE_TIMEOUT_S = 65535  # OpenFlow's idle_timeout is a uint16
 POLL_INTERVAL_RANGE_S = (0.1, 3600.0)  # below 0.1 s the poll loop alone keeps a core busy
 MAX_TIME_BUDGET_S = 3600.0
+CLIENT_TIMEOUT_RANGE_S = (0.1, 300.0)
+MAX_DECISION_WAIT_S = 600.0
 NEEDS_TIME_BUDGET = ("ilp", "annealing")  # they search until stopped: no budget, no bound on the event loop
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -107,8 +115,8 @@ def _idle_timeout(v: int) -> str | None:
         f"must be at most {MAX_FLOW_IDLE_TIMEOUT_S} (OpenFlow's 16-bit idle timeout)"
 
 
-def _time_budget(v: float) -> str | None:
-    return None if 0 < v <= MAX_TIME_BUDGET_S else f"must be in (0, {MAX_TIME_BUDGET_S:g}]"
+def _up_to(high: float) -> Callable[[float], str | None]:
+    return lambda v: None if 0 < v <= high else f"must be in (0, {high:g}]"
 
 
 def _bind_host(v: str) -> str | None:
@@ -132,6 +140,10 @@ SCHEMA = {
         "host": _Rule(str, _bind_host),
         "port": _Rule(int, _port),
         "token": _Rule(str, _token, nullable=True),
+        "post_rate_per_s": _Rule(NUMBER, _positive),
+        "post_burst": _Rule(int, _positive),
+        "client_timeout_s": _Rule(NUMBER, _between(*CLIENT_TIMEOUT_RANGE_S)),
+        "max_decision_wait_s": _Rule(NUMBER, _up_to(MAX_DECISION_WAIT_S)),
     },
     "te": {
         "mode": _Rule(str, _choice(ALGORITHMS)),
@@ -142,7 +154,7 @@ SCHEMA = {
         "fabric_link_mbps": _Rule(NUMBER, _positive, nullable=True),
         "pattern_memory_s": _Rule(NUMBER, lambda v: None if v >= 0 else "must be >= 0"),
         "flow_idle_timeout_s": _Rule(int, _idle_timeout),
-        "time_budget_s": _Rule(NUMBER, _time_budget, nullable=True),
+        "time_budget_s": _Rule(NUMBER, _up_to(MAX_TIME_BUDGET_S), nullable=True),
         "objective": _Rule(str, _choice(("flow", "job"))),
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),

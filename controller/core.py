@@ -20,6 +20,7 @@ from controller import flowcopy, sync, te
 from controller import jobs as mljobs
 from controller.accounting import Accounting
 from controller.budget import TokenBucket
+from controller.decision_requests import DecisionRequests
 from controller.flowcopy import NewFlowCopy
 from controller.flowkey import FlowKey, key_from_fields
 from controller.metrics import Metrics
@@ -77,6 +78,9 @@ class ControllerCore:
         self.runner = runner if tecfg["mode"] != "ecmp" else None
         self.jobs: list[dict] = list(config["jobs"])
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
+        rest = config["rest"]
+        self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
+        self._started: tuple[int, int, dict] = (0, 0, {})  # the decision in flight's elephants before, now; pins
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
@@ -306,53 +310,88 @@ class ControllerCore:
             self._fabric_cache = cached = (graph, self.tiers, places, fabric)
         return cached[3]
 
+    def request_decision(self, urgent: bool = True) -> None:
+        """The controller's own request for a decision (the period, a job event, a failure under an elephant):
+        coalesced with every other request (decision_requests.py); the decision loop takes it."""
+        self.decisions.request(ticket=False, urgent=urgent)
+
+    def decision_tick(self, waited: Outcome | None = None) -> te.TEResult | None:
+        """The decision loop's step, and the only place that talks to the optimiser's worker: take the decision
+        in flight if it ended (applied here; every request it answers gets its result), then start the next
+        requested one on the current inputs. Without a worker the decision is made here and now. Returns the
+        result of a decision that ended in this step, if any. Never blocks (``waited``: the outcome te_step's
+        blocking wait took from the worker)."""
+        runner, ended = self.runner, None
+        if self.decisions.inflight is not None and runner is not None:
+            outcome = waited or runner.poll()
+            if outcome is None and runner.busy:
+                return None  # still deciding
+            ended = self._decided(self._take(outcome))  # (no outcome and not busy: the worker was stopped)
+        if runner is not None and not runner.ready:
+            return ended  # warming up, or a fresh worker after a late decision: the requests wait
+        if self.decisions.start() is None:
+            return ended
+        args, keys = self._decision_inputs()
+        if runner is None:
+            try:
+                result = self.te.step(*args)
+            except Exception:
+                self._decided(None)  # its callers are answered; the shell logs the error
+                raise
+            self._demands_taken(keys, result)
+            return self._decided(result)
+        # the decision's elephants ride along as its generation: the keys of the demands it estimates
+        if not runner.submit(self.te, *args, generation=keys):
+            return self._decided(None)  # the worker died: a fresh one for the next decision
+        return ended
+
     def te_step(self, wait: bool = False) -> te.TEResult:
-        """One traffic-engineering decision; marks the rules dirty when the pinned routing changed. With a
-        runner the decision is made in its worker: the periodic call takes the previous one's result and hands
-        over the current inputs; ``wait`` (REST /recompute) waits for a decision on the current inputs, within
-        the runner's deadline (a green wait under Ryu: the event loop runs meanwhile)."""
+        """One decision, requested and taken through the decision loop (tests, and a core without a worker,
+        where it is made here). With a worker, ``wait`` blocks until it ended (the worker's deadline at most,
+        per decision ahead of it); otherwise the result is that of a decision that ended meanwhile, if any."""
+        self.request_decision()
+        result = self.decision_tick()
+        runner = self.runner
+        for _ in range(4):  # warm-up, the decision in flight, ours
+            if not wait or runner is None or not self.decisions.busy:
+                break
+            waited = runner.wait(runner.deadline_s) if runner.busy else None
+            if waited is None and not runner.busy:
+                runner.wait_ready(runner.deadline_s)
+            result = self.decision_tick(waited) or result
+        return result or te.TEResult(False, elephants=len(self.monitor.elephants()),
+                                     reason="deciding in the optimiser worker")
+
+    def _decision_inputs(self) -> tuple[tuple, list]:
+        """What a decision starting now is taken on, as ``TrafficEngineer.step``'s arguments, and its keys."""
         self.decide_now = False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
         pairs = mljobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
         keys = [st.key for st in elephants] + pairs
-        previous_count = self.te.last.elephants if self.te.last else 0
         self._restore_pins([st.key for st in elephants])
-        previous_pins = dict(self.te.pinned)
+        self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
-        args = (self.fabric(), [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True)
-        if self.runner is None:
-            result = self.te.step(*args)
-            self._demands_taken(keys, result)
-        else:
-            taken = self._step_off_loop(args, wait, keys)
-            if taken is None:
-                return te.TEResult(False, elephants=len(elephants), reason="deciding in the optimiser worker")
-            result = taken
+        return (self.fabric(), [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True), keys
+
+    def _decided(self, result: te.TEResult | None) -> te.TEResult:
+        """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):
+        recorded, logged, and handed to every request it answers."""
+        previous_count, elephants, previous_pins = self._started
+        if result is None:
+            result = te.TEResult(False, elephants=elephants, reason="no decision (the optimiser failed or ran "
+                                 "late): routing in force kept")
         if self.te.pinned != previous_pins:
             self.dirty = True
-        self._record(result, len(elephants))
+        self._record(result, elephants)
+        self.metrics.te_decisions.inc()
+        self.decisions.finish(result)
         if result.applied or result.elephants != previous_count:
             b, a = result.before or {}, result.after or {}
             LOG.info("te: %d elephants, %s, %d moved; max link load %s -> %s, min rate %.2f -> %.2f Mb/s, "
                      "optimiser %.1f ms", result.elephants, result.reason, len(result.moved),
                      b.get("max_link_load"), a.get("max_link_load"), b.get("min_rate", 0) / 1e6,
                      a.get("min_rate", 0) / 1e6, 1e3 * result.runtime_s)
-        return result
-
-    def _step_off_loop(self, args: tuple, wait: bool, keys: list) -> te.TEResult | None:
-        """Take the worker's finished decision (applied here, in the loop), then hand it the current inputs.
-        None while no decision finished; a late one is dropped and the routing in force stays."""
-        runner = self.runner
-        assert runner is not None  # only called with a worker
-        result = self._take(runner.poll())
-        if wait:
-            if runner.busy:  # a decision on older inputs first
-                result = self._take(runner.wait(runner.deadline_s) or runner.poll()) or result
-            runner.wait_ready(runner.deadline_s)
-        # the decision's elephants ride along as its generation: the keys of the demands it estimates
-        if not runner.busy and runner.submit(self.te, *args, generation=keys) and wait:
-            result = self._take(runner.wait(runner.deadline_s) or runner.poll())
         return result
 
     def _demands_taken(self, keys: list, result: te.TEResult) -> None:
@@ -436,10 +475,13 @@ class ControllerCore:
             self._host_switches = host_switches
             self._update_tiers(graph)
         if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
-            # a job event, or a failure under an elephant: decide now, not at the next period; a job event waits
-            # for the worker's decision on the current inputs (a green wait: the event loop runs meanwhile)
-            self.te_step(wait=self.decide_now)
-            self.dirty = False
+            # a job event, or a failure under an elephant: decide now, not at the next period (the decision loop
+            # takes the request; without a worker it is decided here, and this sync installs it)
+            self.decide_now = False
+            self.request_decision()
+            if self.runner is None:
+                self.decision_tick()
+                self.dirty = False
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()
         changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows,

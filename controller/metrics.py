@@ -21,6 +21,12 @@ class Metrics:
         self.rule_changes = Counter("mlroute_rule_changes", "Flow and group modifications sent", registry=r)
         self.elephants = Gauge("mlroute_elephants", "Persistent elephant flows currently known", registry=r)
         self.reoptimisations = Counter("mlroute_reoptimisations", "Routings computed and applied", registry=r)
+        self.te_decisions = Counter("mlroute_te_decisions", "TE decisions taken (periodic, job events, failures and "
+                                    "the REST requests coalesced into them)", registry=r)
+        self.rest_refused = Counter("mlroute_rest_refused", "REST calls answered 429 / 503 with Retry-After, by "
+                                    "reason (rate_limited, busy)", ["reason"], registry=r)
+        self.rest_errors = Counter("mlroute_rest_errors", "REST calls that raised (a JSON 500 with an error id)",
+                                   registry=r)
         self.flows_moved = Counter("mlroute_flows_moved", "Elephants whose path changed", registry=r)
         self.optimiser_seconds = Gauge("mlroute_optimiser_seconds", "Runtime of the last optimisation", registry=r)
         self.max_link_load = Gauge("mlroute_max_link_load", "Elephants on the busiest directed link", registry=r)

@@ -1,17 +1,26 @@
 """The REST API and /metrics on Ryu's WSGI server: each handler asks the core for a view or a decision.
 
-Mutating calls (POST) need ``Authorization: Bearer <rest.token>``; with no token configured they are refused.
+Mutating calls (POST) are rate-limited per client address (``rest.post_rate_per_s`` / ``rest.post_burst``:
+429 with ``Retry-After``) and need ``Authorization: Bearer <rest.token>``; with no token configured they are
+refused. A decision is *requested* (controller/decision_requests.py), never taken here: the caller waits for the
+decision it joined, or gets 503 with ``Retry-After`` when that would take longer than
+``rest.max_decision_wait_s``. Any exception in a handler is a JSON 500 with an error id (the traceback is in
+the log under it). Bodies are read within ``rest.client_timeout_s`` (408 otherwise).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 from ryu.app.wsgi import ControllerBase, route
+from ryu.lib import hub
 from webob import Response
 
 from controller import rest_input, webui
+from controller.decision_requests import Refusal, retry_after
+from controller.rest_limits import internal_error
 
 LOG = logging.getLogger("mlroute")
 
@@ -21,6 +30,25 @@ class RestController(ControllerBase):
         super().__init__(req, link, data, **config)
         self.app = data["app"]
         self.core = self.app.core
+
+    def __call__(self, req):
+        try:
+            return super().__call__(req)
+        except TimeoutError:  # a body not sent within rest.client_timeout_s (as a whole, or one read)
+            limit = self.core.config["rest"]["client_timeout_s"]
+            return _json({"error": f"request body not received within {limit:g} s"}, 408)
+        except Exception:  # never a traceback in an answer: an id to find it in the log
+            self.core.metrics.rest_errors.inc()
+            return _json(internal_error(LOG, f"{req.method} {req.path}"), 500)
+
+    def _read(self, req):
+        """The body's ``read`` for rest_input, bounded in time as a whole (a trickling body is cut off)."""
+        deadline = time.monotonic() + self.core.config["rest"]["client_timeout_s"]
+
+        def read(size):
+            with hub.Timeout(max(0.0, deadline - time.monotonic()), TimeoutError):
+                return req.body_file.read(size)
+        return read
 
     @route("mlroute", "/mlroute/topology", methods=["GET"])
     def get_topology(self, req, **kwargs):
@@ -60,26 +88,44 @@ class RestController(ControllerBase):
 
     @route("mlroute", "/mlroute/jobs", methods=["POST"])
     def post_jobs(self, req, **kwargs):
+        """Replace the declared jobs (all or nothing) and answer once the decision they trigger ended (its
+        outcome as ``decision``; null if it did not end within ``rest.max_decision_wait_s``)."""
         denied = self._authorise(req)
         if denied:
             return denied
-        jobs, error = rest_input.parse_jobs(req.content_length, req.body_file.read)  # bounded, all or nothing
+        jobs, error = rest_input.parse_jobs(req.content_length, self._read(req))  # bounded, all or nothing
         if error is not None:
             return _json(error[1], error[0])
-        self.core.set_jobs(jobs)  # a job event: ended jobs' flows leave, a decision follows at once
+        ticket = self.core.decisions.request(urgent=True)  # a job event: decided at once, coalesced
+        if isinstance(ticket, Refusal):
+            return self._refused(ticket)  # nothing applied
+        self.core.set_jobs(jobs)  # ended jobs' flows leave now; the decision starts on the new set
         LOG.info("jobs set over REST: %s", ", ".join(j["name"] for j in jobs) or "none")
-        self.app.wake()
-        return _json({"jobs": jobs})
+        answer = self._wait(ticket)
+        return _json({"jobs": jobs, "decision": None if isinstance(answer, Refusal) else _decision_json(answer)})
 
     @route("mlroute", "/mlroute/recompute", methods=["POST"])
     def post_recompute(self, req, **kwargs):
+        """A decision now: the one this call joins (coalesced with every other request), or 503."""
         denied = self._authorise(req)
         if denied:
             return denied
-        result = self.core.te_step(wait=True)
-        self.app.wake()
-        return _json({"applied": result.applied, "reason": result.reason, "moved": len(result.moved),
-                      "elephants": result.elephants, "optimiser_ms": 1e3 * result.runtime_s})
+        ticket = self.core.decisions.request(urgent=False)  # callers' decisions are spaced (min_interval_s)
+        answer = ticket if isinstance(ticket, Refusal) else self._wait(ticket)
+        return self._refused(answer) if isinstance(answer, Refusal) else _json(_decision_json(answer))
+
+    def _wait(self, ticket):
+        """The decision loop is told; the decision's result, or a Refusal when it did not end in time."""
+        self.app.wake(decide=True)
+        if ticket.wait(self.core.config["rest"]["max_decision_wait_s"]):
+            return ticket.outcome
+        return self.core.decisions.timed_out(ticket)
+
+    def _refused(self, refusal, why="busy"):
+        self.core.metrics.rest_refused.labels(why).inc()
+        response = _json({"error": refusal.reason, "retry_after_s": refusal.retry_after_s}, refusal.status)
+        response.headers["Retry-After"] = str(refusal.retry_after_s)
+        return response
 
     @route("mlroute", "/mlroute/objective", methods=["POST"])
     def post_objective(self, req, **kwargs):
@@ -87,7 +133,7 @@ class RestController(ControllerBase):
         denied = self._authorise(req)
         if denied:
             return denied
-        body, error = rest_input.parse_json(req.content_length, req.body_file.read)
+        body, error = rest_input.parse_json(req.content_length, self._read(req))
         if error is not None:
             return _json(error[1], error[0])
         objective = body.get("objective") if isinstance(body, dict) and len(body) == 1 else None
@@ -98,6 +144,12 @@ class RestController(ControllerBase):
         return _json({"objective": objective})
 
     def _authorise(self, req):
+        """A refusal for a POST that may not go on (rate limit first: it counts unauthorised calls too)."""
+        wait = self.app.post_limit.admit(req.remote_addr or "")
+        if wait:
+            rest = self.core.config["rest"]
+            return self._refused(Refusal(429, retry_after(wait), f"too many POST calls from this client: at most "
+                                         f"{rest['post_rate_per_s']:g}/s (burst {rest['post_burst']})"), "rate_limited")
         token = self.core.config["rest"]["token"]
         if not token:
             return _json({"error": "mutating calls are disabled: set rest.token in the configuration"}, 403)
@@ -110,6 +162,11 @@ class RestController(ControllerBase):
     def get_metrics(self, req, **kwargs):
         body, content_type = self.core.metrics.exposition()
         return Response(body=body, content_type=content_type.split(";")[0], charset="utf-8")
+
+
+def _decision_json(result):
+    return {"applied": result.applied, "reason": result.reason, "moved": len(result.moved),
+            "elephants": result.elephants, "optimiser_ms": 1e3 * result.runtime_s}
 
 
 def _static(name):

@@ -106,7 +106,8 @@ def test_rest_mutations_need_the_token(te_fabric):
     assert "applied" in answer
     jobs = te_fabric.controller.post("/mlroute/jobs", {"jobs": [{"name": "ring0", "hosts": ["10.0.0.1"]}]},
                                      token="secret")
-    assert te_fabric.controller.get("/mlroute/jobs") == jobs
+    assert te_fabric.controller.get("/mlroute/jobs") == {"jobs": jobs["jobs"]}
+    assert "applied" in jobs["decision"]  # answered once the decision the job event requested ended
     metrics = te_fabric.controller.get("/metrics")
     for name in ("mlroute_elephants", "mlroute_reoptimisations_total", "mlroute_flows_moved_total",
                  "mlroute_optimiser_seconds", "mlroute_max_link_load", "mlroute_rules_installed"):

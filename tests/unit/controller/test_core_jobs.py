@@ -114,7 +114,7 @@ def test_a_declared_host_learned_late_triggers_a_decision():
     assert HostPair(RINGS[0][0], RINGS[0][1]) in core.te.pinned
 
 
-def test_with_the_optimiser_worker_a_job_event_is_decided_in_the_same_resync():
+def test_with_the_optimiser_worker_a_job_event_is_requested_and_decided_by_the_decision_loop():
     from controller.optimiser_runner import OptimiserRunner
 
     runner = OptimiserRunner(budget_s=5.0, grace_s=5.0)
@@ -125,7 +125,11 @@ def test_with_the_optimiser_worker_a_job_event_is_decided_in_the_same_resync():
         core.topology = core.packet_in.topology = topologies.fat_tree(4)
         core.sync()
         core.set_jobs(config.validate_jobs([{"name": "ar", "rings": RINGS}], "request body"))
-        core.sync()  # decided in the worker, waited for (not left to the next poll)
-        assert set(core.te.pinned) == set(ring_pairs())
+        core.sync()  # requested, not decided here: only the decision loop talks to the worker
+        assert core.decisions.queued is not None and not runner.busy and not core.te.pinned
+        decided = core.decisions.decisions
+        core.te_step(wait=True)  # the decision loop's ticks (blocking here): the same queued decision
+        assert core.decisions.decisions == decided + 1 and set(core.te.pinned) == set(ring_pairs())
+        assert core.dirty  # the next resync installs it
     finally:
         runner.close()

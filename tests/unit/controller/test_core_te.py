@@ -5,9 +5,10 @@ import pytest
 
 from controller import config
 from controller.core import ControllerCore
+from controller.decision_requests import Ticket
 from controller.flowkey import FlowKey
 from controller.monitor import FlowSample
-from controller.optimiser_runner import OptimiserRunner
+from controller.optimiser_runner import DONE, OptimiserRunner, Outcome
 from mlroute.routing import demand
 from tests import topologies
 
@@ -62,3 +63,56 @@ def test_with_the_worker_the_event_loop_never_estimates(monkeypatch):
         assert [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS] == pytest.approx(EXPECTED)
     finally:
         runner.close()
+
+
+class SlowRunner:
+    """An optimiser runner in this process whose decisions end at the third poll; it records its callers."""
+
+    deadline_s = 4.0
+
+    def __init__(self):
+        self.task, self.polls, self.submitted = None, 0, 0
+
+    @property
+    def busy(self):
+        return self.task is not None
+
+    @property
+    def ready(self):
+        return self.task is None
+
+    def submit(self, engineer, *args, generation=None, **kwargs):
+        assert self.task is None, "a second decision submitted while one is in flight"
+        self.task, self.polls, self.submitted = (engineer, args, kwargs, generation), 0, self.submitted + 1
+        return True
+
+    def poll(self):
+        if self.task is None:
+            return None
+        self.polls += 1
+        if self.polls < 3:
+            return None
+        engineer, args, kwargs, generation = self.task
+        self.task = None
+        result = engineer.step(*args, **kwargs)
+        return Outcome(DONE, generation, dict(engineer.pinned), result, "", engineer.settled)
+
+
+def test_a_burst_of_requests_is_answered_by_a_few_decisions_all_taken_by_the_decision_loop():
+    runner = SlowRunner()
+    core = core_with_elephants(runner)
+    now = [0.0]
+    core.decisions.clock, core.decisions.max_waiting = (lambda: now[0]), 10_000
+    tickets = []
+    for i in range(2000):  # REST calls over 2 s; the decision loop ticks once per 10 of them (every 10 ms)
+        tickets.append(core.decisions.request(urgent=False))
+        if i % 10 == 9:
+            now[0] += 0.01
+            core.decision_tick()
+    while core.decisions.busy:
+        now[0] += 0.01
+        core.decision_tick()
+    assert all(isinstance(t, Ticket) and t.wait(0) for t in tickets)
+    assert runner.submitted == core.decisions.decisions <= 2 / 0.5 + 2  # spaced by min_interval_s (0.5 s)
+    assert tickets[0].outcome.applied and set(core.te.pinned) == set(KEYS) and core.dirty
+    assert core.metrics.te_decisions._value.get() == runner.submitted

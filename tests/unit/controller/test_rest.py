@@ -1,0 +1,78 @@
+"""rest.py's handlers without a server (webob requests straight into RestController): a handler's exception is a
+JSON 500 with an error id, a refused decision carries Retry-After, a POST past the client's rate is 429."""
+
+import json
+import logging
+import threading
+import time
+
+from webob import Request
+
+from controller import config
+from controller.core import ControllerCore
+from controller.rest import RestController
+from controller.rest_limits import ClientRateLimit
+
+
+class App:
+    def __init__(self, text="rest:\n  token: t\n"):
+        self.core = ControllerCore(config.parse(text), lambda: 0.0)
+        self.post_limit = ClientRateLimit(5, 2, lambda: 0.0)
+        self.woken = 0
+
+    def wake(self, decide=False):
+        self.woken += 1
+
+
+def call(app, action, method="GET", body=b"", client="10.0.0.1"):
+    req = Request.blank("/x", method=method, body=body, headers={"Authorization": "Bearer t"},
+                        remote_addr=client)
+    req.urlvars = {"action": action}
+    res = RestController(req, None, {"app": app})(req)
+    return res.status_code, res.headers, json.loads(res.body)
+
+
+def test_an_exception_in_a_handler_is_a_json_500_with_an_id_and_the_traceback_in_the_log(caplog):
+    app = App()
+
+    def broken():
+        raise RuntimeError("Second simultaneous read on fileno 7")
+    app.core.topology_json = broken
+    with caplog.at_level(logging.ERROR, logger="mlroute"):
+        status, _, body = call(app, "get_topology")
+    assert status == 500 and set(body) == {"error", "id"} and "simultaneous" not in json.dumps(body)
+    assert any(body["id"] in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_recompute_answers_the_decision_it_joined():
+    app = App()  # no optimiser worker: the decision loop's tick (here, in this thread) makes the decision
+    answers = []
+    caller = threading.Thread(target=lambda: answers.append(call(app, "post_recompute", "POST")))
+    caller.start()
+    for _ in range(500):
+        if app.core.decisions.busy:  # the call's request is queued: it waits for the decision
+            break
+        time.sleep(0.01)
+    assert app.core.decision_tick() is not None
+    caller.join(5)
+    status, _, body = answers[0]
+    assert status == 200 and set(body) == {"applied", "reason", "moved", "elephants", "optimiser_ms"}
+    assert app.woken and app.core.decisions.decisions == 1
+
+
+def test_a_refused_decision_is_a_503_with_retry_after(monkeypatch):
+    app = App("rest:\n  token: t\n  max_decision_wait_s: 0.01\n")
+    app.core.decisions.duration_s = 5.0  # decisions take 5 s: more than the 0.01 s a caller may wait
+    status, headers, body = call(app, "post_recompute", "POST")
+    assert status == 503 and headers["Retry-After"] == "5" and body["retry_after_s"] == 5
+
+
+def test_posts_past_the_clients_rate_are_429_with_retry_after():
+    app = App("rest:\n  token: t\n  max_decision_wait_s: 0.01\n")
+    app.core.decisions.duration_s = 5.0
+    statuses = [call(app, "post_recompute", "POST")[0] for _ in range(3)]
+    assert statuses == [503, 503, 429]  # a burst of 2, then the limit (before the decision queue is asked)
+    status, headers, body = call(app, "post_objective", "POST", b'{"objective": "job"}')
+    assert status == 429 and int(headers["Retry-After"]) >= 1 and "at most 5/s" in body["error"]
+    assert call(app, "post_objective", "POST", b'{"objective": "job"}', client="10.0.0.2")[0] == 200
+    assert app.core.metrics.rest_refused.labels("rate_limited")._value.get() == 2
