@@ -195,10 +195,11 @@ def simulate_run(arg: dict) -> dict:
 
 def _several(args: argparse.Namespace, scenario: dict, routing: dict, algos: list[str], seeds: list[int]) -> int:
     """Every (algorithm, seed) in parallel: a comparison table, or ``{"runs": [...]}`` with --json."""
+    from mlroute.sim.reproduce import ALGO_COST
     from mlroute.sim.sweep import Task, run_tasks
 
     tasks = [Task(simulate_run, {"scenario": scenario, "routing": routing, "algo": a, "seed": sd},
-                  f"simulate {a} seed {sd}", cost=4.0 if a in ("ilp", "ecmp") else 1.0)
+                  f"simulate {a} seed {sd}", cost=ALGO_COST.get(a, 1.0))
              for sd in seeds for a in algos]
     outs, _ = run_tasks(tasks, workers=args.workers, scheduler=args.scheduler, log=sys.stderr, label="simulate",
                         describe=lambda t, o: f"{t.label}: " + (f"error: {o['error']}" if "error" in o else

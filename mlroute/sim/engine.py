@@ -292,10 +292,6 @@ class _NicOnly:
 
 
 def _default_water_fill():
-    return _metric_water_fill()
-
-
-def _metric_water_fill():
     from mlroute.routing.metric import water_fill
 
     return water_fill
@@ -368,6 +364,10 @@ class _Engine:
         self.period_s = period_s
         self.failures = sorted(failures, key=lambda f: f.time_s)
         self.water_fill = water_fill
+        # the routing core's own filling takes a component's incidences directly (_fill_component)
+        from mlroute.routing import metric
+
+        self.fill_csr = metric.water_fill_csr if water_fill is metric.water_fill else None
         self.static = static_links
         total_steps = sum(int(slots.ring_steps[r]) * slots.jobs[slots.ring_job[r]].iterations
                           for r in range(slots.n_rings))
@@ -491,14 +491,12 @@ class _Engine:
         their incidences straight from the component's (the same input it would build from their link lists);
         an injected one gets the link lists."""
         caps = self.caps[self.comp_caps_idx[c]]
-        if self.water_fill is not _metric_water_fill():
+        if self.fill_csr is None:
             return self.water_fill([self.local_links[i] for i in act.tolist()], caps)
-        from mlroute.routing.metric import water_fill_csr
-
         mask = self.active[members]
         lens = self.comp_lens[c][mask]
         flat = self.comp_flat[c][np.repeat(mask, self.comp_lens[c])]
-        return water_fill_csr(flat, np.repeat(np.arange(len(act)), lens), lens, caps)
+        return self.fill_csr(flat, np.repeat(np.arange(len(act)), lens), lens, caps)
 
     def _apply_failure(self, failure: Failure):
         """Fail the elements; the caller then re-routes every live flow over the surviving fabric (the

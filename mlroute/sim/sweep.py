@@ -191,12 +191,12 @@ def run_tasks(tasks: Sequence[Task], *, store: ResultStore | None = None, worker
                          log, label)
     describe = describe or (lambda task, res: task.label)
     try:
-        if scheduler:
-            stats.executor = "dask"
-            finished = _run_dask(tasks, todo, scheduler, stats)
-        elif in_process or workers == 1 or len(todo) <= 1:
+        if in_process or (not scheduler and (workers == 1 or len(todo) <= 1)):
             stats.executor, stats.workers = "serial", 1
             finished = ((i, tasks[i].fn(tasks[i].arg)) for i in todo)
+        elif scheduler:
+            stats.executor = "dask"
+            finished = _run_dask(tasks, todo, scheduler, stats)
         else:
             stats.executor, stats.workers = "processes", min(workers, len(todo))
             finished = _run_processes(tasks, todo, stats.workers)
@@ -272,7 +272,7 @@ def _run_dask(tasks: Sequence[Task], todo: list[int], scheduler: str, stats: Swe
         raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})") from None
     with client:
         stats.workers = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
-        futures = {client.submit(tasks[i].fn, tasks[i].arg, key=f"mlroute-{i}-{tasks[i].key()}", pure=False,
-                                 priority=int(tasks[i].cost * 1000)): i for i in todo}
+        futures = {client.submit(tasks[i].fn, tasks[i].arg, pure=False, priority=int(tasks[i].cost * 1000)): i
+                   for i in todo}  # (pure=False: a key of its own per submission)
         for fut in as_completed(list(futures)):
             yield futures[fut], fut.result()

@@ -140,17 +140,15 @@ class Problem:
 
         The last choice's matrix is kept: the optimiser's steps ask for the same routing's matrix one after
         the other (the search, the bottleneck search, the polishing); each caller gets its own copy."""
-        choice = np.asarray(choice)
-        memo = self._memo_of(choice)
-        if memo is not None:
-            return memo[1].copy()
-        out = self._link_matrix(choice)
-        self._mat_memo = [choice.copy(), out.copy(), None]
-        return out
+        return self._memo(choice)[1].copy()
 
-    def _memo_of(self, choice: np.ndarray) -> list | None:
+    def _memo(self, choice) -> list:
+        """[choice, link matrix, loads or None] of ``choice``, built when it is not the last one asked for."""
+        choice = np.asarray(choice)
         memo = self._mat_memo
-        return memo if memo is not None and np.array_equal(memo[0], choice) else None
+        if memo is None or not np.array_equal(memo[0], choice):
+            memo = self._mat_memo = [choice.copy(), self._link_matrix(choice), None]
+        return memo
 
     def _link_matrix(self, choice: np.ndarray) -> np.ndarray:
         n = len(self.flows)
@@ -179,12 +177,7 @@ class Problem:
         """Flows per link of ``choice`` (kept with its link matrix: the steps of a decision ask for the same
         routing's loads in turn; each caller gets its own copy), or of the link ``matrix`` given."""
         if matrix is None:
-            choice = np.asarray(choice)
-            memo = self._memo_of(choice)
-            if memo is None:
-                self.link_matrix(choice)
-                memo = self._mat_memo
-                assert memo is not None
+            memo = self._memo(choice)
             if memo[2] is None:
                 memo[2] = self._loads(memo[1])
             return memo[2].copy()

@@ -135,6 +135,11 @@ def test_dask_local_cluster_equals_serial(serial_small, tmp_path):
     assert _without_timing(res) == _without_timing(serial_small)
 
 
+#: a grid of 24 runs long enough (a few seconds) to be stopped half-way by the tests below
+KILLABLE = ["--tors", "8", "--spines", "4", "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4", "--failed",
+            "0,1", "--iterations", "3", "--algos", "mlroute,greedy,ecmp", "--no-random-placement"]
+
+
 def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
     """SIGKILL a real `mlroute reproduce` once some runs are stored; the rerun computes only the others and the
     results equal an uninterrupted run's."""
@@ -144,9 +149,7 @@ def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
     import time
 
     out = tmp_path / "rep"
-    args = [sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), "--tors", "8", "--spines", "4",
-            "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4", "--failed", "0,1", "--iterations", "3",
-            "--algos", "mlroute,greedy,ecmp", "--no-random-placement", "--workers", "1"]
+    args = [sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), *KILLABLE, "--workers", "1"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while len(list((out / "runs").glob("*.json"))) < 3 and proc.poll() is None and time.monotonic() < deadline:
@@ -180,10 +183,8 @@ def test_interrupt_keeps_the_finished_runs_and_says_how_to_resume(tmp_path, how)
     import time
 
     out = tmp_path / "rep"
-    proc = subprocess.Popen([sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), "--tors", "8",
-                             "--spines", "4", "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4",
-                             "--failed", "0,1", "--iterations", "3", "--algos", "mlroute,greedy,ecmp",
-                             "--no-random-placement", "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), *KILLABLE,
+                             "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 300
     while len(list((out / "runs").glob("*.json"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
