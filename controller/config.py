@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
         "max_total": 16384,  # bindings in all (a k=48 fat-tree has 27,648 hosts: raise it there)
         "new_per_port_per_s": 5.0,  # new addresses learned per second at one port (token bucket) ...
         "new_per_port_burst": 64,  # ... after a burst of this many (a port's hosts all coming up at once)
+        "age_after_s": 300.0,  # a host silent this long is probed (ARP); 0: bindings never age (host_ageing.py)
+        "probes": 3,  # ... this many times; unanswered, it is forgotten with its rules
+        "probe_interval_s": 1.0,  # ... at least this far apart (probes go out with the housekeeping, every poll)
     },
 }
 
@@ -167,6 +170,9 @@ SCHEMA = {
         "max_total": _Rule(int, _positive),
         "new_per_port_per_s": _Rule(NUMBER, _positive),
         "new_per_port_burst": _Rule(int, _positive),
+        "age_after_s": _Rule(NUMBER, lambda v: None if v >= 0 else "must be >= 0 (0: never age)"),
+        "probes": _Rule(int, _positive),
+        "probe_interval_s": _Rule(NUMBER, _positive),
     },
 }
 

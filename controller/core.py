@@ -23,6 +23,7 @@ from controller.budget import TokenBucket
 from controller.decision_requests import DecisionRequests
 from controller.flowcopy import NewFlowCopy
 from controller.flowkey import FlowKey, key_from_fields
+from controller.host_ageing import HostAgeing
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
@@ -69,6 +70,8 @@ class ControllerCore:
         self.packet_in = PacketInHandler(self.topology, clock, new_hosts_per_s=hosts["new_per_port_per_s"],
                                          new_hosts_burst=hosts["new_per_port_burst"])
         self._limited_logged: dict[tuple[int, int], float] = {}  # (dpid, port) -> last log of a refused address
+        self.ageing = HostAgeing(self.topology, lambda: self.clock(), hosts["age_after_s"], hosts["probes"],
+                                 hosts["probe_interval_s"])
         self.metrics = metrics or Metrics()
         self.tiers: TierInference | None = None
         self.accounting = Accounting()
@@ -205,6 +208,8 @@ class ControllerCore:
     def packet(self, pkt: PacketIn) -> Decision:
         """An ARP/IPv4 packet-in: learn its sender, answer ARP (the shell sends the decision's actions)."""
         decision = self.packet_in.handle(pkt)
+        if pkt.src_ip:
+            self.ageing.heard_from(pkt.src_ip, pkt.dpid, pkt.in_port, pkt.eth_src)
         if decision.learned:
             host = self.topology.hosts[pkt.src_ip]
             LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
@@ -214,9 +219,18 @@ class ControllerCore:
         return decision
 
     def housekeeping(self) -> Decision:
-        """Periodic: settle pending host moves by the clock (probes to resend, moves confirmed); the shell
-        sends the decision's actions."""
+        """Periodic: settle pending host moves by the clock (probes to resend, moves confirmed), probe silent
+        hosts and forget those that did not answer (host_ageing.py); the shell sends the decision's actions."""
         decision = self.packet_in.tick()
+        probes, expired = self.ageing.tick()
+        decision.actions.extend(probes)
+        for host in expired:
+            if self.topology.forget_host(host.ip):
+                LOG.info("host %s (%s) at switch %s port %s aged out: silent for %.0f s and %d ARP probes "
+                         "unanswered", host.ip, host.mac, host.dpid, host.port, self.ageing.age_after_s,
+                         self.ageing.probes)
+                self.metrics.hosts_aged.inc()
+                self.dirty = True
         self._hosts_decided(decision)
         return decision
 
@@ -249,6 +263,7 @@ class ControllerCore:
     def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
+        self.ageing.heard_from(key.src_ip, dpid, in_port)
         if key in self.accounting:
             if not self.accounting.observe(key, dpid, in_port):
                 return []  # a copy that was already in flight
@@ -282,6 +297,12 @@ class ControllerCore:
 
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
         self.monitor.update(dpid, samples, self.clock())
+        flows = self.monitor.flows
+        for sample in samples:
+            st = flows.get(sample.key)
+            where = self.accounting.get(sample.key)
+            if st is not None and st.rate_bps > 0 and where is not None:  # bytes from the source's port
+                self.ageing.heard_from(sample.key.src_ip, *where)
         for key in self.recovered.hops:  # pinned before a restart: an elephant at its first busy poll
             st = self.monitor.flows.get(key)
             if st is not None and st.rate_bps >= self.monitor.config.threshold_bps:

@@ -44,6 +44,8 @@ class Metrics:
         self.hosts_refused = Counter("mlroute_hosts_refused", "New host addresses not learned: the per-port or total "
                                      "cap (port, total) or the per-port rate (rate) of the hosts configuration",
                                      ["reason"], registry=r)
+        self.hosts_aged = Counter("mlroute_hosts_aged", "Hosts forgotten with their rules: silent for "
+                                  "hosts.age_after_s, then hosts.probes ARP probes unanswered", registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)

@@ -35,7 +35,7 @@ from controller.rules import (
 from controller.topology import UNKNOWN_MAC, Topology
 
 Path = tuple[int, ...]
-FABRIC_ARP_ACTIONS = (("goto", TABLE_FORWARD),)  # no copy to the controller: host_guard's ARP hold (same priority) copies
+FABRIC_ARP_ACTIONS = (("goto", TABLE_FORWARD),)  # no copy to the controller (host_guard's ARP hold: same priority)
 
 
 @dataclass

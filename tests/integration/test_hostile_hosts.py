@@ -14,6 +14,8 @@ from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 
 CONFIG = te_config()
+AGE_S = 20
+AGEING = f"hosts:\n  age_after_s: {AGE_S}\n"
 
 # raw frames from the attacker's interface: gratuitous ARP request + reply for the victim's IP, and UDP packets
 # whose IPv4 source is the victim's, to a known host and to an unknown address (the controller's learning path)
@@ -191,11 +193,13 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_facto
     assert ping_all(fab.net) == 0
 
 
-def test_one_host_claiming_ten_thousand_addresses_fills_no_table(fabric_factory):
+def test_one_host_claiming_ten_thousand_addresses_fills_no_table_and_they_age_out(fabric_factory):
     """Issue 25's measurement: h1 announcing 10,000 addresses made the controller learn 4,105 hosts and install
-    180,823 rules. Now the port learns its burst and then its rate (hosts.new_per_port_*), the rest are refused and
-    counted, and the rules grow by a bounded amount."""
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
+    180,823 rules, and nothing ever unlearned them. Now the port learns its burst and then its rate
+    (hosts.new_per_port_*), the rest are refused and counted, the rules grow by a bounded amount, and the
+    addresses h1 does not answer for age out with their rules (hosts.age_after_s, shortened here) while the
+    real hosts, probed too, answer and stay."""
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG + AGEING)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
     rules_before = fab.controller.metric("mlroute_rules_installed")
     h1 = fab.net.get("h1")
@@ -214,6 +218,15 @@ def test_one_host_claiming_ten_thousand_addresses_fills_no_table(fabric_factory)
     assert refused > 0  # (most claims never reach the controller: the switches' packet-in limit drops them)
     per_host = (rules_before / 16) * 1.5
     assert rules_after - rules_before <= per_host * (hosts - 16) + 50, (rules_before, rules_after, hosts)
+    learned = time.monotonic()
+    aged = wait_until(lambda: len(fab.controller.get("/mlroute/topology")["hosts"]) == 16
+                      and fab.controller.metric("mlroute_rules_installed") == rules_before or None,
+                      timeout=AGE_S + 4 * POLL_S * 3 + 10, interval=1)
+    aged_s = time.monotonic() - learned
+    print(f"forged addresses aged out {aged_s:.0f} s after the attack (age_after_s {AGE_S}); "
+          f"{fab.controller.metric('mlroute_hosts_aged_total'):.0f} aged")
+    assert aged, (fab.controller.get("/mlroute/topology")["hosts"], fab.controller.metric("mlroute_rules_installed"))
+    assert fab.controller.metric("mlroute_hosts_aged_total") == hosts - 16  # the real hosts answered their probes
     log = fab.controller.log()
     assert log.count("host limit (rate)") <= 2 and "Traceback" not in log, log[-3000:]
     assert ping_all(fab.net) == 0

@@ -15,16 +15,9 @@ from controller.monitor import PROTO_TCP
 from controller.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
 from controller.tiers import infer_tiers
 from tests import topologies
+from tests.clock import FakeClock as Clock
 
 WARM_S = 120  # generous: the machine is shared; nothing below asserts a duration
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
 
 
 def setting(k=4, stride=None):

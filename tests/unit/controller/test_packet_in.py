@@ -1,14 +1,7 @@
 from controller.packet_in import ARP_REPLY, ARP_REQUEST, ArpReply, Forward, PacketIn, PacketInHandler
 from controller.rules import ETH_ARP, ETH_IPV4
 from tests import topologies
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
+from tests.clock import FakeClock as Clock
 
 
 def arp_request(dpid, port, src_n, dst_ip):

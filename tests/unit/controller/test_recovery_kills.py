@@ -20,6 +20,7 @@ from ryu.topology.switches import Link, Port, Switch
 
 from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
 from tests import topologies
+from tests.clock import FakeClock
 from tests.fakeswitch import OFP, PARSER, FakeSwitch, Killed, MessageBudget
 from tests.lab import STRIDE4, Lab, arp_request, pin_stride4, poll, stop_apps
 
@@ -28,23 +29,15 @@ SEED = 25
 FLAPPED = next(ln for ln in REF.links.values() if ln.src == 2000 and ln.dst == 3001)  # pod 0 aggregation - core
 
 
-class Clock:
-    def __init__(self):
-        self.now = time.monotonic()
-
-    def __call__(self):
-        return self.now
-
-
 class Controller:
     """One controller process over the switches: the app, its clock, what its LLDP has found."""
 
     def __init__(self, switches, budget=None, down=()):
         self.lab = Lab(REF, switches)
         self.app, self.core = self.lab.app, self.lab.app.core
-        self.clock = Clock()
+        self.clock = FakeClock(time.monotonic())
         self.core.clock = self.clock
-        self.core.recovery_ends = self.clock.now + RECOVERY_MIN_S
+        self.core.recovery_ends = self.clock.t + RECOVERY_MIN_S
         for sw in switches.values():
             sw.budget = MessageBudget(budget)
         self.down = {(ln.src, ln.src_port) for ln in down} | {(ln.dst, ln.dst_port) for ln in down}
@@ -71,7 +64,7 @@ class Controller:
                                                                self._port(link.dst, link.dst_port))))
 
     def wait(self, seconds):
-        self.clock.now += seconds
+        self.clock.advance(seconds)
 
     def set_link(self, link, live):
         """Both ends of ``link`` go down or come back: port events, then LLDP's verdict on the link."""
