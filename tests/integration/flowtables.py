@@ -87,3 +87,20 @@ def dataplane_paths(fab, elephants):
     tables = {int(sw.dpid, 16): dump_flows(sw.name) for sw in fab.net.switches}
     return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]):
             trace_elephant(tables, links, e, hosts[e["src_ip"]]) for e in elephants}
+
+
+def disjoint_in_the_tables(fab, n=8):
+    """The ``n`` elephants' paths when REST says they are pinned, the switches' tables take each of them on its
+    pinned path, and no two share a directed link; else None."""
+    elephants = fab.controller.get("/mlroute/elephants")
+    if len(elephants) < n or not all(e["path"] for e in elephants):
+        return None
+    try:
+        crossed = dataplane_paths(fab, elephants)
+    except (AssertionError, KeyError):  # an ECMP group on the way, or a host not re-learned yet
+        return None
+    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["path"] for e in elephants}
+    used = [link for links in crossed.values() for link in links]
+    agree = all(list(zip(rest[k], rest[k][1:])) == links for k, links in crossed.items())
+    return crossed if agree and len(used) == len(set(used)) else None
+

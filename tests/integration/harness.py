@@ -1,6 +1,7 @@
 """The integration tests use the same emulation pieces as `mlroute experiment` (one implementation)."""
 
 import random
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -85,3 +86,12 @@ def wait_pinned_disjoint(ctl, base_port: int, n: int, timeout: float, avoid=()):
     if paths is None:  # say why in the test's output: the TE decisions of the run
         print("\n".join(line for line in ctl.log().splitlines() if line.startswith("te:") or "optimiser" in line))
     return pinned_s, time.time() - started, paths
+
+
+def point_at(bridges, target):
+    """Set the OpenFlow controller target of ``bridges`` (their Controller records keep every other setting):
+    a dead target holds a switch back from reconnecting; the real one lets it connect at once."""
+    for bridge in bridges:
+        uuid = subprocess.run(["ovs-vsctl", "get", "Bridge", bridge, "controller"], capture_output=True, text=True,
+                              check=True).stdout.strip().strip("[]")
+        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, f'target="{target}"'], check=True)

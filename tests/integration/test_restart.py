@@ -2,13 +2,20 @@
 keep forwarding while it is down (ARP included), and the restarted controller takes over what they hold
 without an outage (issue 10's acceptance: SIGKILL for 10 s under 8 pinned stride-4 elephants)."""
 
-import subprocess
 import time
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.flowtables import dataplane_paths
-from tests.integration.harness import POLL_S, STRIDE4, ping_all, ping_all_concurrently, te_config, wait_until
+from tests.integration.flowtables import disjoint_in_the_tables
+from tests.integration.harness import (
+    POLL_S,
+    STRIDE4,
+    ping_all,
+    ping_all_concurrently,
+    point_at,
+    te_config,
+    wait_until,
+)
 
 CONFIG = te_config()
 RUN_S = 46
@@ -118,27 +125,3 @@ def test_three_kills_10s_apart_under_pinned_elephants_converge_within_10s_of_the
     assert paths, f"elephants not pinned link-disjoint within 10 s: {fab.controller.get('/mlroute/elephants')}"
     assert "Traceback" not in fab.controller.log()
 
-
-def disjoint_in_the_tables(fab):
-    """The 8 elephants' paths when REST says they are pinned, the switches' tables take each of them on its
-    pinned path, and no two share a directed link; else None."""
-    elephants = fab.controller.get("/mlroute/elephants")
-    if len(elephants) < 8 or not all(e["path"] for e in elephants):
-        return None
-    try:
-        crossed = dataplane_paths(fab, elephants)
-    except (AssertionError, KeyError):  # an ECMP group on the way, or a host not re-learned yet
-        return None
-    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["path"] for e in elephants}
-    used = [link for links in crossed.values() for link in links]
-    agree = all(list(zip(rest[k], rest[k][1:])) == links for k, links in crossed.items())
-    return crossed if agree and len(used) == len(set(used)) else None
-
-
-def point_at(bridges, target):
-    """Set the OpenFlow controller target of ``bridges`` (their Controller records keep every other setting):
-    a dead target holds a switch back from reconnecting; the real one lets it connect at once."""
-    for bridge in bridges:
-        uuid = subprocess.run(["ovs-vsctl", "get", "Bridge", bridge, "controller"], capture_output=True, text=True,
-                              check=True).stdout.strip().strip("[]")
-        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, f'target="{target}"'], check=True)
