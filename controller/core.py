@@ -85,6 +85,7 @@ class ControllerCore:
         rest = config["rest"]
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
         self._started: tuple[int, int, dict] = (0, 0, {})  # the decision in flight's elephants before, now; pins
+        self._decided_on: Fabric | None = None  # the fabric the decision in flight was given
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
@@ -396,8 +397,9 @@ class ControllerCore:
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
         self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
+        self._decided_on = fabric = self.fabric()
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
-        return (self.fabric(), [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True), keys
+        return (fabric, [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True), keys
 
     def _decided(self, result: te.TEResult | None) -> te.TEResult:
         """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):
@@ -434,12 +436,32 @@ class ControllerCore:
         if outcome is None:
             return None
         if outcome.status == DONE:
+            stale = self._stale_pin(outcome.pinned)
+            if stale is not None:  # taken on a topology that changed meanwhile: it must not be installed
+                LOG.info("te: a decision taken before a topology change pins %s on %s, no longer live: dropped, "
+                         "deciding again", stale, outcome.pinned[stale] if outcome.pinned else None)
+                self.request_decision()
+                return te.TEResult(False, elephants=self._started[1], reason="the topology changed during the "
+                                   "decision: dropped, deciding again")
             OptimiserRunner.apply(self.te, outcome)
             if outcome.result is not None:
                 self._demands_taken(outcome.generation, outcome.result)
             return outcome.result
         LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
                     "ran late" if outcome.status == LATE else "failed", outcome.error)
+        return None
+
+    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None) -> te.RouteKey | None:
+        """A pin of a decision that ended which the topology no longer supports (a switch or link gone, an end
+        host moved), when the topology changed while it was decided; else None (still valid: applied)."""
+        if not pinned or self.fabric() is self._decided_on:
+            return None
+        graph, hosts = self.live_graph(), self.topology.hosts
+        for key, path in pinned.items():
+            src, dst = hosts.get(key.src_ip), hosts.get(key.dst_ip)
+            if src is None or dst is None or (path[0], path[-1]) != (src.dpid, dst.dpid) \
+                    or sync.pinned_paths_broken({key: path}, graph):
+                return key
         return None
 
     def _restore_pins(self, keys: list[FlowKey]) -> None:

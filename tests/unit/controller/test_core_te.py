@@ -116,3 +116,25 @@ def test_a_burst_of_requests_is_answered_by_a_few_decisions_all_taken_by_the_dec
     assert runner.submitted == core.decisions.decisions <= 2 / 0.5 + 2  # spaced by min_interval_s (0.5 s)
     assert tickets[0].outcome.applied and set(core.te.pinned) == set(KEYS) and core.dirty
     assert core.metrics.te_decisions._value.get() == runner.submitted
+
+
+def test_a_decision_taken_before_a_topology_change_is_not_applied_after_it():
+    """Issue 19's bug: the outcome's generation was never compared, so pins computed on the old fabric were
+    applied across a switch that had meanwhile lost its links."""
+    runner = SlowRunner()
+    core = core_with_elephants(runner)
+    core.request_decision()
+    core.decision_tick()  # submitted on the intact fabric
+    assert runner.busy
+    core_switch = 3001
+    for port in sorted(core.topology.ports[core_switch]):  # every link of one core goes down meanwhile
+        core.port_changed(core_switch, port, live=False)
+    results = []
+    while core.decisions.busy or runner.busy:
+        result = core.decision_tick()
+        if result is not None:
+            results.append(result)
+    first = results[0]
+    assert not first.applied and "topology changed" in first.reason, first
+    assert all(core_switch not in path for path in core.te.pinned.values()), core.te.pinned
+    assert results[-1].applied and set(core.te.pinned) == set(KEYS)  # decided again, on the live fabric
