@@ -24,6 +24,7 @@ from controller.decision_requests import DecisionRequests
 from controller.flowcopy import NewFlowCopy
 from controller.flowkey import FlowKey, key_from_fields
 from controller.host_ageing import HostAgeing
+from controller.log_throttle import LogThrottle
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
 from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
@@ -42,7 +43,6 @@ LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
-HOST_LIMIT_LOG_S = 60.0  # a port whose new addresses are refused by the learning limits is logged this often
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
@@ -69,7 +69,7 @@ class ControllerCore:
         self.topology = Topology(hosts["max_per_port"], hosts["max_total"])
         self.packet_in = PacketInHandler(self.topology, clock, new_hosts_per_s=hosts["new_per_port_per_s"],
                                          new_hosts_burst=hosts["new_per_port_burst"])
-        self._limited_logged: dict[tuple[int, int], float] = {}  # (dpid, port) -> last log of a refused address
+        self._limited_log = LogThrottle(lambda: self.clock())  # a port's refused new addresses: once a minute
         self.ageing = HostAgeing(self.topology, lambda: self.clock(), hosts["age_after_s"], hosts["probes"],
                                  hosts["probe_interval_s"])
         self.metrics = metrics or Metrics()
@@ -251,15 +251,13 @@ class ControllerCore:
             self.dirty = True
 
     def _host_limited(self, limited: Limited) -> None:
-        """A new address refused by the learning limits: counted, logged once per port per HOST_LIMIT_LOG_S."""
+        """A new address refused by the learning limits: counted, logged once per port per minute."""
         c = limited.claim
         self.metrics.hosts_refused.labels(limited.why).inc()
-        now = self.clock()
-        if now - self._limited_logged.get(c.location, -HOST_LIMIT_LOG_S) >= HOST_LIMIT_LOG_S:
-            self._limited_logged[c.location] = now
+        if self._limited_log.due(c.location):
             LOG.warning("host limit (%s) at switch %s port %s: %s (%s) not learned; further ones at this port "
                         "are counted in mlroute_hosts_refused_total, logged again in %.0f s", limited.why, c.dpid,
-                        c.port, c.ip, c.mac, HOST_LIMIT_LOG_S)
+                        c.port, c.ip, c.mac, self._limited_log.period_s)
 
     def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next

@@ -24,12 +24,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from controller.log_throttle import LOG_PERIOD_S, LogThrottle
 from controller.topology import Topology
 
 LOG = logging.getLogger("mlroute")
 
 #: a frame refused for a port is logged at most once per this many seconds per port (a replay is thousands)
-LOG_PERIOD_S = 60.0
 
 HOST_PORT = "host_port"
 CONFIRMED_SOURCE = "confirmed_source"
@@ -63,16 +63,14 @@ class LldpGuard:
 
     def __init__(self, topology: Topology, count: Callable[[str], None], clock: Callable[[], float]):
         self.topology, self.count, self.clock = topology, count, clock
-        self._logged: dict[tuple[int, int], float] = {}
+        self._log = LogThrottle(clock, LOG_PERIOD_S)
 
     def admit(self, src: tuple[int, int], dst: tuple[int, int]) -> bool:
         why = verdict(self.topology, src, dst)
         if why is None:
             return True
         self.count(why)
-        now = self.clock()
-        if now - self._logged.get(dst, -LOG_PERIOD_S) >= LOG_PERIOD_S:
-            self._logged[dst] = now
+        if self._log.due(dst):
             LOG.warning("LLDP claiming %s:%s received at %s:%s ignored (%s); further ones at this port are "
                         "counted in mlroute_lldp_ignored_total, logged again in %.0f s", src[0], src[1], dst[0],
                         dst[1], why, LOG_PERIOD_S)

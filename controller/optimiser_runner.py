@@ -41,7 +41,7 @@ _PRELOAD = ("controller.te", "mlroute.routing.optimisers.mlroute", "mlroute.rout
 @dataclass(frozen=True)
 class Outcome:
     status: str  # DONE, LATE or FAILED
-    generation: Any  # what ``submit`` was given: lets the caller drop a result computed on an older topology
+    generation: Any  # what ``submit`` was given (the core: the decision's elephants, for their demands)
     pinned: dict[RouteKey, Path] | None = None  # the engineer's pins after the decision (DONE)
     result: TEResult | None = None  # the decision's TEResult (DONE)
     error: str = ""

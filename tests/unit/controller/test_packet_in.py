@@ -237,7 +237,8 @@ def test_the_core_counts_refused_addresses_and_logs_a_port_once_per_period(caplo
     import logging
 
     from controller import config
-    from controller.core import HOST_LIMIT_LOG_S, ControllerCore
+    from controller.core import ControllerCore
+    from controller.log_throttle import LOG_PERIOD_S
 
     clock = Clock()
     core = ControllerCore(config.parse("hosts:\n  new_per_port_burst: 5\n  new_per_port_per_s: 1\n"), clock)
@@ -246,7 +247,7 @@ def test_the_core_counts_refused_addresses_and_logs_a_port_once_per_period(caplo
     with caplog.at_level(logging.WARNING, logger="mlroute"):
         for pkt in _claims(h1, 0, 200):
             core.packet(pkt)
-        clock.t += HOST_LIMIT_LOG_S  # the bucket refills to its burst: 5 more learned, the rest refused, logged again
+        clock.t += LOG_PERIOD_S  # the bucket refills to its burst: 5 more learned, the rest refused, logged again
         for pkt in _claims(h1, 1000, 100):
             core.packet(pkt)
     assert sum("host limit (rate)" in r.message for r in caplog.records) == 2
