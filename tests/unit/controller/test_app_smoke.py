@@ -6,19 +6,17 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from ryu.app.wsgi import WSGIApplication
-from ryu.controller import ofp_event
-from ryu.lib import hub
-from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp
-from ryu.topology import event as topo_event
-from ryu.topology.switches import Link, Port, Switch
 
+from controller import southbound
 from controller.flowkey import FlowKey
 from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
+from controller.southbound import arp, ethernet, ipv4, ofp_event, packet, tcp
 from tests import topologies
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
 from tests.oftable import trace
 
+switches, topo_event = southbound.topology()
+Link, Port, Switch = switches.Link, switches.Port, switches.Switch
 APP_PATH = Path(__file__).resolve().parents[3] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
                   "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply"}
@@ -39,10 +37,10 @@ class Lab:
 
     def __init__(self, reference, switches=None):
         self.ref = reference
-        self.app = load_app_module().MlrouteApp(wsgi=WSGIApplication())
+        self.app = load_app_module().MlrouteApp(**{name: cls() for name, cls in southbound.rest_contexts().items()})
         Lab.apps.append(self.app)
         for thread in self.app._threads:  # the test drives resync and TE steps itself
-            hub.kill(thread)
+            southbound.kill(thread)
         self.switches = switches or {d: FakeSwitch(d) for d in reference.ports}
         for sw in self.switches.values():
             sw.deliver = self._deliver
