@@ -30,8 +30,8 @@ class DeadlineHandler(WSGIRequestHandler):
     timeout_s = 5.0
 
     def setup(self) -> None:
-        self.timeout = self.timeout_s  # StreamRequestHandler: the connection's socket timeout
         super().setup()
+        self.connection.settimeout(self.timeout_s)  # every read and write must progress within it
         self._cut = False
         self._watchdog = threading.Timer(self.timeout_s, self._cut_off)
         self._watchdog.daemon = True
@@ -46,10 +46,11 @@ class DeadlineHandler(WSGIRequestHandler):
             pass
 
     def parse_request(self) -> bool:
-        self._watchdog.cancel()  # the headers are in (or failed): the handler's own time is not limited here
-        if self._cut:
-            return False
-        return bool(super().parse_request())
+        try:
+            parsed = bool(super().parse_request())  # reads the headers
+        finally:
+            self._watchdog.cancel()  # the headers are in (or failed): the handler's own time is not limited here
+        return parsed and not self._cut
 
     def handle(self) -> None:
         try:

@@ -50,7 +50,7 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
     from controller import southbound  # the framework is chosen here, from the settings above
 
     if southbound.NAME == "ryu":
-        southbound.hub.patch(thread=True)  # what ryu-manager does before it loads any app
+        southbound.hub.patch(thread=False)  # as ryu-manager does first (threads once the options are parsed)
         import_framework = ["ryu.app.wsgi"]  # registers --wsapi-host / --wsapi-port, as ryu-manager does
     else:
         import_framework = []
@@ -63,6 +63,7 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
     southbound.cfg.CONF(args=args, prog="mlroute controller", project=pkg,
                         version=f"mlroute controller (on {southbound.NAME})")
     log.init_log()
+    southbound.hub.patch(thread=True)  # Ryu: green threads from here on (os-ken's native hub: nothing)
     sys.argv = [sys.argv[0], *args]  # the app reads which REST options were given explicitly from here
     logger = logging.getLogger("mlroute")
     logger.info("mlroute controller on %s (%s threads)", southbound.NAME, "native" if southbound.NATIVE else "green")
@@ -71,6 +72,7 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
     manager.load_apps(["controller.app"])
     contexts = manager.create_contexts()
     services = manager.instantiate_apps(**contexts)
+    services += southbound.start_services(manager)  # Ryu: its WSGI server (REST), as ryu-manager starts it
 
     def stop(signum: int, _frame: Any) -> None:
         # not here: a signal handler may run inside eventlet's hub, where nothing may block; a thread of its own
@@ -83,6 +85,8 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
 
 
 def _shutdown(manager: Any, logger: logging.Logger, why: str) -> None:
+    from controller import southbound
+
     """Stop mlroute's app (its optimiser worker, its REST server), then leave at once (the framework's own
     threads and its OpenFlow server are not stopped one by one: they end with the process)."""
     status = 0
@@ -91,7 +95,8 @@ def _shutdown(manager: Any, logger: logging.Logger, why: str) -> None:
         for app in list(manager.applications.values()):
             release = getattr(app, "release", None)
             if callable(release):
-                release()
+                with southbound.TURN.held():  # not while one of the app's loops uses the worker
+                    release()
     except Exception:
         logger.exception("clean stop failed")
         status = 1

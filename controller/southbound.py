@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 PACKAGES = {"ryu": "ryu", "os-ken": "os_ken"}  # framework name -> its Python package
@@ -42,7 +42,7 @@ class FrameworkError(RuntimeError):
     """No usable framework, or a setting that contradicts the one running the process."""
 
 
-def choose(environ: dict[str, str] | None = None, modules: Any = None,
+def choose(environ: Mapping[str, str] | None = None, modules: Any = None,
            installed: Callable[[str], bool] | None = None) -> str:
     """The framework to use: ``"ryu"`` or ``"os-ken"`` (see the module's docstring for the order)."""
     environ = os.environ if environ is None else environ
@@ -269,6 +269,15 @@ def prepare_rest(timeout_s: float) -> None:
 
         wsgi = importlib.import_module("ryu.app.wsgi")
         wsgi_server.install(wsgi.WSGIServer, hub.LoggingWrapper, timeout_s)
+
+
+def start_services(manager: Any) -> list[Any]:
+    """Threads the framework's launcher starts once the apps are instantiated: Ryu's WSGI server (what
+    ``ryu-manager`` does after ``instantiate_apps``); none under os-ken (mlroute's app serves REST itself)."""
+    if NAME != "ryu":
+        return []
+    webapp = importlib.import_module("ryu.app.wsgi").start_service(manager)
+    return [hub.spawn(webapp)] if webapp else []
 
 
 def rest_address(config_rest: dict[str, Any]) -> tuple[str, int]:

@@ -47,12 +47,14 @@ def ryu_manager() -> str:
 
 class Controller:
     """The controller as a subprocess with its own OpenFlow and REST ports and log: ``ryu-manager
-    controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework os-ken`` run by the
-    ``mlroute`` next to ``python`` (a venv with os-ken; default: this interpreter's)."""
+    controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework FRAMEWORK`` run by
+    the ``mlroute`` next to ``python`` (a venv with that framework; default: this interpreter's), which is the
+    default for any other framework and what ``launcher=True`` chooses for Ryu."""
 
     def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None,
-                 framework: str = "ryu", python: str | None = None) -> None:
+                 framework: str = "ryu", python: str | None = None, launcher: bool | None = None) -> None:
         self.framework = framework
+        self.launcher = framework != "ryu" if launcher is None else launcher
         self.python = python or sys.executable
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -70,7 +72,7 @@ class Controller:
         self.proc = self._spawn()
 
     def command(self) -> list[str]:
-        if self.framework == "ryu":
+        if not self.launcher:
             return [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
                     str(APP)]
         return [str(Path(self.python).with_name("mlroute")), "controller", "--framework", self.framework,
