@@ -1,0 +1,95 @@
+"""The southbound framework layer (controller/southbound.py): which framework, the turn native threads take,
+and that no other module imports a framework."""
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from controller import ofmsg, southbound
+from controller.southbound import FrameworkError, Turn, choose
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def installed(*packages):
+    return lambda package: package in packages
+
+
+def test_an_explicit_setting_wins_over_what_is_installed():
+    both = installed("ryu", "os_ken")
+    assert choose({}, {}, both) == "ryu"  # Ryu first: the mission's framework
+    assert choose({"MLROUTE_FRAMEWORK": "os-ken"}, {}, both) == "os-ken"
+    assert choose({"MLROUTE_FRAMEWORK": "os_ken"}, {}, both) == "os-ken"
+    assert choose({}, {}, installed("os_ken")) == "os-ken"
+
+
+def test_the_framework_running_the_process_wins_and_a_contradiction_is_refused():
+    both = installed("ryu", "os_ken")
+    assert choose({}, {"os_ken.base.app_manager": object()}, both) == "os-ken"
+    assert choose({"MLROUTE_FRAMEWORK": "ryu"}, {"ryu.base.app_manager": object()}, both) == "ryu"
+    with pytest.raises(FrameworkError, match="already runs ryu"):
+        choose({"MLROUTE_FRAMEWORK": "os-ken"}, {"ryu.base.app_manager": object()}, both)
+
+
+def test_missing_or_unknown_frameworks_say_what_to_install():
+    with pytest.raises(FrameworkError, match=r"mlroute\[ryu\]"):
+        choose({}, {}, installed())
+    with pytest.raises(FrameworkError, match=r"mlroute\[os-ken\]"):
+        choose({"MLROUTE_FRAMEWORK": "os-ken"}, {}, installed("ryu"))
+    with pytest.raises(FrameworkError, match="expected"):
+        choose({"MLROUTE_FRAMEWORK": "pox"}, {}, installed("ryu"))
+
+
+def test_the_openflow_encoding_is_the_chosen_frameworks():
+    assert ofmsg.ofparser.__name__ == f"{southbound.PACKAGE}.ofproto.ofproto_v1_3_parser"
+    assert southbound.NATIVE == (southbound.NAME == "os-ken")  # os-ken 4's default hub: native threads
+
+
+def test_a_thread_that_gives_up_the_turn_lets_another_run_and_gets_it_back_as_deep_as_before():
+    turn = Turn(enabled=True)
+    order = []
+    turn.acquire()
+    turn.acquire()  # re-entrant
+
+    def other():
+        with turn.held():
+            order.append("other")
+    thread = threading.Thread(target=other)
+    thread.start()
+    time.sleep(0.05)
+    assert order == []  # it waits for the turn
+    with turn.given_up():
+        thread.join(2)
+        assert order == ["other"]
+    assert turn.holds()
+    turn.release()
+    assert turn.holds()  # depth 2 restored: one release left
+    turn.release()
+    assert not turn.holds()
+    with turn.given_up():  # a thread without the turn gives up nothing
+        assert not turn.holds()
+
+
+def test_a_disabled_turn_is_no_lock_at_all():
+    turn = Turn(enabled=False)
+    with turn.held():
+        seen = []
+        thread = threading.Thread(target=lambda: turn.held().__enter__() or seen.append(1))
+        thread.start()
+        thread.join(2)
+        assert seen == [1]
+
+
+FRAMEWORK_IMPORT = re.compile(r"^\s*(?:from|import)\s+(ryu|os_ken|eventlet)\b", re.M)
+
+
+def test_only_the_southbound_layer_imports_a_framework():
+    """controller/southbound.py imports Ryu or os-ken; controller/wsgi_server.py is Ryu's eventlet server's
+    limits, loaded by southbound under Ryu only. Nothing else in the packages imports either, or eventlet."""
+    allowed = {"controller/southbound.py", "controller/wsgi_server.py"}
+    found = {str(path.relative_to(ROOT)) for package in ("controller", "mlroute", "mininet_topos")
+             for path in (ROOT / package).rglob("*.py") if FRAMEWORK_IMPORT.search(path.read_text())}
+    assert found <= allowed, sorted(found - allowed)
