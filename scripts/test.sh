@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: set-up (idempotent) of both frameworks' venvs (.venv with Ryu 4.34, .venv-osken with os-ken
-# 4.x), the lint and type gates, the unit suite under os-ken, then the whole suite under Ryu — unit tests, then
+# 4.x), the lint and type gates, the unit tests of everything that runs on the framework under os-ken (the
+# controller, the CLI, the deployment; the mlroute library never imports a framework, so its tests run once),
+# then the whole suite under Ryu — unit tests, then
 # the integration tests that run the real controller, Open vSwitch and Mininet (needs root); their os-ken subset
 # (tests/integration/test_os_ken.py, test_rest_bad_input.py, test_installed_wheel.py) runs the controller from
 # .venv-osken. Extra arguments go to the final pytest (and skip the os-ken unit run).
@@ -12,7 +14,8 @@ export MLROUTE_REQUIRE_INTEGRATION=1  # a missing OVS/Mininet is a failure here,
 .venv/bin/ruff check .  # the lint gate (settings in pyproject.toml)
 .venv/bin/mypy          # the type gate over the controller's decision core (pyproject.toml [tool.mypy])
 if [ $# -eq 0 ]; then
-  echo "[test] unit suite under os-ken"
-  .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit
+  echo "[test] unit tests under os-ken"
+  .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
+    tests/unit/mlroute/test_cli.py tests/unit/mininet_topos
 fi
 exec .venv/bin/python -m pytest -v -p no:cacheprovider "${@:-tests}"
