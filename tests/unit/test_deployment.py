@@ -217,6 +217,7 @@ def test_mounted_config_loads_and_is_what_binds_rest_to_all_interfaces():
     # ...and nothing else overrides it: no --wsapi-host in the image's instructions or the compose services.
     instructions = " ".join(args for _, _, args in _dockerfile())
     assert "--wsapi-host" not in instructions + json.dumps(_compose()["services"])
+    assert "--rest-host" not in instructions + json.dumps(_compose()["services"])
 
 
 # ---------------------------------------------------------------------------------------------------- commands
