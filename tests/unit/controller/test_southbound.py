@@ -1,7 +1,9 @@
 """The southbound framework layer (controller/southbound.py): which framework, the turn native threads take,
 and that no other module imports a framework."""
 
+import os
 import re
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -93,3 +95,23 @@ def test_only_the_southbound_layer_imports_a_framework():
     found = {str(path.relative_to(ROOT)) for package in ("controller", "mlroute", "mininet_topos")
              for path in (ROOT / package).rglob("*.py") if FRAMEWORK_IMPORT.search(path.read_text())}
     assert found <= allowed, sorted(found - allowed)
+
+
+OSKEN_PYTHON = Path(os.environ.get("MLROUTE_OSKEN_PYTHON", ROOT / ".venv-osken" / "bin" / "python"))
+NO_EVENTLET = """import os, sys
+os.environ["MLROUTE_FRAMEWORK"] = "os-ken"
+import controller.app, controller.launcher, controller.rest, controller.http_server
+from controller import southbound
+assert southbound.NAME == "os-ken" and southbound.NATIVE
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("eventlet", "greenlet", "ryu")))
+"""
+
+
+@pytest.mark.skipif(not OSKEN_PYTHON.exists(), reason=f"no os-ken venv at {OSKEN_PYTHON}")
+def test_under_os_ken_the_controller_imports_no_eventlet():
+    """The app, its launcher and REST server loaded under os-ken: no eventlet (nor greenlet, nor Ryu) in
+    sys.modules. (The live controller's whole import log is checked in tests/integration/test_os_ken.py.)"""
+    out = subprocess.run([str(OSKEN_PYTHON), "-c", NO_EVENTLET], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={k: v for k, v in os.environ.items() if k != "MLROUTE_CONFIG"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
