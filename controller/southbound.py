@@ -34,12 +34,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from mlroute.errors import UsageError
+
 PACKAGES = {"ryu": "ryu", "os-ken": "os_ken"}  # framework name -> its Python package
 ENV = "MLROUTE_FRAMEWORK"
 
 
-class FrameworkError(RuntimeError):
-    """No usable framework, or a setting that contradicts the one running the process."""
+class FrameworkError(UsageError):
+    """No usable framework, or a setting that contradicts the one running the process (``mlroute controller``
+    prints it as one line and exits with status 2)."""
 
 
 def choose(environ: Mapping[str, str] | None = None, modules: Any = None,
