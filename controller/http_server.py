@@ -7,7 +7,9 @@ thread per connection, with the limits controller/wsgi_server.py gives Ryu's eve
   and rest.py bounds a whole body's read by it (``southbound.deadline`` sets the socket timeout to what is
   left, from the socket this server puts in the environment as ``mlroute.socket``);
 - no traceback in any answer (an exception that escapes rest.py's own JSON 500 gives wsgiref's plain 500);
-- one request per connection (HTTP/1.0): no idle keep-alive connections.
+- one request per connection (HTTP/1.0): no idle keep-alive connections;
+- at most ``MAX_CONNECTIONS`` connections at once (eventlet's server's default of 1024 green threads); one more
+  is closed unanswered.
 
 No framework import; used by controller/southbound.py.
 """
@@ -69,9 +71,30 @@ class DeadlineHandler(WSGIRequestHandler):
         LOG.info("%s %s", self.address_string(), format % args)
 
 
+MAX_CONNECTIONS = 1024
+
+
 class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+    max_connections = MAX_CONNECTIONS
+    _active = 0
+    _count_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._count_lock:
+            if self._active >= self.max_connections:
+                self.shutdown_request(request)
+                return
+            self._active += 1
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count_lock:
+                self._active -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         LOG.warning("REST connection from %s failed", client_address, exc_info=True)

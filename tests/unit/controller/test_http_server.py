@@ -68,3 +68,20 @@ def test_a_trickle_of_header_bytes_does_not_keep_the_connection(port):
 def test_an_escaped_exception_answers_500_without_the_traceback(port):
     answer = ask(port, b"GET /boom HTTP/1.1\r\nHost: a\r\n\r\n")
     assert answer.startswith(b"HTTP/1.0 500") and b"secret internals" not in answer and b"Traceback" not in answer
+
+
+def test_connections_past_the_limit_are_closed_unanswered():
+    server = http_server.start(site, ("127.0.0.1", 0), 2.0)
+    server.max_connections = 2
+    port = server.server_address[1]
+    try:
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+        time.sleep(0.2)  # both accepted, each waiting for its headers
+        assert ask(port, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n") == b""  # the third: closed at once
+        for s in held:
+            s.close()
+        time.sleep(0.5)  # the held ones closed: their threads end
+        assert ask(port, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n").startswith(b"HTTP/1.0 200")
+    finally:
+        server.shutdown()
+        server.server_close()
