@@ -43,6 +43,7 @@ READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its table
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
 HOST_LIMIT_LOG_S = 60.0  # a port whose new addresses are refused by the learning limits is logged this often
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
+LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
 
 def time_budget_s(config: Mapping[str, Any]) -> float:
@@ -82,6 +83,7 @@ class ControllerCore:
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
         self._started: tuple[int, int, dict] = (0, 0, {})  # the decision in flight's elephants before, now; pins
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
+        self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
         rate = tecfg["new_flows_per_s"]
@@ -116,6 +118,7 @@ class ControllerCore:
         self.topology.add_switch(dpid, live_ports)
         self._graph = None
         self.connected.add(dpid)
+        self._connected_at[dpid] = self.clock()
         self.installed.pop(dpid, None)
         self.readback.start(dpid, self.clock())
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
@@ -161,6 +164,7 @@ class ControllerCore:
             for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
                 if key not in self.accounting:
                     self.accounting.observe(key, dpid, in_port)
+            self.recovered.read_groups(dpid, rules.groups.values())
             LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
                      len(rules.groups))
             self.dirty = True
@@ -465,7 +469,7 @@ class ControllerCore:
 
     def _sync(self) -> list[Step]:
         self.dirty = False
-        for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology):
+        for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology, self._lldp_settled()):
             self.topology.learn_host(ip, mac, dpid, port)
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
         fresh = self._graph is None
@@ -510,6 +514,11 @@ class ControllerCore:
             self.metrics.rule_changes.inc(sent)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
         return steps
+
+    def _lldp_settled(self) -> set[int]:
+        """Connected switches up long enough for LLDP to have found their fabric links."""
+        now = self.clock()
+        return {d for d in self.connected if now - self._connected_at.get(d, now) >= LLDP_SETTLE_S}
 
     def recovering(self) -> bool:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""

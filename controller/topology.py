@@ -210,6 +210,11 @@ class Topology:
         return {p for p in self.ports.get(dpid, set()) - self.fabric_ports(dpid)
                 if (dpid, p) not in self._pending_ends or self._has_host_at(dpid, p)}
 
+    def is_access_port(self, dpid: int, port: int) -> bool:
+        """``port in access_ports(dpid)``, without building the set."""
+        return (port in self.ports.get(dpid, ()) and not self.is_fabric_port(dpid, port)
+                and ((dpid, port) not in self._pending_ends or self._has_host_at(dpid, port)))
+
     def live_links(self) -> list[Link]:
         """Links whose both directions are known and whose ports are up: the ones safe to forward over."""
         out = []

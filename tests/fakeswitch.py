@@ -21,6 +21,24 @@ PARSER = ofproto_v1_3_parser
 _XIDS = itertools.count(1)
 
 
+class Killed(Exception):
+    """The controller process died at this message: the switch keeps what it received before it."""
+
+
+class MessageBudget:
+    """How many flow and group modifications the controller gets to send before it dies (``None``: no limit);
+    shared by the switches of one controller process."""
+
+    def __init__(self, left: int | None = None):
+        self.left = left
+
+    def take(self) -> None:
+        if self.left is not None:
+            if self.left <= 0:
+                raise Killed
+            self.left -= 1
+
+
 def parse_group_mod(buf: bytes) -> tuple[int, int, list]:
     """(command, group_id, buckets) of a serialised OFPGroupMod (Ryu 4.34 has no parser for it)."""
     command, _type, group_id = struct.unpack_from("!HBxI", buf, OFP.OFP_HEADER_SIZE)
@@ -45,6 +63,7 @@ class FakeSwitch:
         self.packet_outs: list = []
         self.connected = True
         self.desc = (b"Nicira, Inc.", b"Open vSwitch")  # manufacturer, hardware (flowcopy.unsupported)
+        self.budget = MessageBudget()  # a controller killed mid-sync: its later modifications never arrive
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -54,6 +73,8 @@ class FakeSwitch:
             self.set_xid(msg)
         msg.serialize()
         buf = bytes(msg.buf)
+        if isinstance(msg, PARSER.OFPFlowMod | PARSER.OFPGroupMod):
+            self.budget.take()
         if isinstance(msg, PARSER.OFPFlowMod):
             self._flow_mod(ofproto_parser.msg(self, OFP.OFP_VERSION, msg.msg_type, msg.msg_len, msg.xid, buf))
         elif isinstance(msg, PARSER.OFPGroupMod):

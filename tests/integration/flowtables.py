@@ -76,3 +76,14 @@ def trace_elephant(tables, links, elephant, ingress, max_hops=8):
         crossed.append((dpid, nxt[0]))
         dpid, in_port = nxt
     raise AssertionError(f"loop tracing {elephant}")
+
+
+def dataplane_paths(fab, elephants):
+    """Directed switch links each elephant (REST dicts) crosses, traced through `ovs-ofctl dump-flows` of every
+    switch of the running fabric ``fab``, keyed by (src_ip, dst_ip, src_port, dst_port)."""
+    topo = fab.controller.get("/mlroute/topology")
+    links = {(link["src"], link["src_port"]): (link["dst"], link["dst_port"]) for link in topo["links"]}
+    hosts = {h["ip"]: (h["dpid"], h["port"]) for h in topo["hosts"]}
+    tables = {int(sw.dpid, 16): dump_flows(sw.name) for sw in fab.net.switches}
+    return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]):
+            trace_elephant(tables, links, e, hosts[e["src_ip"]]) for e in elephants}

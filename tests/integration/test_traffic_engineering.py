@@ -7,20 +7,10 @@ import pytest
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.flowtables import dump_flows, trace_elephant
+from tests.integration.flowtables import dataplane_paths, dump_flows
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 
 TOKEN = "rest:\n  token: secret\n"
-
-
-def dataplane_paths(fab, elephants):
-    """Directed switch links each elephant crosses, traced through `ovs-ofctl dump-flows` of every switch."""
-    topo = fab.controller.get("/mlroute/topology")
-    links = {(link["src"], link["src_port"]): (link["dst"], link["dst_port"]) for link in topo["links"]}
-    hosts = {h["ip"]: (h["dpid"], h["port"]) for h in topo["hosts"]}
-    tables = {int(sw.dpid, 16): dump_flows(sw.name) for sw in fab.net.switches}
-    return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]):
-            trace_elephant(tables, links, e, hosts[e["src_ip"]]) for e in elephants}
 
 
 def wait_for_elephants(fab, n, within_s):
