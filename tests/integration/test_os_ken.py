@@ -2,8 +2,9 @@
 (native threads, mlroute's own REST server), real Open vSwitch and Mininet, on one k=4 fat-tree. The checks are
 the Ryu suite's own test bodies, run against this controller: pingall, the 8 stride-4 elephants pinned on
 link-disjoint paths (read back from the switches' tables), REST under concurrent calls and slow clients, the web
-view's files and its REST calls, a SIGKILL and restart under pinned elephants without loss; and no eventlet
-imported anywhere in the controller's process (its import log, ``PYTHONPROFILEIMPORTTIME``)."""
+view's files and its REST calls, the web view rendered in headless Chromium over the loaded fabric, a SIGKILL and
+restart under pinned elephants without loss; and no eventlet imported anywhere in the controller's process (its
+import log, ``PYTHONPROFILEIMPORTTIME``)."""
 
 import re
 
@@ -15,9 +16,11 @@ import tests.integration.test_traffic_engineering as traffic_engineering
 import tests.integration.test_web_ui as web_ui
 from mininet_topos.fattree import FatTreeTopo
 from tests.integration.checks import assert_pingall_converges
-from tests.integration.harness import OSKEN_PYTHON, te_config
+from tests.integration.harness import OSKEN_PYTHON
 
-CONFIG = te_config("mlroute", f"rest:\n  token: secret\n  client_timeout_s: {rest_concurrency.CLIENT_TIMEOUT_S}\n")
+# the web view test's configuration (its token and two declared jobs), with the REST tests' client timeout
+CONFIG = web_ui.CONFIG.replace("  token: secret\n",
+                               f"  token: secret\n  client_timeout_s: {rest_concurrency.CLIENT_TIMEOUT_S}\n")
 IMPORT_LOG = {"PYTHONPROFILEIMPORTTIME": "1"}  # every module the process imports, on its stderr (the log)
 
 pytestmark = pytest.mark.skipif(not OSKEN_PYTHON.exists(),
@@ -55,6 +58,16 @@ def test_rest_and_the_web_view_under_os_ken(fab):
     web_ui.test_the_page_and_the_objective_switch_over_rest(fab)
     rest_concurrency.test_concurrent_recompute_calls_get_clean_answers_and_few_decisions(fab)
     rest_concurrency.test_slow_header_connections_are_cut_off(fab)
+
+
+@pytest.fixture
+def loaded_fab(fab):
+    web_ui.required_binary("chromium")
+    yield from web_ui.loaded(fab)
+
+
+def test_the_web_view_renders_the_loaded_fabric_under_os_ken(loaded_fab, tmp_path):
+    web_ui.test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loaded_fab, tmp_path)
 
 
 def test_no_eventlet_in_the_os_ken_controller(fab):
