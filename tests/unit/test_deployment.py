@@ -294,7 +294,7 @@ def test_the_dockerfile_takes_python_dependencies_from_pyproject_only():
 def test_dockerignore_keeps_host_artifacts_out_of_the_build_context():
     entries = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
-    assert {".venv", ".git", "results"} <= entries  # .venv has the host's absolute paths
+    assert {".venv", ".venv-*", ".git", "results"} <= entries  # the venvs have the host's absolute paths
     assert "**/__pycache__" in entries
     for needed in ("pyproject.toml", "controller", "mlroute", "mininet_topos", "scripts", "examples"):
         assert needed not in entries
