@@ -1,10 +1,11 @@
 # mlroute in Docker (docs/docker.md). Stages:
-#   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with Ryu 4.34 and every dependency of pyproject.toml,
-#               and the Python 3.11 fix (python -m controller.platform_fixes): the layout scripts/setup_env.sh makes
+#   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with the OpenFlow framework (build argument FRAMEWORK:
+#               ryu, the default, with its Python 3.11 fix, python -m controller.platform_fixes; or os-ken) and every
+#               dependency of pyproject.toml: the layout scripts/setup_env.sh makes
 #   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
 #               + the project: the docker-compose `emulation` service (privileged, host network)
 #   prometheus  Debian's prometheus with deploy/prometheus/prometheus.yml: the docker-compose `monitoring` profile
-#   controller  deps + the project, MLROUTE_CONFIG, `ryu-manager controller/app.py`; the default (last) target,
+#   controller  deps + the project, MLROUTE_CONFIG, `mlroute controller`; the default (last) target,
 #               so a plain `docker build -t mlroute .` gives the controller
 #
 # Dependency versions live in pyproject.toml only (the single source); nothing here pins a Python package.
@@ -32,16 +33,19 @@ COPY controller/__init__.py controller/platform_fixes.py controller/
 COPY mlroute/__init__.py mlroute/errors.py mlroute/
 COPY mininet_topos/__init__.py mininet_topos/
 ARG EXTRA_CA_CERT=""
+ARG FRAMEWORK=ryu
 RUN /usr/bin/python3 -m venv .venv \
  && if [ -n "$EXTRA_CA_CERT" ]; then \
       cat /etc/ssl/certs/ca-certificates.crt > /tmp/build-ca.pem \
       && printf '%s\n' "$EXTRA_CA_CERT" >> /tmp/build-ca.pem && export PIP_CERT=/tmp/build-ca.pem; fi \
  && echo "setuptools<68" > /tmp/build-constraints.txt \
  && .venv/bin/python -m pip install -q --upgrade "pip<25" "setuptools<68" wheel \
- && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e ".[all]" \
+ && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e ".[all,$FRAMEWORK]" \
  && rm -f /tmp/build-constraints.txt /tmp/build-ca.pem \
- && .venv/bin/python -m controller.platform_fixes \
- && .venv/bin/python -W ignore -c "import ryu.app.wsgi, ryu.cmd.manager"
+ && if [ "$FRAMEWORK" = ryu ]; then .venv/bin/python -m controller.platform_fixes \
+      && .venv/bin/python -W ignore -c "import ryu.app.wsgi, ryu.cmd.manager"; \
+    else .venv/bin/python -c "import os_ken.base.app_manager"; fi \
+ && printf '%s' "${FRAMEWORK#ryu}" > .venv/.mlroute-framework
 ENV PATH=/opt/mlroute/.venv/bin:$PATH
 
 FROM deps AS emulation
@@ -58,9 +62,9 @@ RUN apt-get update -qq \
 # The stamp tells setup_env.sh that the venv is up to date with pyproject.toml.
 COPY . .
 RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
- && .venv/bin/python -m controller.platform_fixes \
- && .venv/bin/mlroute --help >/dev/null \
- && touch .venv/.mlroute-installed
+ && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.platform_fixes; fi \
+ && .venv/bin/mlroute controller --help >/dev/null \
+ && cp .venv/.mlroute-framework .venv/.mlroute-installed
 # Needs --privileged and the host network (it writes a sysctl; Mininet makes namespaces, veths, qdiscs).
 ENTRYPOINT ["sh", "-c", "scripts/setup_env.sh >&2 && exec \"$@\"", "mlroute-emulation"]
 CMD ["mlroute", "experiment", "--help"]
@@ -79,14 +83,15 @@ CMD ["sh", "-c", "exec prometheus --config.file=/etc/prometheus/prometheus.yml -
 FROM deps AS controller
 COPY . .
 RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
- && .venv/bin/python -m controller.platform_fixes \
- && .venv/bin/mlroute --help >/dev/null \
- && touch .venv/.mlroute-installed
+ && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.platform_fixes; fi \
+ && .venv/bin/mlroute controller --help >/dev/null \
+ && cp .venv/.mlroute-framework .venv/.mlroute-installed
 # The configuration is mounted here (docker-compose.yml mounts examples/mlroute.docker.yaml read-only); with
 # nothing mounted the controller refuses to start and names this path.
 ENV MLROUTE_CONFIG=/etc/mlroute/mlroute.yaml
-# OpenFlow (Ryu also listens on 6633) and REST. REST binds to rest.host of the mounted configuration: 127.0.0.1
+# OpenFlow (the framework also listens on 6633) and REST. REST binds to rest.host of the mounted configuration: 127.0.0.1
 # by default, i.e. unreachable from outside the container; examples/mlroute.docker.yaml sets 0.0.0.0. Nothing
-# here passes --wsapi-host, so the configuration file is the only switch.
+# here passes --rest-host, so the configuration file is the only switch. `mlroute controller` runs the app under
+the framework the image was built with (no checkout layout needed; `ryu-manager controller/app.py` works too).
 EXPOSE 6653 8080
-CMD ["ryu-manager", "controller/app.py"]
+CMD ["mlroute", "controller"]

@@ -319,10 +319,9 @@ def poll_messages(topo, n, poll):
 
 def poll_with_ryu(core, messages):
     """The reply path before issue 11: Ryu parses every entry (OFPMatch objects), the shell reads the fields."""
-    from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
-
     from controller import ofmsg
     from controller.monitor import StatsAssembler, sample_from_stat
+    from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
     assembler = StatsAssembler()
     for dpid, msgs in messages.items():

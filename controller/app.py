@@ -1,29 +1,21 @@
-"""The Ryu application: a thin shell around ``controller.core.ControllerCore``.
+"""The OpenFlow application: a thin shell around ``controller.core.ControllerCore``, on Ryu or os-ken.
 
-Run it with ``ryu-manager controller/app.py`` (LLDP link discovery is switched on here; no other flags needed).
-Each handler turns one OpenFlow or topology event into one core call; ``controller.ofmsg`` turns the core's
-values into messages and parsed replies back into values; ``controller.rest`` serves the REST API. Four green
-threads: the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats, then a TE
-decision requested), the decision loop (the only one that talks to the optimiser's worker) and the event-loop
-lag probe (/metrics).
+Run it with ``ryu-manager controller/app.py`` (Ryu) or ``mlroute controller`` (either framework; LLDP link
+discovery is switched on here, no other flags needed). The framework comes from ``controller.southbound``, the
+only module that imports one. Each handler turns one OpenFlow or topology event into one core call;
+``controller.ofmsg`` turns the core's values into messages and parsed replies back into values;
+``controller.rest`` serves the REST API. Four loops (green threads under Ryu, native threads holding the core's
+turn under os-ken): the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats,
+then a TE decision requested), the decision loop (the only one that talks to the optimiser's worker) and the
+event-loop lag probe (/metrics).
 """
 
 import logging
 import sys
 import time
 
-from ryu import cfg
-from ryu.app import wsgi
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
-from ryu.topology import event as topo_event
-from ryu.topology import switches  # registers --observe-links; required app below
-
 from controller import config as mlconfig
-from controller import lldp_guard, lldp_loop, ofmsg, wsgi_server
+from controller import lldp_guard, lldp_loop, ofmsg, southbound
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
@@ -32,17 +24,22 @@ from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
 from controller.rest_limits import ClientRateLimit
 from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.southbound import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
 
 LOG = logging.getLogger("mlroute")
-CONF = cfg.CONF
+CONF = southbound.cfg.CONF
+switches, topo_event = southbound.topology()  # registers --observe-links; required app below
 
 CONFIG = mlconfig.load_or_exit()  # a bad file: one line naming file:line:key, exit status 2
-lldp_loop.install(switches.Switches, hub.sleep)  # a port that comes up gets its LLDP at once (lldp_loop.py)
+southbound.fix_native_hub()  # os-ken's native hub.Event never times out (the topology app's loops stall)
+# a port that comes up gets its LLDP at once (lldp_loop.py); the Switches app's own thread, never the turn
+lldp_loop.install(switches.Switches, southbound.hub.sleep)
 lldp_guard.install(switches.Switches, switches.LLDPPacket.lldp_parse)  # LLDP cannot move links (lldp_guard.py)
-wsgi_server.install(wsgi.WSGIServer, hub.LoggingWrapper, CONFIG["rest"]["client_timeout_s"])  # slow clients
+southbound.prepare_rest(CONFIG["rest"]["client_timeout_s"])  # slow clients cut off (wsgi_server / http_server)
 
 # The app discovers links itself: no --observe-links needed. REST binds to the configured host (default
-# 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port were given explicitly.
+# 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port (Ryu) or mlroute controller's --rest-host /
+# --rest-port were given explicitly.
 CONF.set_override("observe_links", True)
 
 
@@ -50,9 +47,9 @@ def _given_on_command_line(option):
     return any(arg == option or arg.startswith(option + "=") for arg in sys.argv[1:])
 
 
-if not _given_on_command_line("--wsapi-host"):  # Ryu's own default is 0.0.0.0: every interface
+if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-host"):  # Ryu's default 0.0.0.0: every interface
     CONF.set_override("wsapi_host", CONFIG["rest"]["host"])
-if not _given_on_command_line("--wsapi-port"):
+if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
 BARRIER_TIMEOUT_S = 1.0
@@ -60,10 +57,15 @@ LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
 DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in flight or queued
 
 
-class MlrouteApp(app_manager.RyuApp):
+def set_ev_cls(ev_cls, dispatchers=None):
+    """The framework's handler registration, the handler holding the core's turn (native threads)."""
+    return lambda handler: southbound.set_ev_cls(ev_cls, dispatchers)(southbound.serialised(handler))
+
+
+class MlrouteApp(southbound.App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
-    _CONTEXTS = {"wsgi": wsgi.WSGIApplication}
-    _REQUIRED_APP = ["ryu.topology.switches"]
+    _CONTEXTS = southbound.rest_contexts()
+    _REQUIRED_APP = [southbound.SWITCHES_APP]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -71,23 +73,24 @@ class MlrouteApp(app_manager.RyuApp):
         runner = OptimiserRunner(time_budget_s(CONFIG)) if CONFIG["te"]["mode"] != "ecmp" else None
         if runner is not None:
             runner.start()  # warms up in its own process while the switches connect
-        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: hub.sleep(0),  # long syncs yield
+        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: southbound.sleep(0),  # long syncs yield
                                    runner=runner)
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
         ignored = self.core.metrics.lldp_ignored
-        switches.Switches.lldp_guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(),
-                                                            time.monotonic)
+        guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)
+        guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
+        switches.Switches.lldp_guard = guard
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
-        self._barriers = {}  # xid -> hub.Event
-        self._wake, self._decide = hub.Event(), hub.Event()
+        self._barriers = {}  # xid -> southbound.Event
+        self._wake, self._decide = southbound.Event(), southbound.Event()
         self.post_limit = ClientRateLimit(CONFIG["rest"]["post_rate_per_s"], CONFIG["rest"]["post_burst"],
                                           time.monotonic)
-        kwargs["wsgi"].register(RestController, {"app": self})
-        self._threads = [hub.spawn(loop) for loop in (self._resync_loop, self._poll_loop, self._decision_loop,
-                                                      self._lag_loop)]
+        self._contexts = kwargs
+        self._threads = []  # the loops, started with the app (start)
+        self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
@@ -249,9 +252,28 @@ class MlrouteApp(app_manager.RyuApp):
     def error_handler(self, ev):
         LOG.warning("switch %s: OpenFlow error type=%s code=%s", ev.msg.datapath.id, ev.msg.type, ev.msg.code)
 
-    def stop(self):
+    def start(self):
+        """Called by the app manager once every app exists: REST served, the four loops started."""
+        started = super().start()
+        api = RestController(self)
+        self.rest_server = southbound.serve_rest(self._contexts, api, api.paths(),
+                                                 southbound.rest_address(CONFIG["rest"]),
+                                                 CONFIG["rest"]["client_timeout_s"])
+        self._threads = [southbound.spawn(loop) for loop in (self._resync_loop, self._poll_loop,
+                                                             self._decision_loop, self._lag_loop)]
+        return started
+
+    def release(self):
+        """The optimiser's worker process and mlroute's own REST server stopped (idempotent; mlroute
+        controller calls it on SIGTERM)."""
         if self.core.runner is not None:
             self.core.runner.close()  # the optimiser's worker process goes with the app
+        if self.rest_server is not None:
+            self.rest_server.shutdown()
+            self.rest_server = None
+
+    def stop(self):
+        self.release()
         super().stop()
 
     # -- loops -----------------------------------------------------------------------------------------------
@@ -271,7 +293,7 @@ class MlrouteApp(app_manager.RyuApp):
                     self.wake()
             except Exception:
                 LOG.exception("TE decision failed; continuing")
-                hub.sleep(0.5)
+                southbound.sleep(0.5)
 
     def _resync_loop(self):
         while True:
@@ -284,7 +306,7 @@ class MlrouteApp(app_manager.RyuApp):
             except Exception:
                 LOG.exception("resync failed; will retry")
                 self.core.dirty = True
-                hub.sleep(0.5)
+                southbound.sleep(0.5)
 
     def _wipe_unread(self):
         for dpid in self.core.readback_overdue():
@@ -307,7 +329,7 @@ class MlrouteApp(app_manager.RyuApp):
         for dp in dps:
             req = ofmsg.barrier_request(dp)
             dp.set_xid(req)
-            event = hub.Event()
+            event = southbound.Event()
             self._barriers[req.xid] = event
             dp.send_msg(req)
             events.append(event)
@@ -318,7 +340,7 @@ class MlrouteApp(app_manager.RyuApp):
         """Event-loop lag for /metrics: a 0.1 s sleep that wakes late was held up by other work in this thread."""
         while True:
             start = time.monotonic()
-            hub.sleep(LAG_TICK_S)
+            southbound.sleep(LAG_TICK_S)
             self.core.metrics.loop_lag.observe(max(0.0, time.monotonic() - start - LAG_TICK_S))
 
     def _poll_loop(self):
@@ -326,7 +348,7 @@ class MlrouteApp(app_manager.RyuApp):
         counters, then take a TE decision."""
         period = self.config["te"]["poll_interval_s"]
         while True:
-            hub.sleep(period)
+            southbound.sleep(period)
             try:
                 for dpid in self.core.stats_switches():
                     dp = self.datapaths.get(dpid)
@@ -335,7 +357,7 @@ class MlrouteApp(app_manager.RyuApp):
                 for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected):
                     if dpid in self.datapaths:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
-                hub.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
+                southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
                 self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
                 self.core.request_decision()  # taken by the decision loop
                 self.core.metrics.set_link_utilisation(self.links_json())

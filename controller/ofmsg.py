@@ -1,9 +1,9 @@
 """OpenFlow 1.3 messages to and from rule values: the only module that knows how a value becomes bytes.
 
 Builders take a datapath (anything with ``ofproto`` and ``ofproto_parser``, as Ryu's Datapath has) and return
-Ryu message objects; readers turn Ryu's parsed replies and packet-ins back into the core's values
-(``FlowRule``, ``GroupRule``, ``PacketIn``, ``FlowKey``). The tests compile whole plans with these builders,
-serialise them, parse them back and run them through the fake table.
+the framework's message objects (Ryu or os-ken: controller.southbound); readers turn its parsed replies and
+packet-ins back into the core's values (``FlowRule``, ``GroupRule``, ``PacketIn``, ``FlowKey``). The tests
+compile whole plans with these builders, serialise them, parse them back and run them through the fake table.
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ from __future__ import annotations
 import logging
 import struct
 from typing import Any
-
-from ryu.lib.packet import arp, ethernet, ipv4, packet
-from ryu.ofproto import ofproto_v1_3 as ofp
-from ryu.ofproto import ofproto_v1_3_parser as ofparser
 
 from controller import ofstats
 from controller.flowcopy import learned_fields
@@ -34,6 +30,9 @@ from controller.rules import (
     GroupRule,
     match,
 )
+from controller.southbound import arp, ethernet, ipv4, packet
+from controller.southbound import ofproto_v1_3 as ofp
+from controller.southbound import ofproto_v1_3_parser as ofparser
 
 #: mlroute's rules share the upper 16 bits of their cookies: read back and wiped by this prefix only.
 COOKIE_PREFIX = COOKIE_BASE & 0xFFFF0000

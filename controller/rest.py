@@ -1,4 +1,8 @@
-"""The REST API and /metrics on Ryu's WSGI server: each handler asks the core for a view or a decision.
+"""The REST API and /metrics as a plain WSGI application: each handler asks the core for a view or a decision.
+
+Framework-free: controller/southbound.py mounts it on Ryu's WSGI server under Ryu and serves it with
+controller/http_server.py under os-ken. Under native threads each call holds the core's turn
+(``southbound.serialised``) except while it reads a body or waits for its decision.
 
 Mutating calls (POST) are rate-limited per client address (``rest.post_rate_per_s`` / ``rest.post_burst``:
 429 with ``Retry-After``) and need ``Authorization: Bearer <rest.token>``; with no token configured they are
@@ -12,28 +16,61 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
+from typing import Any
 
-from ryu.app.wsgi import ControllerBase, route
-from ryu.lib import hub
-from webob import Response
+import webob.exc
+from webob import Request, Response
 
-from controller import rest_input, webui
+from controller import rest_input, southbound, webui
 from controller.decision_requests import Refusal, retry_after
 from controller.rest_limits import internal_error
 
 LOG = logging.getLogger("mlroute")
 
 
-class RestController(ControllerBase):
-    def __init__(self, req, link, data, **config):
-        super().__init__(req, link, data, **config)
-        self.app = data["app"]
-        self.core = self.app.core
+ROUTES: list[tuple[str, str, str]] = []  # (method, path template, handler name), in Ryu's routes syntax
 
-    def __call__(self, req):
+
+def route(method: str, path: str):
+    """Register the decorated handler for ``method`` on ``path`` (``{name}`` matches one path segment)."""
+    def mark(fn):
+        ROUTES.append((method, path, fn.__name__))
+        return fn
+    return mark
+
+
+def _pattern(path: str) -> re.Pattern:
+    return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(path)) + "$")
+
+
+class RestController:
+    """The WSGI application: ``RestController(app)`` where ``app`` is the running MlrouteApp."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.core = app.core
+        self._routes = [(method, _pattern(path), getattr(self, name)) for method, path, name in ROUTES]
+
+    @staticmethod
+    def paths() -> list[tuple[str, str]]:
+        """(method, path template) of every route, for the framework's router."""
+        return [(method, path) for method, path, _ in ROUTES]
+
+    def __call__(self, environ, start_response):
+        return self.respond(Request(environ))(environ, start_response)
+
+    def respond(self, req: Request) -> Any:
+        for method, pattern, handler in self._routes:
+            found = pattern.match(req.path_info or "/")
+            if found and req.method == method:
+                return southbound.serialised(self._answer)(handler, req, found.groupdict())
+        return webob.exc.HTTPNotFound()  # what Ryu's router answers for a path or method no route takes
+
+    def _answer(self, handler, req, kwargs):
         try:
-            return super().__call__(req)
+            return handler(req, **kwargs)
         except TimeoutError:  # a body not sent within rest.client_timeout_s (as a whole, or one read)
             limit = self.core.config["rest"]["client_timeout_s"]
             return _json({"error": f"request body not received within {limit:g} s"}, 408)
@@ -44,49 +81,50 @@ class RestController(ControllerBase):
     def _read(self, req):
         """The body's ``read`` for rest_input, bounded in time as a whole (a trickling body is cut off)."""
         deadline = time.monotonic() + self.core.config["rest"]["client_timeout_s"]
+        sock = req.environ.get("mlroute.socket")
 
         def read(size):
-            with hub.Timeout(max(0.0, deadline - time.monotonic()), TimeoutError):
+            with southbound.deadline(deadline - time.monotonic(), sock):
                 return req.body_file.read(size)
         return read
 
-    @route("mlroute", "/mlroute/topology", methods=["GET"])
+    @route("GET", "/mlroute/topology")
     def get_topology(self, req, **kwargs):
         return _json(self.core.topology_json())
 
-    @route("mlroute", "/mlroute/elephants", methods=["GET"])
+    @route("GET", "/mlroute/elephants")
     def get_elephants(self, req, **kwargs):
         return _json(self.core.elephants_json())
 
-    @route("mlroute", "/mlroute/routing", methods=["GET"])
+    @route("GET", "/mlroute/routing")
     def get_routing(self, req, **kwargs):
         return _json(self.core.routing_json())
 
-    @route("mlroute", "/mlroute/links", methods=["GET"])
+    @route("GET", "/mlroute/links")
     def get_links(self, req, **kwargs):
         return _json(self.app.links_json())
 
-    @route("mlroute", "/mlroute/ui-config", methods=["GET"])
+    @route("GET", "/mlroute/ui-config")
     def get_ui_config(self, req, **kwargs):
         return _json(webui.ui_config(self.core.config, self.core.te.objective))
 
-    @route("mlroute", "/", methods=["GET"])
+    @route("GET", "/")
     def get_root(self, req, **kwargs):
         return _static(webui.INDEX)
 
-    @route("mlroute", "/mlroute/ui", methods=["GET"])
+    @route("GET", "/mlroute/ui")
     def get_ui(self, req, **kwargs):
         return _static(webui.INDEX)
 
-    @route("mlroute", "/mlroute/ui/{name}", methods=["GET"])
+    @route("GET", "/mlroute/ui/{name}")
     def get_ui_asset(self, req, name, **kwargs):
         return _static(name)
 
-    @route("mlroute", "/mlroute/jobs", methods=["GET"])
+    @route("GET", "/mlroute/jobs")
     def get_jobs(self, req, **kwargs):
         return _json({"jobs": self.core.jobs})
 
-    @route("mlroute", "/mlroute/jobs", methods=["POST"])
+    @route("POST", "/mlroute/jobs")
     def post_jobs(self, req, **kwargs):
         """Replace the declared jobs (all or nothing) and answer once the decision they trigger ended (its
         outcome as ``decision``; null if it did not end within ``rest.max_decision_wait_s``)."""
@@ -104,7 +142,7 @@ class RestController(ControllerBase):
         answer = self._wait(ticket)
         return _json({"jobs": jobs, "decision": None if isinstance(answer, Refusal) else _decision_json(answer)})
 
-    @route("mlroute", "/mlroute/recompute", methods=["POST"])
+    @route("POST", "/mlroute/recompute")
     def post_recompute(self, req, **kwargs):
         """A decision now: the one this call joins (coalesced with every other request), or 503."""
         denied = self._authorise(req)
@@ -117,7 +155,9 @@ class RestController(ControllerBase):
     def _wait(self, ticket):
         """The decision loop is told; the decision's result, or a Refusal when it did not end in time."""
         self.app.wake(decide=True)
-        if ticket.wait(self.core.config["rest"]["max_decision_wait_s"]):
+        with southbound.unlocked():  # the decision loop needs the turn to take the decision
+            ended = ticket.wait(self.core.config["rest"]["max_decision_wait_s"])
+        if ended:
             return ticket.outcome
         return self.core.decisions.timed_out(ticket)
 
@@ -127,7 +167,7 @@ class RestController(ControllerBase):
         response.headers["Retry-After"] = str(refusal.retry_after_s)
         return response
 
-    @route("mlroute", "/mlroute/objective", methods=["POST"])
+    @route("POST", "/mlroute/objective")
     def post_objective(self, req, **kwargs):
         """Switch the TE objective (flow- or job-level leximin); the next decision uses it."""
         denied = self._authorise(req)
@@ -158,7 +198,7 @@ class RestController(ControllerBase):
             return _json({"error": "missing or wrong token (Authorization: Bearer <rest.token>)"}, 401)
         return None
 
-    @route("mlroute", "/metrics", methods=["GET"])
+    @route("GET", "/metrics")
     def get_metrics(self, req, **kwargs):
         body, content_type = self.core.metrics.exposition()
         return Response(body=body, content_type=content_type.split(";")[0], charset="utf-8")

@@ -21,7 +21,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="mlroute",
         description="Global routing for ML training traffic on Clos fabrics "
-        "(the controller itself runs as `ryu-manager controller/app.py`).",
+        "(`mlroute controller` runs the OpenFlow controller; `ryu-manager controller/app.py` too).",
     )
     parser.add_argument("--version", action="version", version=f"mlroute {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -12,10 +12,9 @@ from __future__ import annotations
 import itertools
 import struct
 
-from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
-
 from controller import ofmsg
 from controller.rules import SwitchRules
+from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
 OFP = ofproto_v1_3
 PARSER = ofproto_v1_3_parser

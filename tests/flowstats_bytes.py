@@ -14,7 +14,7 @@ MAX_MSG = 65535
 
 def stats_entry(match_fields, byte_count, duration_s, instructions=None, priority=PRIO_FLOW, cookie=COOKIE_FLOW):
     """One ofp_flow_stats entry for a rule matching ``match_fields`` (OXM name -> value or (value, mask))."""
-    from ryu.ofproto import ofproto_v1_3_parser as p
+    from controller.southbound import ofproto_v1_3_parser as p
 
     buf = bytearray()
     p.OFPMatch(**match_fields).serialize(buf, 0)

@@ -6,17 +6,15 @@ packets through what the switches hold (tests.oftable)."""
 import importlib.util
 from pathlib import Path
 
-from ryu.app.wsgi import WSGIApplication
-from ryu.controller import ofp_event
-from ryu.lib import hub
-from ryu.lib.packet import arp, ethernet, ipv4, packet, tcp
-from ryu.topology import event as topo_event
-from ryu.topology.switches import Link, Port, Switch
-
+from controller import southbound
 from controller.flowkey import FlowKey
 from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.southbound import arp, ethernet, ipv4, ofp_event, packet, tcp
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
 from tests.oftable import trace
+
+switches, topo_event = southbound.topology()  # Ryu's or os-ken's topology app
+Link, Port, Switch = switches.Link, switches.Port, switches.Switch
 
 APP_PATH = Path(__file__).resolve().parents[1] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
@@ -38,10 +36,10 @@ class Lab:
 
     def __init__(self, reference, switches=None):
         self.ref = reference
-        self.app = load_app_module().MlrouteApp(wsgi=WSGIApplication())
+        self.app = load_app_module().MlrouteApp(**{name: cls() for name, cls in southbound.rest_contexts().items()})
         Lab.apps.append(self.app)
         for thread in self.app._threads:  # the test drives resync and TE steps itself
-            hub.kill(thread)
+            southbound.kill(thread)
         self.switches = switches or {d: FakeSwitch(d) for d in reference.ports}
         for sw in self.switches.values():
             sw.deliver = self._deliver

@@ -46,9 +46,16 @@ def ryu_manager() -> str:
 
 
 class Controller:
-    """``ryu-manager controller/app.py`` as a subprocess with its own OpenFlow and REST ports and log."""
+    """The controller as a subprocess with its own OpenFlow and REST ports and log: ``ryu-manager
+    controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework FRAMEWORK`` run by
+    the ``mlroute`` next to ``python`` (a venv with that framework; default: this interpreter's), which is the
+    default for any other framework and what ``launcher=True`` chooses for Ryu."""
 
-    def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None) -> None:
+    def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None,
+                 framework: str = "ryu", python: str | None = None, launcher: bool | None = None) -> None:
+        self.framework = framework
+        self.launcher = framework != "ryu" if launcher is None else launcher
+        self.python = python or sys.executable
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.of_port = free_port()
@@ -64,11 +71,16 @@ class Controller:
         self._log = open(self.log_path, "w")
         self.proc = self._spawn()
 
+    def command(self) -> list[str]:
+        if not self.launcher:
+            return [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
+                    str(APP)]
+        return [str(Path(self.python).with_name("mlroute")), "controller", "--framework", self.framework,
+                "--of-port", str(self.of_port), "--rest-port", str(self.rest_port)]
+
     def _spawn(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
-             str(APP)],
-            cwd=self.workdir, env=self._env, stdout=self._log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(self.command(), cwd=self.workdir, env=self._env, stdout=self._log,
+                                stderr=subprocess.STDOUT)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: no clean-up of any kind."""
@@ -88,7 +100,7 @@ class Controller:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"ryu-manager exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+                raise RuntimeError(f"the controller exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
             try:
                 self.get("/mlroute/topology")
                 return

@@ -49,11 +49,11 @@ class Fabric:
 def fabric_factory(tmp_path_factory):
     made = []
 
-    def make(topo, config_text=None, jumbo=False):
+    def make(topo, config_text=None, jumbo=False, framework="ryu", extra_env=None):
         for earlier in made:  # one emulated network at a time on this machine
             harness.stop_network(earlier.net)
         workdir = tmp_path_factory.mktemp("ctl")
-        controller = harness.Controller(workdir, config_text)
+        controller = harness.Controller(workdir, config_text, extra_env, **harness.framework_options(framework))
         controller.wait_ready()
         net = harness.start_network(topo, controller, jumbo=jumbo)
         fab = Fabric(controller, net, time.time())

@@ -1,5 +1,6 @@
 """The integration tests use the same emulation pieces as `mlroute experiment` (one implementation)."""
 
+import os
 import random
 import subprocess
 import time
@@ -19,6 +20,14 @@ from mlroute.experiment.emulation import (  # noqa: F401
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the venv with os-ken 4 that scripts/test.sh makes (MLROUTE_FRAMEWORK=os-ken MLROUTE_VENV=.venv-osken setup_env.sh)
+OSKEN_PYTHON = Path(os.environ.get("MLROUTE_OSKEN_PYTHON", ROOT / ".venv-osken" / "bin" / "python"))
+
+
+def framework_options(framework: str) -> dict:
+    """Controller(...) arguments that run the controller under ``framework``: Ryu from this venv
+    (ryu-manager), os-ken from OSKEN_PYTHON's venv (mlroute controller)."""
+    return {} if framework == "ryu" else {"framework": framework, "python": str(OSKEN_PYTHON)}
 
 
 POLL_S = 2  # the integration tests' poll period

@@ -90,7 +90,9 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_facto
     """Issue 25's measurement: h1 replaying Ryu-format LLDP frames that name 12 real switch ports, 50 frames/s
     in all, for 12 s. Before, 7-12 of the fabric's 64 directed links were missing at every sample; now the set
     of links the controller holds never changes, and the refused frames are counted."""
-    from ryu.topology.switches import LLDPPacket
+    from controller.southbound import topology
+
+    LLDPPacket = topology()[0].LLDPPacket
 
     fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)

@@ -1,5 +1,5 @@
-"""Bad REST bodies against the real ryu-manager (issue 10): a clear 4xx with a JSON error body, never a 500 or
-a traceback, and nothing half-applied (no network needed)."""
+"""Bad REST bodies against the real controller, under Ryu and under os-ken (issues 10 and 24): a clear 4xx
+with a JSON error body, never a 500 or a traceback, and nothing half-applied (no network needed)."""
 
 import json
 import urllib.error
@@ -7,14 +7,16 @@ import urllib.request
 
 import pytest
 
-from tests.integration.harness import Controller
+from tests.integration.harness import OSKEN_PYTHON, Controller, framework_options
 
 TOKEN = "secret"
 
 
-@pytest.fixture(scope="module")
-def controller(tmp_path_factory):
-    ctl = Controller(tmp_path_factory.mktemp("rest"), f"rest:\n  token: {TOKEN}\n")
+@pytest.fixture(scope="module", params=["ryu", pytest.param("os-ken", marks=pytest.mark.skipif(
+    not OSKEN_PYTHON.exists(), reason=f"no os-ken venv at {OSKEN_PYTHON}"))])
+def controller(tmp_path_factory, request):
+    ctl = Controller(tmp_path_factory.mktemp("rest"), f"rest:\n  token: {TOKEN}\n",
+                     **framework_options(request.param))
     ctl.wait_ready()
     yield ctl
     ctl.stop()

@@ -9,6 +9,7 @@ no body or log line carries a traceback, and the decisions made are a bounded fe
 
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -133,6 +134,6 @@ def test_slow_header_connections_are_cut_off(fab):
               "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jobs\": [".encode())
     answer = s.recv(4096)
     s.close()
-    assert answer.startswith(b"HTTP/1.1 408") and b"Traceback" not in answer, answer
+    assert re.match(rb"HTTP/1\.[01] 408", answer) and b"Traceback" not in answer, answer  # os-ken's: HTTP/1.0
     assert time.monotonic() - started < CLIENT_TIMEOUT_S + 3
     assert ctl.get("/mlroute/topology")["switches"]  # the server still answers everyone else

@@ -89,6 +89,12 @@ def loaded_fabric(fabric_factory):
     required_binary("chromium")
     fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG, jumbo=True)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
+    yield from loaded(fab)
+
+
+def loaded(fab):
+    """Yield ``fab`` while 8 stride-4 elephants run on it, pinned, their links measured loaded by port stats
+    (also the os-ken subset's, tests/integration/test_os_ken.py)."""
     flows = Iperf3Flows(fab.net, STRIDE4, seconds=40)
     try:
         pinned = wait_until(lambda: (e := fab.controller.get("/mlroute/elephants")) and len(e) == 8

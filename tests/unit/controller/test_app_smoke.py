@@ -3,17 +3,18 @@
 consume its real OpenFlow messages; forwarding checked by tracing packets through what the switches hold."""
 
 import pytest
-from ryu.controller import ofp_event
-from ryu.lib.packet import arp, packet
-from ryu.topology import event as topo_event
-from ryu.topology.switches import Switch
 
+from controller import southbound
 from controller.flowkey import FlowKey
 from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
+from controller.southbound import arp, ofp_event, packet
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.lab import STRIDE4, Lab, arp_request, counting_stat, pin_stride4, poll, stop_apps, tcp_packet
 from tests.oftable import trace
+
+switches, topo_event = southbound.topology()  # Ryu's or os-ken's topology app
+Switch = switches.Switch
 
 
 @pytest.fixture

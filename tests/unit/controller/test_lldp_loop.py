@@ -1,9 +1,9 @@
 """The LLDP send loop: a port that comes up mid-batch gets its frame next, not after the batch (Ryu's loop
 sent it after every other due port: 32 s on a k=8 fat-tree's 640 ports)."""
 
-from ryu.topology import switches as ryu_switches
+from controller import lldp_loop, southbound
 
-from controller import lldp_loop
+ryu_switches, _ = southbound.topology()  # Ryu's or os-ken's topology app (the same code)
 
 
 class Data:

@@ -4,11 +4,11 @@ import struct
 from types import SimpleNamespace
 
 import pytest
-from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
 from controller import ofmsg, ofstats
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
 from controller.monitor import MalformedStats, sample_from_stat
+from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 from tests.flowstats_bytes import counting_entry, replies, stats_entry
 
 DPID = 1001
@@ -51,7 +51,7 @@ def test_counting_rules_read_like_ryu_across_a_split_reply():
 
 
 def test_entries_that_name_no_flow_are_skipped_as_the_shell_skips_them():
-    from ryu.ofproto import ofproto_v1_3_parser as p
+    from controller.southbound import ofproto_v1_3_parser as p
 
     key = flows(1)[0]
     entries = [

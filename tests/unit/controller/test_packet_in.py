@@ -156,7 +156,7 @@ def test_a_forged_arp_reply_is_not_delivered():
 
 
 def test_the_probe_is_a_well_formed_arp_request_from_0_0_0_0():
-    from ryu.lib.packet import arp, ethernet, packet
+    from controller.southbound import arp, ethernet, packet
     frame = ArpProbe(1, 2, "10.0.0.9", "00:00:00:00:00:09").frame
     pkt = packet.Packet(frame)
     eth, a = pkt.get_protocol(ethernet.ethernet), pkt.get_protocol(arp.arp)

@@ -15,15 +15,16 @@ import random
 import time
 
 import pytest
-from ryu.topology import event as topo_event
-from ryu.topology.switches import Link, Port, Switch
 
+from controller import southbound
 from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
 from tests import topologies
 from tests.clock import FakeClock
 from tests.fakeswitch import OFP, PARSER, FakeSwitch, Killed, MessageBudget
 from tests.lab import STRIDE4, Lab, arp_request, pin_stride4, poll, stop_apps
 
+switches, topo_event = southbound.topology()  # Ryu's or os-ken's topology app
+Link, Port, Switch = switches.Link, switches.Port, switches.Switch
 REF = topologies.fat_tree(4)
 SEED = 25
 FLAPPED = next(ln for ln in REF.links.values() if ln.src == 2000 and ln.dst == 3001)  # pod 0 aggregation - core

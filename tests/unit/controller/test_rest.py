@@ -1,5 +1,6 @@
-"""rest.py's handlers without a server (webob requests straight into RestController): a handler's exception is a
-JSON 500 with an error id, a refused decision carries Retry-After, a POST past the client's rate is 429."""
+"""rest.py's handlers without a server (webob requests straight into the RestController WSGI application): a
+handler's exception is a JSON 500 with an error id, a refused decision carries Retry-After, a POST past the
+client's rate is 429."""
 
 import json
 import logging
@@ -10,7 +11,7 @@ from webob import Request
 
 from controller import config
 from controller.core import ControllerCore
-from controller.rest import RestController
+from controller.rest import ROUTES, RestController
 from controller.rest_limits import ClientRateLimit
 
 
@@ -25,11 +26,19 @@ class App:
 
 
 def call(app, action, method="GET", body=b"", client="10.0.0.1"):
-    req = Request.blank("/x", method=method, body=body, headers={"Authorization": "Bearer t"},
+    """The handler named ``action`` called through the application's router (its route's path)."""
+    path = next(p for m, p, name in ROUTES if name == action and m == method)
+    req = Request.blank(path, method=method, body=body, headers={"Authorization": "Bearer t"},
                         remote_addr=client)
-    req.urlvars = {"action": action}
-    res = RestController(req, None, {"app": app})(req)
+    res = req.get_response(RestController(app))
     return res.status_code, res.headers, json.loads(res.body)
+
+
+def test_a_path_or_method_no_route_takes_is_a_404_as_under_ryu():
+    api = RestController(App())
+    assert Request.blank("/mlroute/nothing").get_response(api).status_code == 404
+    assert Request.blank("/mlroute/topology", method="DELETE").get_response(api).status_code == 404
+    assert Request.blank("/mlroute/ui/app.js").get_response(api).status_code == 200
 
 
 def test_an_exception_in_a_handler_is_a_json_500_with_an_id_and_the_traceback_in_the_log(caplog):
