@@ -15,7 +15,9 @@ export MLROUTE_REQUIRE_INTEGRATION=1  # a missing OVS/Mininet is a failure here,
 .venv/bin/mypy          # the type gate over the controller's decision core (pyproject.toml [tool.mypy])
 if [ $# -eq 0 ]; then
   echo "[test] unit tests under os-ken"
+  # (the kill-at-every-step recovery tests exercise the framework-free core through the app bench, which the
+  # other app tests here already cover under os-ken: they run once, under Ryu, for the suite's time)
   .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
-    tests/unit/mlroute/test_cli.py tests/unit/mininet_topos
+    tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/test_recovery_kills.py
 fi
 exec .venv/bin/python -m pytest -v -p no:cacheprovider "${@:-tests}"

@@ -27,7 +27,7 @@ from tests.integration.flowtables import disjoint_in_the_tables
 from tests.integration.harness import STRIDE4, ping_all, ping_all_concurrently, point_at, te_config, wait_until
 
 SEED = int(os.environ.get("MLROUTE_CHAOS_SEED", "2503"))
-CHAOS_S = 90
+CHAOS_S = 75
 QUIET_S = 30
 TOKEN = "secret"
 CONFIG = te_config("mlroute", f"rest:\n  token: {TOKEN}\n")
@@ -159,8 +159,9 @@ class Chaos:
         return f"{attacker.name} forges {victim.name}'s address"
 
     def forged_lldp(self):
-        from ryu.topology.switches import LLDPPacket
+        from controller.southbound import topology
 
+        LLDPPacket = topology()[0].LLDPPacket
         attacker = self.rng.choice(self.net.hosts)
         links = self.fab.controller.get("/mlroute/topology")["links"]
         claims = self.rng.sample(links, min(4, len(links))) if links else []

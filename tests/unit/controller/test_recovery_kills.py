@@ -201,11 +201,10 @@ def dies():
 
 
 def kill_points(sizes, extra=()):
-    """Every step boundary of a sync, and inside every step of more than a few changes (its middle; quarters of
-    a big one)."""
+    """Every step boundary of a sync, and the middle of every step of more than a few changes."""
     points, total = {0}, 0
     for n in sizes:
-        inside = (1, 2, 3) if n > 100 else (2,) if n > 4 else ()
+        inside = (2,) if n > 4 else ()
         points |= {total + n * q // 4 for q in inside} | {total + n}
         total += n
     return sorted(points | set(extra))
@@ -214,7 +213,7 @@ def kill_points(sizes, extra=()):
 def test_killed_at_every_step_of_a_first_install_then_restarted_converges(clean):
     rng = random.Random(SEED)
     points = kill_points(clean["install"])
-    assert len(points) >= 5
+    assert len(points) >= 4
     for kill_after in points:
         switches = {d: FakeSwitch(d) for d in REF.ports}
         with dies():
@@ -250,7 +249,7 @@ def test_killed_at_every_step_of_a_link_flap_under_elephants_then_restarted_conv
         stop_apps()
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_three_restarts_in_a_row_killed_partway_through_recovery_converge(seed):
     rng = random.Random(seed)
     lab = Lab(REF)
