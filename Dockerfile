@@ -92,6 +92,6 @@ ENV MLROUTE_CONFIG=/etc/mlroute/mlroute.yaml
 # OpenFlow (the framework also listens on 6633) and REST. REST binds to rest.host of the mounted configuration: 127.0.0.1
 # by default, i.e. unreachable from outside the container; examples/mlroute.docker.yaml sets 0.0.0.0. Nothing
 # here passes --rest-host, so the configuration file is the only switch. `mlroute controller` runs the app under
-the framework the image was built with (no checkout layout needed; `ryu-manager controller/app.py` works too).
+# the framework the image was built with (no checkout layout needed; `ryu-manager controller/app.py` works too).
 EXPOSE 6653 8080
 CMD ["mlroute", "controller"]

@@ -27,6 +27,8 @@ DOCKERFILE = ROOT / "Dockerfile"
 DOCKER_CONFIG = ROOT / "examples" / "mlroute.docker.yaml"
 EXPERIMENT_MODULE = ROOT / "controller" / "commands" / "experiment.py"
 SYSTEM_TOOLS = {"sh"}  # executables the image gets from Debian itself
+INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
+                "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}  # what the builder accepts
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
@@ -53,6 +55,7 @@ def _dockerfile():
         line, pending = pending + line, ""
         instruction, _, args = line.partition(" ")
         instruction = instruction.upper()
+        assert instruction in INSTRUCTIONS, f"Dockerfile: {line[:60]!r} is no instruction (a comment without #?)"
         if instruction == "FROM":
             m = re.match(r"(\S+)(?:\s+AS\s+(\S+))?$", args.strip(), re.IGNORECASE)
             stage = m.group(2) or m.group(1)
