@@ -19,6 +19,7 @@ from controller import lldp_guard, lldp_loop, ofmsg, southbound
 from controller.core import ControllerCore, time_budget_s
 from controller.linkstats import LinkLoad
 from controller.monitor import StatsAssembler
+from controller.openflow_errors import SentChanges
 from controller.optimiser_runner import OptimiserRunner
 from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
@@ -84,6 +85,7 @@ class MlrouteApp(southbound.App):
         guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
         switches.Switches.lldp_guard = guard
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
+        self.sent_changes = SentChanges()  # (dpid, xid) -> the rule change sent with it (error replies name it)
         self._barriers = {}  # xid -> southbound.Event
         self._wake, self._decide = southbound.Event(), southbound.Event()
         self.post_limit = ClientRateLimit(CONFIG["rest"]["post_rate_per_s"], CONFIG["rest"]["post_burst"],
@@ -125,6 +127,7 @@ class MlrouteApp(southbound.App):
             self.core.connection_lost(dpid)
             self.assembler.forget(dpid)
             self.link_load.forget(dpid)
+            self.sent_changes.forget(dpid)
 
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
@@ -182,7 +185,7 @@ class MlrouteApp(southbound.App):
             return
         self.core.metrics.packet_in.labels("newflow").inc()
         for change in self.core.new_transport_flow(key, msg.datapath.id, msg.match["in_port"]):
-            msg.datapath.send_msg(ofmsg.compile_change(msg.datapath, change))
+            self._send_change(msg.datapath, change)
         self.wake()
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
@@ -250,7 +253,9 @@ class MlrouteApp(southbound.App):
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):
-        LOG.warning("switch %s: OpenFlow error type=%s code=%s", ev.msg.datapath.id, ev.msg.type, ev.msg.code)
+        msg, dpid = ev.msg, ev.msg.datapath.id
+        self.core.openflow_error(dpid, msg.type, msg.code, self.sent_changes.pop(dpid, msg.xid))
+        self.wake()
 
     def start(self):
         """Called by the app manager once every app exists: REST served, the four loops started."""
@@ -320,8 +325,15 @@ class MlrouteApp(southbound.App):
             for dpid, change in step.changes:
                 dp = self.datapaths.get(dpid)
                 if dp is not None:
-                    dp.send_msg(ofmsg.compile_change(dp, change))
+                    self._send_change(dp, change)
             self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths])
+
+    def _send_change(self, dp, change):
+        """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""
+        msg = ofmsg.compile_change(dp, change)
+        dp.set_xid(msg)
+        self.sent_changes.record(dp.id, msg.xid, change)
+        dp.send_msg(msg)
 
     def _barrier(self, dps):
         """Wait (bounded) until the switches confirm they applied everything sent so far."""

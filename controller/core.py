@@ -27,6 +27,7 @@ from controller.host_ageing import HostAgeing
 from controller.log_throttle import LogThrottle
 from controller.metrics import Metrics
 from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
+from controller.openflow_errors import names as error_names
 from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
 from controller.packet_in import Decision, Limited, PacketIn, PacketInHandler
 from controller.plan_state import PlanState
@@ -43,6 +44,7 @@ LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
+REFUSED_HOLD_S = 30.0  # a rule change a switch refused is not sent again for this long (a full table stays full)
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
@@ -88,7 +90,10 @@ class ControllerCore:
         self._decided_on: Fabric | None = None  # the fabric the decision in flight was given
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
-        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back)
+        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
+        # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
+        self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
+        self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
         rate = tecfg["new_flows_per_s"]
         self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
@@ -123,6 +128,7 @@ class ControllerCore:
         self._graph = None
         self.connected.add(dpid)
         self._connected_at[dpid] = self.clock()
+        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}  # its tables are read back
         self.installed.pop(dpid, None)
         self.readback.start(dpid, self.clock())
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
@@ -140,6 +146,30 @@ class ControllerCore:
         self.connected.discard(dpid)
         self.installed.pop(dpid, None)
         self.readback.cancel(dpid)
+        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}  # the read-back will tell
+
+    def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> None:
+        """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
+        A refused change is undone in what the controller believes the switch holds (an add or a modify leaves
+        the rule out of it, a delete leaves it in), held back from the next resyncs for REFUSED_HOLD_S, counted
+        and logged by name."""
+        kind, why = error_names(type_, code)
+        self.metrics.openflow_errors.labels(kind, why).inc()
+        held = self.installed.get(dpid)
+        if change is None or held is None:
+            if self._refusal_log.due((dpid, kind, why)):
+                LOG.warning("switch %s: OpenFlow error %s/%s for a message that is no rule change", dpid, kind, why)
+            return
+        rule = change.rule
+        undo = Change("add" if change.op == "delete" else "delete", rule)
+        apply_change(held, undo)
+        self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
+        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        self.metrics.rules_refused.set(len(self.refused))
+        if self._refusal_log.due((dpid, kind, why)):
+            LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
+                        "earliest; further refusals of this kind at this switch are counted in "
+                        "mlroute_openflow_errors_total", dpid, change.op, rule, kind, why, REFUSED_HOLD_S)
 
     def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
         """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
@@ -223,6 +253,7 @@ class ControllerCore:
         """Periodic: settle pending host moves by the clock (probes to resend, moves confirmed), probe silent
         hosts and forget those that did not answer (host_ageing.py); the shell sends the decision's actions."""
         decision = self.packet_in.tick()
+        self._release_refused()
         probes, expired = self.ageing.tick()
         decision.actions.extend(probes)
         for host in expired:
@@ -234,6 +265,24 @@ class ControllerCore:
                 self.dirty = True
         self._hosts_decided(decision)
         return decision
+
+    def _release_refused(self) -> None:
+        """Refused changes whose hold is over are tried again: their switches are diffed in full."""
+        now = self.clock()
+        for key in [k for k, (t, _, _) in self.refused.items() if now - t >= REFUSED_HOLD_S]:
+            del self.refused[key]
+            self._stale.add(key[0])
+            self.dirty = True
+        self.metrics.rules_refused.set(len(self.refused))
+
+    def _without_refused(self, steps: list[Step]) -> list[Step]:
+        """``steps`` less the changes switches refused lately (held back: a full table stays full)."""
+        out = []
+        for step in steps:
+            kept = [(d, c) for d, c in step.changes if (d, _rule_id(c.rule)) not in self.refused]
+            if kept:
+                out.append(Step(step.phase, kept))
+        return out
 
     def _hosts_decided(self, decision: Decision) -> None:
         for host in decision.moved:
@@ -277,6 +326,8 @@ class ControllerCore:
             return []
         graph = self.live_graph() if self.te.pinned else nx.Graph()
         rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
+        if (dpid, _rule_id(rule)) in self.refused:
+            return []  # the switch refused it lately: the flow stays uncounted until the hold is over
         change = Change("modify" if rule.key in held.flows else "add", rule)
         held.add_flow(rule)
         self.metrics.rule_changes.inc()
@@ -537,6 +588,8 @@ class ControllerCore:
         # a switch whose installed state is its last desired one: diff only what the plan changed there
         only = {d: keys for d, keys in self.plan.changed.items() if keys is not None and d not in stale}
         steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
+        if self.refused:
+            steps = self._without_refused(steps)
         if self.recovering():
             steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
@@ -550,6 +603,10 @@ class ControllerCore:
                 if dpid not in only:
                     self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
                     self.pause()
+            for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
+                if dpid in ready and dpid not in only:
+                    apply_change(self.installed[dpid], Change("add" if change.op == "delete" else "delete",
+                                                              change.rule))
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
@@ -614,3 +671,8 @@ class ControllerCore:
         out["installed"] = metric.report(fabric, flows, installed, objective=objective)
         out["ecmp"] = metric.report(fabric, flows, ecmp, objective=objective)
         return out
+
+
+def _rule_id(rule: FlowRule | GroupRule) -> tuple[str, Any]:
+    """What names a rule on its switch: a flow's table, priority and match, or a group's id."""
+    return ("group", rule.key) if isinstance(rule, GroupRule) else ("flow", rule.key)

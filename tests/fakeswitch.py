@@ -64,6 +64,8 @@ class FakeSwitch:
         self.connected = True
         self.desc = (b"Nicira, Inc.", b"Open vSwitch")  # manufacturer, hardware (flowcopy.unsupported)
         self.budget = MessageBudget()  # a controller killed mid-sync: its later modifications never arrive
+        self.table_limit: dict[int, int] = {}  # table id -> flow entries it takes (a small hardware table)
+        self.errors_sent = 0
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -116,6 +118,11 @@ class FakeSwitch:
         self.flow_mods += 1
         rule = ofmsg.rule_from_stats(self.id, mod)
         if mod.command in (OFP.OFPFC_ADD, OFP.OFPFC_MODIFY_STRICT):
+            limit = self.table_limit.get(rule.table)
+            in_table = sum(1 for r in self.table.flows.values() if r.table == rule.table)
+            if limit is not None and rule.key not in self.table.flows and in_table >= limit:
+                self._refuse(mod, OFP.OFPET_FLOW_MOD_FAILED, OFP.OFPFMFC_TABLE_FULL)
+                return
             self.table.add_flow(rule)
         elif mod.command == OFP.OFPFC_DELETE_STRICT:
             self.table.flows.pop(rule.key, None)
@@ -124,6 +131,13 @@ class FakeSwitch:
                                 if (r.cookie & mod.cookie_mask) != (mod.cookie & mod.cookie_mask)}
         else:
             raise AssertionError(f"unexpected flow-mod command {mod.command}")
+
+    def _refuse(self, msg, type_, code) -> None:
+        """An error reply naming ``msg`` by its xid, delivered with the other replies (as a switch does)."""
+        error = PARSER.OFPErrorMsg(self, type_=type_, code=code, data=bytes(getattr(msg, "buf", b""))[:64])
+        error.xid = msg.xid
+        self.errors_sent += 1
+        self.replies.append(("EventOFPErrorMsg", error))
 
     def _group_mod(self, command, group_id, buckets) -> None:
         self.flow_mods += 1

@@ -18,7 +18,8 @@ Link, Port, Switch = switches.Link, switches.Port, switches.Switch
 
 APP_PATH = Path(__file__).resolve().parents[1] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
-                  "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply"}
+                  "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply",
+                  "EventOFPErrorMsg": "error_handler"}
 
 
 def load_app_module():
