@@ -20,4 +20,4 @@ if [ $# -eq 0 ]; then
   .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
     tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/test_recovery_kills.py
 fi
-exec .venv/bin/python -m pytest -v -p no:cacheprovider "${@:-tests}"
+exec .venv/bin/python -m pytest -v -p no:cacheprovider --durations=25 "${@:-tests}"  # (the slowest 25 listed)

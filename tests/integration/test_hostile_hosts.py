@@ -9,6 +9,8 @@
 import sys
 import time
 
+import pytest
+
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.attacks import FORGE, FORGE_HOSTS, FORGE_LLDP
@@ -18,13 +20,19 @@ CONFIG = te_config()
 AGE_S = 20
 AGEING = f"hosts:\n  age_after_s: {AGE_S}\n"
 
+@pytest.fixture(scope="module")
+def fab(fabric_factory):
+    """One k=4 fat-tree for the file, in its tests' order (jumbo frames for the elephants; bindings age after
+    AGE_S, which only the last test waits for: the real hosts answer the probes)."""
+    return fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG + AGEING, jumbo=True)
+
+
 def host_binding(fab, ip):
     return next(((h["dpid"], h["port"], h["mac"]) for h in fab.controller.get("/mlroute/topology")["hosts"]
                  if h["ip"] == ip), None)
 
 
-def test_a_host_claiming_another_hosts_address_does_not_take_its_traffic(fabric_factory):
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
+def test_a_host_claiming_another_hosts_address_does_not_take_its_traffic(fab):
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
     h1, h5, h9 = (fab.net.get(n) for n in ("h1", "h5", "h9"))
     before = host_binding(fab, h9.IP())
@@ -47,8 +55,7 @@ def test_a_host_claiming_another_hosts_address_does_not_take_its_traffic(fabric_
     assert ping_all(fab.net) == 0  # h1 itself still works: only its forged claims were refused
 
 
-def test_both_core_uplinks_of_an_aggregation_switch_down_under_elephants(fabric_factory):
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG, jumbo=True)
+def test_both_core_uplinks_of_an_aggregation_switch_down_under_elephants(fab):
     net = fab.net
     assert wait_until(lambda: ping_all(net) == 0 or None, timeout=30, interval=0)
     names = {int(sw.dpid, 16): sw.name for sw in net.switches}
@@ -86,7 +93,7 @@ def test_both_core_uplinks_of_an_aggregation_switch_down_under_elephants(fabric_
     assert min(mbps) > 0, mbps
 
 
-def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_factory):
+def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fab):
     """Issue 25's measurement: h1 replaying Ryu-format LLDP frames that name 12 real switch ports, 50 frames/s
     in all, for 12 s. Before, 7-12 of the fabric's 64 directed links were missing at every sample; now the set
     of links the controller holds never changes, and the refused frames are counted."""
@@ -94,7 +101,6 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_facto
 
     LLDPPacket = topology()[0].LLDPPacket
 
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
 
     def links():
@@ -127,13 +133,12 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fabric_facto
     assert ping_all(fab.net) == 0
 
 
-def test_one_host_claiming_ten_thousand_addresses_fills_no_table_and_they_age_out(fabric_factory):
+def test_one_host_claiming_ten_thousand_addresses_fills_no_table_and_they_age_out(fab):
     """Issue 25's measurement: h1 announcing 10,000 addresses made the controller learn 4,105 hosts and install
     180,823 rules, and nothing ever unlearned them. Now the port learns its burst and then its rate
     (hosts.new_per_port_*), the rest are refused and counted, the rules grow by a bounded amount, and the
     addresses h1 does not answer for age out with their rules (hosts.age_after_s, shortened here) while the
     real hosts, probed too, answer and stay."""
-    fab = fabric_factory(FatTreeTopo(k=4, bw=10), CONFIG + AGEING)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
     rules_before = fab.controller.metric("mlroute_rules_installed")
     h1 = fab.net.get("h1")
@@ -153,8 +158,9 @@ def test_one_host_claiming_ten_thousand_addresses_fills_no_table_and_they_age_ou
     per_host = (rules_before / 16) * 1.5
     assert rules_after - rules_before <= per_host * (hosts - 16) + 50, (rules_before, rules_after, hosts)
     learned = time.monotonic()
+    # (<=: counting rules of an earlier test's flows may idle out meanwhile)
     aged = wait_until(lambda: len(fab.controller.get("/mlroute/topology")["hosts"]) == 16
-                      and fab.controller.metric("mlroute_rules_installed") == rules_before or None,
+                      and fab.controller.metric("mlroute_rules_installed") <= rules_before or None,
                       timeout=AGE_S + 4 * POLL_S * 3 + 10, interval=1)
     aged_s = time.monotonic() - learned
     print(f"forged addresses aged out {aged_s:.0f} s after the attack (age_after_s {AGE_S}); "

@@ -201,10 +201,10 @@ def dies():
 
 
 def kill_points(sizes, extra=()):
-    """Every step boundary of a sync, and the middle of every step of more than a few changes."""
+    """Every step boundary of a sync, and the middle of every big step (a first install's, a reroute's)."""
     points, total = {0}, 0
     for n in sizes:
-        inside = (2,) if n > 4 else ()
+        inside = (2,) if n > 50 else ()
         points |= {total + n * q // 4 for q in inside} | {total + n}
         total += n
     return sorted(points | set(extra))

@@ -138,6 +138,9 @@ def test_dask_local_cluster_equals_serial(serial_small, tmp_path):
 #: a grid of 24 runs long enough (a few seconds) to be stopped half-way by the tests below
 KILLABLE = ["--tors", "8", "--spines", "4", "--hosts-per-tor", "16", "--jobs", "1,2", "--rings", "2,4", "--failed",
             "0,1", "--iterations", "3", "--algos", "mlroute,greedy,ecmp", "--no-random-placement"]
+# the same grid with runs ten times as long: the interrupt lands while most are still to come, however fast
+# the machine (with 3 iterations, 2 workers finished all 24 runs before a Ctrl-C sent at the 2nd stored run)
+INTERRUPTIBLE = [*KILLABLE[:KILLABLE.index("--iterations") + 1], "30", *KILLABLE[KILLABLE.index("--iterations") + 2:]]
 
 
 def test_killed_reproduce_resumes_with_only_the_missing_runs(tmp_path):
@@ -183,7 +186,7 @@ def test_interrupt_keeps_the_finished_runs_and_says_how_to_resume(tmp_path, how)
     import time
 
     out = tmp_path / "rep"
-    proc = subprocess.Popen([sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), *KILLABLE,
+    proc = subprocess.Popen([sys.executable, "-m", "mlroute.cli", "reproduce", "--out", str(out), *INTERRUPTIBLE,
                              "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 300
