@@ -253,8 +253,9 @@ class MlrouteApp(southbound.App):
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):
-        msg, dpid = ev.msg, ev.msg.datapath.id
-        self.core.openflow_error(dpid, msg.type, msg.code, self.sent_changes.pop(dpid, msg.xid))
+        msg, dp = ev.msg, ev.msg.datapath
+        for change in self.core.openflow_error(dp.id, msg.type, msg.code, self.sent_changes.pop(dp.id, msg.xid)):
+            self._send_change(dp, change)
         self.wake()
 
     def start(self):

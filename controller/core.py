@@ -148,19 +148,22 @@ class ControllerCore:
         self.readback.cancel(dpid)
         self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}  # the read-back will tell
 
-    def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> None:
+    def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
         """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
-        A refused change is undone in what the controller believes the switch holds (an add or a modify leaves
-        the rule out of it, a delete leaves it in), held back from the next resyncs for REFUSED_HOLD_S, counted
-        and logged by name."""
+        A group added that the switch already has, or modified that it lacks, is sent again the other way (the
+        changes returned, to send now). Any other refused change is undone in what the controller believes the
+        switch holds (an add or a modify leaves the rule out of it, a delete leaves it in), held back from the
+        next resyncs for REFUSED_HOLD_S, counted and logged by name."""
         kind, why = error_names(type_, code)
         self.metrics.openflow_errors.labels(kind, why).inc()
         held = self.installed.get(dpid)
         if change is None or held is None:
             if self._refusal_log.due((dpid, kind, why)):
                 LOG.warning("switch %s: OpenFlow error %s/%s for a message that is no rule change", dpid, kind, why)
-            return
+            return []
         rule = change.rule
+        if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
+            return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
         undo = Change("add" if change.op == "delete" else "delete", rule)
         apply_change(held, undo)
         self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
@@ -170,6 +173,7 @@ class ControllerCore:
             LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
                         "earliest; further refusals of this kind at this switch are counted in "
                         "mlroute_openflow_errors_total", dpid, change.op, rule, kind, why, REFUSED_HOLD_S)
+        return []
 
     def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
         """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows

@@ -101,3 +101,19 @@ def test_once_the_table_has_room_the_held_back_rules_go_in():
                 want = lab.ref.hosts[dst]
                 assert lab.trace(src, dst).delivered == {(want.dpid, want.port)}, (src, dst)
     stop_apps()
+
+
+def test_a_group_added_that_the_switch_has_is_sent_again_as_a_modify_and_stays_believed():
+    from controller import config
+    from controller.core import ControllerCore
+    from controller.rules import GroupRule, SwitchRules
+
+    core = ControllerCore(config.parse(""), FakeClock())
+    group = GroupRule(EDGE, 7, (1, 2))
+    core.installed[EDGE] = SwitchRules({}, {7: group})
+    retry = core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_GROUP_EXISTS, Change("add", group))
+    assert retry == [Change("modify", group)] and core.installed[EDGE].groups == {7: group} and not core.refused
+    retry = core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_UNKNOWN_GROUP, Change("modify", group))
+    assert retry == [Change("add", group)]
+    assert core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_OUT_OF_GROUPS, Change("add", group)) == []
+    assert core.installed[EDGE].groups == {} and (EDGE, ("group", 7)) in core.refused
