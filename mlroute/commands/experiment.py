@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
                                  args.duration, seeds, declare_jobs=not args.undeclared)
     out = args.out or f"results/experiment-{time.strftime('%Y%m%d-%H%M%S')}"
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on kill as on Ctrl-C
+    # Ctrl-C is KeyboardInterrupt even in a process started with SIGINT ignored (a background job of a script,
+    # where Python leaves it ignored): the test suite's own runs, for one
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         data = runner.run(spec, out)
     except runner.ExperimentError as exc:

@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     extra_cfg = None if args.no_random_placement else _random_config(args, cfg)
     sweep = {"workers": args.workers, "scheduler": args.scheduler, "fresh": args.fresh}
     signal.signal(signal.SIGTERM, _interrupt)  # stopped by kill as by Ctrl-C: workers stopped, runs kept
+    # Ctrl-C is KeyboardInterrupt even in a process started with SIGINT ignored (a background job of a script,
+    # where Python leaves it ignored): the test suite's own runs, for one
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         results = _sweep(args, cfg, extra_cfg, sweep, cmd)
     except KeyboardInterrupt:
