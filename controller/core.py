@@ -128,7 +128,7 @@ class ControllerCore:
         self._graph = None
         self.connected.add(dpid)
         self._connected_at[dpid] = self.clock()
-        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}  # its tables are read back
+        self._forget_refused(dpid)  # its tables are read back
         self.installed.pop(dpid, None)
         self.readback.start(dpid, self.clock())
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
@@ -146,7 +146,10 @@ class ControllerCore:
         self.connected.discard(dpid)
         self.installed.pop(dpid, None)
         self.readback.cancel(dpid)
-        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}  # the read-back will tell
+        self._forget_refused(dpid)  # the read-back will tell
+
+    def _forget_refused(self, dpid: int) -> None:
+        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}
 
     def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
         """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
@@ -164,8 +167,7 @@ class ControllerCore:
         rule = change.rule
         if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
             return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
-        undo = Change("add" if change.op == "delete" else "delete", rule)
-        apply_change(held, undo)
+        apply_change(held, _undone(change))
         self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
         self.metrics.rules_refused.set(len(self.refused))
@@ -609,8 +611,7 @@ class ControllerCore:
                     self.pause()
             for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
                 if dpid in ready and dpid not in only:
-                    apply_change(self.installed[dpid], Change("add" if change.op == "delete" else "delete",
-                                                              change.rule))
+                    apply_change(self.installed[dpid], _undone(change))
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
@@ -675,6 +676,11 @@ class ControllerCore:
         out["installed"] = metric.report(fabric, flows, installed, objective=objective)
         out["ecmp"] = metric.report(fabric, flows, ecmp, objective=objective)
         return out
+
+
+def _undone(change: Change) -> Change:
+    """What undoes a refused change in the belief: a refused add or modify is not held, a refused delete is."""
+    return Change("add" if change.op == "delete" else "delete", change.rule)
 
 
 def _rule_id(rule: FlowRule | GroupRule) -> tuple[str, Any]:

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from controller.flowkey import FlowKey, key_from_fields
-from controller.forwarding import PRIO_ARP_FABRIC
+from controller.forwarding import PRIO_ARP_FABRIC, fabric_arp_rule
 from controller.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
     PRIO_HOST,
-    TABLE_CLASSIFY,
     TABLE_FORWARD,
     FlowRule,
     GroupRule,
@@ -35,7 +34,6 @@ from controller.rules import (
 from controller.topology import UNKNOWN_MAC, Topology
 
 Path = tuple[int, ...]
-FABRIC_ARP_ACTIONS = (("goto", TABLE_FORWARD),)  # no copy to the controller (host_guard's ARP hold: same priority)
 
 
 @dataclass
@@ -68,9 +66,9 @@ class Recovered:
                 if key is not None:
                     self.hops.setdefault(key, {})[dpid] = outputs[0]
                     fabric.add(outputs[0])
-            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_CLASSIFY and rule.priority == PRIO_ARP_FABRIC
-                  and "in_port" in fields and rule.actions == FABRIC_ARP_ACTIONS):
-                fabric.add(fields["in_port"])  # forwarding.fabric_arp_rule: ARP that crossed a fabric link
+            elif (rule.priority == PRIO_ARP_FABRIC and "in_port" in fields
+                  and rule == fabric_arp_rule(dpid, fields["in_port"])):  # (host_guard's ARP hold: same priority)
+                fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
             elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
                 self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
             elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
@@ -95,8 +93,7 @@ class Recovered:
         out of a live port carrying no fabric link (MAC ``UNKNOWN_MAC`` until the host speaks); never at a port
         that may face switches. Resolved hosts leave the candidate sets."""
         found = [(ip, mac, dpid, port) for ip, (mac, dpid, port) in self.bound.items()
-                 if ip not in topology.hosts and dpid in topology.ports
-                 and not self.may_face_switches(topology, dpid, port)]
+                 if ip not in topology.hosts and not self.may_face_switches(topology, dpid, port)]
         for ip, *_ in found:
             self.host_routes.pop(ip, None)
         self.bound.clear()
@@ -105,7 +102,7 @@ class Recovered:
                 del self.host_routes[ip]
                 continue
             access = [(d, p) for d, p in routes.items()
-                      if d in topology.ports and not self.may_face_switches(topology, d, p)]
+                      if not self.may_face_switches(topology, d, p)]
             if len(access) == 1 and access[0][0] in settled and len(topology.fabric_ports(access[0][0])) > 0:
                 found.append((ip, UNKNOWN_MAC, *access[0]))
                 del self.host_routes[ip]

@@ -69,13 +69,15 @@ class Lab:
         while sum(sw.pump() for sw in self.switches.values()):
             pass
 
-    def _port(self, dpid, port_no):
-        ofpport = PARSER.OFPPort(port_no, "00:00:00:00:00:01", b"p", 0, 0, 0, 0, 0, 0, 0, 0)
+    def _port(self, dpid, port_no, live=True):
+        state = 0 if live else OFP.OFPPS_LINK_DOWN
+        ofpport = PARSER.OFPPort(port_no, "00:00:00:00:00:01", b"p", 0, state, 0, 0, 0, 0, 0, 0)
         return Port(dpid, OFP, ofpport)
 
-    def connect(self, dpid):
+    def connect(self, dpid, down=()):
+        """The switch connects, its ports up except the (dpid, port) ends in ``down``."""
         switch = Switch(self.switches[dpid])
-        switch.ports = [self._port(dpid, p) for p in sorted(self.ref.ports[dpid])]
+        switch.ports = [self._port(dpid, p, (dpid, p) not in down) for p in sorted(self.ref.ports[dpid])]
         self.switches[dpid].connected = True
         self.app.switch_enter(topo_event.EventSwitchEnter(switch))
 

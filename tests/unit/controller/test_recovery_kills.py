@@ -20,7 +20,7 @@ from controller import southbound
 from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
 from tests import topologies
 from tests.clock import FakeClock
-from tests.fakeswitch import OFP, PARSER, FakeSwitch, Killed, MessageBudget
+from tests.fakeswitch import FakeSwitch, Killed, MessageBudget
 from tests.lab import STRIDE4, Lab, arp_request, pin_stride4, poll, stop_apps
 
 switches, topo_event = southbound.topology()  # Ryu's or os-ken's topology app
@@ -45,13 +45,10 @@ class Controller:
         self.found = set()
 
     def _port(self, dpid, port_no):
-        state = OFP.OFPPS_LINK_DOWN if (dpid, port_no) in self.down else 0
-        return Port(dpid, OFP, PARSER.OFPPort(port_no, "00:00:00:00:00:01", b"p", 0, state, 0, 0, 0, 0, 0, 0))
+        return self.lab._port(dpid, port_no, live=(dpid, port_no) not in self.down)
 
     def connect(self, dpid):
-        switch = Switch(self.lab.switches[dpid])
-        switch.ports = [self._port(dpid, p) for p in sorted(REF.ports[dpid])]
-        self.app.switch_enter(topo_event.EventSwitchEnter(switch))
+        self.lab.connect(dpid, self.down)
         self.lab.pump()  # its read-back replies
 
     def lldp(self, rng, everything=False):
