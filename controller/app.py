@@ -85,6 +85,7 @@ class MlrouteApp(southbound.App):
         guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
         switches.Switches.lldp_guard = guard
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
+        self._audit_xids = {}  # the same for the audit's read-backs (audit.py)
         self.sent_changes = SentChanges()  # (dpid, xid) -> the rule change sent with it (error replies name it)
         self._barriers = {}  # xid -> southbound.Event
         self._wake, self._decide = southbound.Event(), southbound.Event()
@@ -104,11 +105,17 @@ class MlrouteApp(southbound.App):
         self.datapaths[dp.id] = dp
         self.core.switch_connected(dp.id, [p.port_no for p in ev.switch.ports if p.is_live()])
         dp.send_msg(ofmsg.desc_request(dp))  # first: its answer decides the copy policy before the read-back's
+        self._read_tables(dp, self._readback_xids)
+        dp.send_msg(ofmsg.table_features_request(dp))  # what it holds (capabilities.py)
+        dp.send_msg(ofmsg.group_features_request(dp))
+        self.wake()
+
+    def _read_tables(self, dp, xids):
+        """Ask a switch for mlroute's flow rules and its groups; the replies' xids go to ``xids``."""
         for request in (ofmsg.flow_stats_request(dp), ofmsg.group_desc_request(dp)):
             dp.set_xid(request)
-            self._readback_xids[request.xid] = dp.id
+            xids[request.xid] = dp.id
             dp.send_msg(request)
-        self.wake()
 
     @set_ev_cls(topo_event.EventSwitchLeave)
     def switch_leave(self, ev):
@@ -128,6 +135,7 @@ class MlrouteApp(southbound.App):
             self.assembler.forget(dpid)
             self.link_load.forget(dpid)
             self.sent_changes.forget(dpid)
+            self._audit_xids = {x: d for x, d in self._audit_xids.items() if d != dpid}
 
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
@@ -202,7 +210,8 @@ class MlrouteApp(southbound.App):
     def flow_stats_reply(self, ev):
         msg, dpid = ev.msg, ev.msg.datapath.id
         try:
-            readback = self._readback_xids.get(msg.xid) == dpid
+            audit = self._audit_xids.get(msg.xid) == dpid
+            readback = audit or self._readback_xids.get(msg.xid) == dpid
             # a poll's counting rules are read from the reply bytes (ofstats); Ryu parses entries only for a
             # read-back (ofmsg.LazyFlowStats), whose rules need every field
             parts = list(msg.body) if readback else ofmsg.poll_samples(dpid, msg)
@@ -210,8 +219,12 @@ class MlrouteApp(southbound.App):
             if entries is None:
                 return  # more parts to come
             if readback:
-                self._readback_xids.pop(msg.xid, None)
-                self.core.flows_read_back(dpid, [ofmsg.rule_from_stats(dpid, s) for s in entries])
+                rules = [ofmsg.rule_from_stats(dpid, s) for s in entries]
+                if self._audit_xids.pop(msg.xid, None) is not None:
+                    self.core.audit_flows(dpid, rules)
+                else:
+                    self._readback_xids.pop(msg.xid, None)
+                    self.core.flows_read_back(dpid, rules)
                 return self.wake()
             self.core.flow_stats(dpid, entries)
         except Exception:  # a bad reply from one switch must not disturb the others
@@ -232,11 +245,38 @@ class MlrouteApp(southbound.App):
         msg, dpid = ev.msg, ev.msg.datapath.id
         try:
             entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-            if entries is not None and self._readback_xids.pop(msg.xid, None) == dpid:
+            if entries is None:
+                return
+            if self._audit_xids.pop(msg.xid, None) == dpid:
+                self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
+            elif self._readback_xids.pop(msg.xid, None) == dpid:
                 self.core.groups_read_back(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-                self.wake()
+            self.wake()
         except Exception:
             LOG.warning("switch %s: malformed group-description reply skipped", dpid, exc_info=True)
+
+    @set_ev_cls([ofp_event.EventOFPTableFeaturesStatsReply, ofp_event.EventOFPTableStatsReply], MAIN_DISPATCHER)
+    def table_reply(self, ev):
+        """Table features (capacities, at connect) and table stats (fill, every poll) of a switch."""
+        msg, dpid = ev.msg, ev.msg.datapath.id
+        try:
+            entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
+            if entries is None:
+                return
+            if isinstance(ev, ofp_event.EventOFPTableStatsReply):
+                self.core.table_stats(dpid, ofmsg.table_counts(entries))
+            else:
+                self.core.table_features(dpid, ofmsg.table_capacities(entries))
+            self.wake()
+        except Exception:
+            LOG.warning("switch %s: malformed table reply skipped", dpid, exc_info=True)
+
+    @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
+    def group_features_reply(self, ev):
+        try:
+            self.core.group_features(ev.msg.datapath.id, *ofmsg.group_features(ev.msg.body))
+        except Exception:
+            LOG.warning("switch %s: malformed group-features reply skipped", ev.msg.datapath.id, exc_info=True)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev):
@@ -309,10 +349,17 @@ class MlrouteApp(southbound.App):
                 self._wipe_unread()
                 if self.core.dirty:
                     self.resync()
+                self.start_audits()
             except Exception:
                 LOG.exception("resync failed; will retry")
                 self.core.dirty = True
                 southbound.sleep(0.5)
+
+    def start_audits(self):
+        """Read back the switches whose audit is due (after a resync: every believed change has been sent)."""
+        for dpid in self.core.audits_due():
+            if dpid in self.datapaths:
+                self._read_tables(self.datapaths[dpid], self._audit_xids)
 
     def _wipe_unread(self):
         for dpid in self.core.readback_overdue():
@@ -334,6 +381,7 @@ class MlrouteApp(southbound.App):
         msg = ofmsg.compile_change(dp, change)
         dp.set_xid(msg)
         self.sent_changes.record(dp.id, msg.xid, change)
+        self.core.change_sent(dp.id, change)
         dp.send_msg(msg)
 
     def _barrier(self, dps):
@@ -367,6 +415,8 @@ class MlrouteApp(southbound.App):
                     dp = self.datapaths.get(dpid)
                     if dp is not None:
                         dp.send_msg(ofmsg.flow_stats_request(dp, COOKIE_FLOW, ofmsg.COOKIE_EXACT))
+                for dp in list(self.datapaths.values()):  # table fill: capacities, and tables wiped under us
+                    dp.send_msg(ofmsg.table_stats_request(dp))
                 for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected):
                     if dpid in self.datapaths:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))

@@ -53,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
+    "audit": {  # installed state verified (controller/audit.py): each switch's tables read back and compared
+        "period_s": 60.0,  # every switch at least this often (and at once when its table stats come up short)
+        "entries_per_s": 5000,  # entries read back per second at most (each costs the event loop ~80 us)
+    },
     "hosts": {  # bounded host learning: one host cannot make the controller fill every table (threat model)
         "max_per_port": 64,  # bindings at one access port (a hypervisor's VMs, a container host)
         "max_total": 16384,  # bindings in all (a k=48 fat-tree has 27,648 hosts: raise it there)
@@ -164,6 +168,10 @@ SCHEMA = {
         "new_flows_per_s": _Rule(int, _positive),
         "flow_copy": _Rule(str, _choice(flowcopy.MODES)),
         "ecmp_stagger": _Rule(bool),
+    },
+    "audit": {
+        "period_s": _Rule(NUMBER, _between(1.0, 86400.0)),
+        "entries_per_s": _Rule(NUMBER, _positive),
     },
     "hosts": {
         "max_per_port": _Rule(int, _positive),

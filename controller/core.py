@@ -19,7 +19,9 @@ import networkx as nx
 from controller import flowcopy, sync, te
 from controller import jobs as mljobs
 from controller.accounting import Accounting
+from controller.audit import TableAudit
 from controller.budget import TokenBucket
+from controller.capabilities import SwitchCapabilities, table_short
 from controller.decision_requests import DecisionRequests
 from controller.flowcopy import NewFlowCopy
 from controller.flowkey import FlowKey, key_from_fields
@@ -32,7 +34,16 @@ from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
 from controller.packet_in import Decision, Limited, PacketIn, PacketInHandler
 from controller.plan_state import PlanState
 from controller.recovery import Recovered
-from controller.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change
+from controller.rules import (
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    TABLE_SEEN,
+    Change,
+    FlowRule,
+    GroupRule,
+    SwitchRules,
+    apply_change,
+)
 from controller.sync import Step
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import Topology
@@ -46,6 +57,8 @@ READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its table
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
 REFUSED_HOLD_S = 30.0  # a rule change a switch refused is not sent again for this long (a full table stays full)
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
+AUDIT_RECOUNT_S = 10.0  # a switch's believed rules per table are recounted at least this often (table stats)
+TABLES_USED = (TABLE_CLASSIFY, TABLE_FORWARD, TABLE_SEEN)  # the tables mlroute writes (rules.py)
 LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
 
@@ -95,6 +108,12 @@ class ControllerCore:
         self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
         self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
+        audit = config["audit"]
+        self.audit = TableAudit(audit["period_s"], audit["entries_per_s"], clock)  # installed state verified
+        self._audited: dict[int, SwitchRules] = {}  # dpid -> what its audit read back, judged at the next sync
+        self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
+        self._short_log = LogThrottle(lambda: self.clock())
+        self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
         rate = tecfg["new_flows_per_s"]
         self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
@@ -130,6 +149,8 @@ class ControllerCore:
         self._connected_at[dpid] = self.clock()
         self._forget_refused(dpid)  # its tables are read back
         self.installed.pop(dpid, None)
+        self._forget_audit(dpid)
+        self.capabilities[dpid] = SwitchCapabilities(dpid)
         self.readback.start(dpid, self.clock())
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
         self.dirty = True
@@ -147,6 +168,13 @@ class ControllerCore:
         self.installed.pop(dpid, None)
         self.readback.cancel(dpid)
         self._forget_refused(dpid)  # the read-back will tell
+        self._forget_audit(dpid)
+        self.metrics.forget_switch(dpid)
+
+    def _forget_audit(self, dpid: int) -> None:
+        self.audit.forget(dpid)
+        self._audited.pop(dpid, None)
+        self._static_counts.pop(dpid, None)
 
     def _forget_refused(self, dpid: int) -> None:
         self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}
@@ -159,6 +187,9 @@ class ControllerCore:
         next resyncs for REFUSED_HOLD_S, counted and logged by name."""
         kind, why = error_names(type_, code)
         self.metrics.openflow_errors.labels(kind, why).inc()
+        caps = self.capabilities.get(dpid)
+        if caps is not None:
+            caps.errors[f"{kind}/{why}"] = caps.errors.get(f"{kind}/{why}", 0) + 1
         held = self.installed.get(dpid)
         if change is None or held is None:
             if self._refusal_log.due((dpid, kind, why)):
@@ -177,10 +208,12 @@ class ControllerCore:
                         "mlroute_openflow_errors_total", dpid, change.op, rule, kind, why, REFUSED_HOLD_S)
         return []
 
-    def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str) -> str | None:
+    def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str, sw_desc: str | None = None) -> str | None:
         """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
         seen itself, any other switch copies them with plain OpenFlow 1.3. Returns an error to log when the
         configured policy cannot work on that switch."""
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
         copy = self.flow_copy.described(dpid, mfr_desc, hw_desc)
         if copy is not self.flow_copy:
             self.flow_copy = copy
@@ -205,6 +238,7 @@ class ControllerCore:
                 if key not in self.accounting:
                     self.accounting.observe(key, dpid, in_port)
             self.recovered.read_groups(dpid, rules.groups.values())
+            self.audit.checked(dpid)
             LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
                      len(rules.groups))
             self.dirty = True
@@ -219,6 +253,116 @@ class ControllerCore:
             self._stale.add(dpid)
             self.dirty = True
         return late
+
+    # -- capabilities and the audit (installed state verified, not believed) -----------------------------------
+    def table_features(self, dpid: int, max_entries: Mapping[int, int]) -> None:
+        """The switch's table features: how many entries each table holds (where it answers)."""
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.max_entries = {t: n for t, n in max_entries.items() if n > 0}
+        self.metrics.table_capacity_of(dpid, caps.max_entries, TABLES_USED)
+
+    def group_features(self, dpid: int, types: frozenset[str], max_groups: Mapping[str, int]) -> None:
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.group_types, caps.max_groups = types, dict(max_groups)
+        LOG.info("switch %s: group types %s", dpid, ", ".join(sorted(types)) or "none")
+
+    def table_stats(self, dpid: int, active: Mapping[int, int]) -> None:
+        """The switch's table stats (polled): its fill, and whether a table holds fewer entries than the
+        controller's permanent rules there (a table wiped while connected: audit it now)."""
+        caps = self.capabilities.get(dpid)
+        if caps is None or dpid not in self.connected:
+            return
+        caps.active, caps.active_at = {t: n for t, n in active.items() if t in TABLES_USED}, self.clock()
+        self.metrics.table_entries_of(dpid, caps.active)
+        if dpid not in self.installed or self.readback.pending(dpid) or self.audit.out(dpid):
+            return
+        short = table_short(caps.active, self._permanent_counts(dpid))
+        if short:
+            self.audit.urgent(dpid)
+            self.dirty = True
+            if self._short_log.due(dpid):
+                LOG.warning("switch %s: table %s holds fewer entries than mlroute installed there: reading it "
+                            "back now", dpid, ", ".join(map(str, short)))
+
+    def _permanent_counts(self, dpid: int) -> dict[int, int]:
+        """Per table, the believed rules without an idle timeout (a counting rule may have just timed out).
+        Recounted when the switch's rule count changed or every AUDIT_RECOUNT_S: a k=24 switch holds thousands."""
+        flows = self.installed[dpid].flows
+        now = self.clock()
+        cached = self._static_counts.get(dpid)
+        if cached is None or cached[0] != len(flows) or now - cached[1] > AUDIT_RECOUNT_S:
+            counts: dict[int, int] = {}
+            for rule in flows.values():
+                if not rule.idle_timeout:
+                    counts[rule.table] = counts.get(rule.table, 0) + 1
+            cached = self._static_counts[dpid] = (len(flows), now, counts)
+        return cached[2]
+
+    def audits_due(self) -> list[int]:
+        """Switches the shell reads back now (flow stats by cookie and group descriptions; answers go to
+        ``audit_flows`` / ``audit_groups``). None while recovering or for a switch still being read back."""
+        if self.recovering():
+            return []
+        sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
+                 if d in self.connected and not self.readback.pending(d) and d not in self._audited}
+        started = self.audit.due(sizes)
+        self.metrics.audits.inc(len(started))
+        return started
+
+    def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
+        self._audit_read(dpid, self.audit.flows_read(dpid, flows))
+
+    def audit_groups(self, dpid: int, groups: list[GroupRule]) -> None:
+        self._audit_read(dpid, self.audit.groups_read(dpid, groups))
+
+    def _audit_read(self, dpid: int, held: SwitchRules | None) -> None:
+        if held is not None and dpid in self.installed:
+            self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
+            self.dirty = True
+
+    def change_sent(self, dpid: int, change: Change) -> None:
+        """The shell sent a rule change: an audit out for that switch does not judge that rule."""
+        if self.audit.any_out:
+            self.audit.touched(dpid, _rule_id(change.rule))
+
+    def _judge_audits(self) -> None:
+        """Audits answered since the last sync: where the switch holds other than believed, the belief takes
+        what it holds and the switch is diffed in full (missing rules re-added, extra ones deleted)."""
+        audited, self._audited = self._audited, {}
+        for dpid, held in audited.items():
+            belief = self.installed.get(dpid)
+            if belief is None or dpid not in self.connected:
+                self.audit.forget(dpid)
+                continue
+            refused = {rid for (d, rid) in self.refused if d == dpid}
+            findings = self.audit.finish(dpid, belief, held)
+            findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]
+            if not findings:
+                continue
+            findings.apply(belief)
+            self._stale.add(dpid)
+            self._static_counts.pop(dpid, None)
+            for kind, n in findings.counts().items():
+                if n:
+                    self.metrics.audit_findings.labels(kind).inc(n)
+            LOG.warning("switch %s: audit found its tables differ from what mlroute installed (%s): repairing",
+                        dpid, ", ".join(f"{n} {kind}" for kind, n in findings.counts().items() if n))
+
+    def switches_json(self) -> list[dict]:
+        """Per switch: what it said it is, its tables' fill and capacity, group support, errors, audit state."""
+        out = []
+        for dpid in sorted(set(self.capabilities) | self.connected):
+            caps = self.capabilities.get(dpid) or SwitchCapabilities(dpid)
+            held = self.installed.get(dpid)
+            believed: dict[int, int] = {}
+            for key in held.flows if held is not None else ():
+                believed[key[0]] = believed.get(key[0], 0) + 1
+            view = caps.to_json(believed, TABLES_USED)
+            view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
+                        refused=sum(1 for (d, _) in self.refused if d == dpid),
+                        audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
+            out.append(view)
+        return out
 
     def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
         if self.topology.add_link(src, src_port, dst, dst_port):
@@ -567,6 +711,8 @@ class ControllerCore:
 
     def _sync(self) -> list[Step]:
         self.dirty = False
+        if self._audited:
+            self._judge_audits()
         for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology, self._lldp_settled()):
             self.topology.learn_host(ip, mac, dpid, port)
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
@@ -596,6 +742,10 @@ class ControllerCore:
         steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
         if self.refused:
             steps = self._without_refused(steps)
+        if self.audit.any_out:  # believed from now on, sent in the steps: not judged by an audit out
+            for step in steps:
+                for dpid, change in step.changes:
+                    self.audit.touched(dpid, _rule_id(change.rule))
         if self.recovering():
             steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
             self._stale |= set(ready) | changed  # the rest follows once recovery is over

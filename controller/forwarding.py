@@ -19,10 +19,14 @@ from controller.rules import (
     ETH_ARP,
     ETH_IPV4,
     ETH_IPV6,
+    ETH_LLDP,
+    LLDP_MAC_NEAREST_BRIDGE,
+    NO_BUFFER,
     PRIO_ARP,
     PRIO_HOST,
     PRIO_IPV4_MISS,
     PRIO_IPV6_DROP,
+    PRIO_LLDP,
     PRIO_TABLE_MISS,
     TABLE_CLASSIFY,
     TABLE_FORWARD,
@@ -75,9 +79,14 @@ def group_id_for(ports: Iterable[int], taken: Mapping[int, tuple[int, ...]]) -> 
 def base_rules(dpid: int) -> list[FlowRule]:
     """Rules independent of topology: ARP copied to the controller (learning, proxy answers, asking for unknown
     hosts) and on to forwarding (where ARP for a known host follows that host's rules), IPv6 dropped, the rest
-    on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped)."""
+    on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped).
+    LLDP goes to the controller by the very rule the topology app installs at connect (it replaces that one):
+    as mlroute's own, it is read back, audited and repaired with the rest (a switch wiped while connected
+    would otherwise lose its links to LLDP's timeout)."""
     to_controller = (("controller", PACKET_IN_BYTES),)
     return [
+        FlowRule(dpid, PRIO_LLDP, match(eth_dst=LLDP_MAC_NEAREST_BRIDGE, eth_type=ETH_LLDP),
+                 (("controller", NO_BUFFER),), table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller + (("goto", TABLE_FORWARD),),
                  table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_IPV6_DROP, match(eth_type=ETH_IPV6), (), table=TABLE_CLASSIFY),

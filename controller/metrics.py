@@ -51,6 +51,17 @@ class Metrics:
                                    "(not believed installed; sent again after a hold)", registry=r)
         self.hosts_aged = Counter("mlroute_hosts_aged", "Hosts forgotten with their rules: silent for "
                                   "hosts.age_after_s, then hosts.probes ARP probes unanswered", registry=r)
+        self.table_entries = Gauge("mlroute_table_entries", "Entries a switch reports in each table mlroute uses "
+                                   "(table stats, every poll; the switch's own entries included)",
+                                   ["dpid", "table"], registry=r)
+        self.table_capacity = Gauge("mlroute_table_capacity", "Entries a switch says each table holds "
+                                    "(table features max_entries, where it answers)", ["dpid", "table"], registry=r)
+        self._table_series: dict[int, set[str]] = {}  # dpid -> tables with series (removed when it goes)
+        self.audits = Counter("mlroute_audits", "Switch tables read back to verify what mlroute installed",
+                              registry=r)
+        self.audit_findings = Counter("mlroute_audit_findings", "Rules an audit found differing from what mlroute "
+                                      "believed installed, by kind (missing, extra, altered), then repaired",
+                                      ["kind"], registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)
@@ -65,6 +76,26 @@ class Metrics:
                 return float("nan")
             return float(ecmp.get("max_link_load") or 0)
         self.ecmp_max_link_load.set_function(value)
+
+    def table_entries_of(self, dpid: int, active: Mapping[int, int]) -> None:
+        for table, n in active.items():
+            self.table_entries.labels(str(dpid), str(table)).set(n)
+        self._table_series.setdefault(dpid, set()).update(map(str, active))
+
+    def table_capacity_of(self, dpid: int, capacity: Mapping[int, int], tables: Iterable[int]) -> None:
+        for table in tables:
+            if table in capacity:
+                self.table_capacity.labels(str(dpid), str(table)).set(capacity[table])
+                self._table_series.setdefault(dpid, set()).add(str(table))
+
+    def forget_switch(self, dpid: int) -> None:
+        """A switch's connection is gone: its table series go (the label set stays bounded by the fabric)."""
+        for table in self._table_series.pop(dpid, ()):
+            for gauge in (self.table_entries, self.table_capacity):
+                try:
+                    gauge.remove(str(dpid), table)
+                except KeyError:
+                    pass
 
     def set_link_utilisation(self, links: Iterable[Mapping[str, Any]]) -> None:
         """One series per directed fabric link (``links_json`` rows); a link that went away loses its series,

@@ -12,7 +12,7 @@ import logging
 import struct
 from typing import Any
 
-from controller import ofstats
+from controller import capabilities, ofstats
 from controller.flowcopy import learned_fields
 from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
 from controller.monitor import FlowSample, MalformedStats, sample_from_stat
@@ -146,6 +146,19 @@ def group_desc_request(dp):
     return dp.ofproto_parser.OFPGroupDescStatsRequest(dp, 0)
 
 
+def table_features_request(dp):
+    """What each table holds (``max_entries``). An empty body: a query (a body would reconfigure the tables)."""
+    return dp.ofproto_parser.OFPTableFeaturesStatsRequest(dp, 0, [])
+
+
+def group_features_request(dp):
+    return dp.ofproto_parser.OFPGroupFeaturesStatsRequest(dp, 0)
+
+
+def table_stats_request(dp):
+    return dp.ofproto_parser.OFPTableStatsRequest(dp, 0)
+
+
 def barrier_request(dp):
     return dp.ofproto_parser.OFPBarrierRequest(dp)
 
@@ -198,10 +211,11 @@ def group_from_desc(dpid: int, desc: Any) -> GroupRule:
     return GroupRule(dpid, desc.group_id, tuple(a.port for b in desc.buckets for a in b.actions))
 
 
-def description(body: Any) -> tuple[str, str]:
-    """(manufacturer, hardware) of a description reply, as text (Ryu leaves them bytes)."""
-    text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in (body.mfr_desc, body.hw_desc)]
-    return text[0], text[1]
+def description(body: Any) -> tuple[str, str, str]:
+    """(manufacturer, hardware, software) of a description reply, as text (Ryu leaves them bytes)."""
+    text = [v.decode("utf-8", "replace").rstrip("\0") if isinstance(v, bytes) else str(v)
+            for v in (body.mfr_desc, body.hw_desc, body.sw_desc)]
+    return text[0], text[1], text[2]
 
 
 def stats_fields(stat: Any) -> dict[str, Any]:
@@ -263,6 +277,73 @@ class LazyFlowStats:
 
 
 ofparser.OFPFlowStatsReply.cls_stats_body_cls = LazyFlowStats
+
+
+class LazyTableFeatures:
+    """A table-features entry read to its ``max_entries`` only: Open vSwitch describes 254 tables with every
+    match field, instruction and action each (hundreds of kilobytes), of which the controller needs one number
+    per table; Ryu's full parse of that costs tens of milliseconds per connecting switch."""
+
+    __slots__ = ("length", "table_id", "max_entries")
+    length: int
+    table_id: int
+    max_entries: int
+    FIXED = struct.Struct("!HB5x32x8x8x4xI")  # ofp_table_features up to max_entries (OpenFlow 1.3.5 7.3.5.5)
+
+    @classmethod
+    def parser(cls, buf, offset):
+        entry = cls()
+        entry.length, entry.table_id, entry.max_entries = cls.FIXED.unpack_from(buf, offset)
+        if entry.length < cls.FIXED.size:
+            raise MalformedStats(f"table-features entry of {entry.length} bytes")
+        return entry
+
+
+class TableCounts:
+    """A whole table-stats reply body as one entry: ``active_count`` of the tables mlroute uses, read in one
+    pass over the 24-byte entries (a per-entry object for each of Open vSwitch's 254 tables, every poll and on
+    every switch, would cost the event loop more than the rest of the poll)."""
+
+    __slots__ = ("length", "counts")
+    ENTRY = struct.Struct("!B3xI16x")
+    length: int
+    counts: dict[int, int]  # ofp_table_stats: table_id, pad, active_count, lookup and matched counts
+
+    @classmethod
+    def parser(cls, buf, offset):
+        body = memoryview(buf)[offset:]
+        if len(body) % cls.ENTRY.size:
+            raise MalformedStats(f"table-stats body of {len(body)} bytes is no whole number of entries")
+        entry = cls()
+        entry.length = len(body)
+        entry.counts = dict(cls.ENTRY.iter_unpack(body))
+        return entry
+
+
+ofparser.OFPTableFeaturesStatsReply.cls_stats_body_cls = LazyTableFeatures
+ofparser.OFPTableStatsReply.cls_stats_body_cls = TableCounts
+
+
+def table_capacities(entries: list) -> dict[int, int]:
+    """Table id -> max_entries from a table-features reply's entries (lazy ones, or Ryu's own objects)."""
+    return {int(e.table_id): int(e.max_entries) for e in entries}
+
+
+def table_counts(entries: list) -> dict[int, int]:
+    """Table id -> active_count from a table-stats reply's entries (TableCounts, or Ryu's OFPTableStats)."""
+    counts: dict[int, int] = {}
+    for entry in entries:
+        if isinstance(entry, TableCounts):
+            counts.update(entry.counts)
+        else:
+            counts[int(entry.table_id)] = int(entry.active_count)
+    return counts
+
+
+def group_features(body: Any) -> tuple[frozenset[str], dict[str, int]]:
+    """(group types, max groups per type) from a group-features reply body."""
+    return (capabilities.group_types_from_bitmap(body.types),
+            capabilities.max_groups_by_type(body.types, body.max_groups))
 
 
 def poll_samples(dpid: int, msg: Any) -> list[FlowSample]:

@@ -104,6 +104,11 @@ class RestController:
     def get_links(self, req, **kwargs):
         return _json(self.app.links_json())
 
+    @route("GET", "/mlroute/switches")
+    def get_switches(self, req, **kwargs):
+        """Per switch: its description, tables (entries, mlroute's, capacity), groups, errors, audit."""
+        return _json({"switches": self.core.switches_json()})
+
     @route("GET", "/mlroute/ui-config")
     def get_ui_config(self, req, **kwargs):
         return _json(webui.ui_config(self.core.config, self.core.te.objective))

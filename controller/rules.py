@@ -40,12 +40,15 @@ PRIO_FLOW = 20  # table 0: one transport flow at its ingress switch (counts; pin
 PRIO_PAIR_HOP = 25  # table 0: a declared host pair's upward hop beyond the ingress (a pinned 5-tuple wins)
 PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress switch
 PRIO_ARP = 100
+PRIO_LLDP = 0xFFFF  # table 0: LLDP to the controller (link discovery), as the topology app itself installs it
 PRIO_IPV6_DROP = 100
 
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
 ETH_IPV6 = 0x86DD
 ETH_LLDP = 0x88CC
+LLDP_MAC_NEAREST_BRIDGE = "01:80:c2:00:00:0e"
+NO_BUFFER = 0xFFFF  # OFPCML_NO_BUFFER: the whole packet to the controller
 
 
 Match = tuple[tuple[str, Any], ...]  # a canonical match: sorted ((OXM field name, value), ...)

@@ -66,6 +66,7 @@ class FakeSwitch:
         self.budget = MessageBudget()  # a controller killed mid-sync: its later modifications never arrive
         self.table_limit: dict[int, int] = {}  # table id -> flow entries it takes (a small hardware table)
         self.errors_sent = 0
+        self.no_groups = False  # reports no group types (a switch without SELECT groups)
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -96,6 +97,23 @@ class FakeSwitch:
             reply.xid, reply.flags = msg.xid, 0
             reply.body = PARSER.OFPDescStats(*self.desc, b"3.1.0", b"None", b"None")
             self.replies.append(("EventOFPDescStatsReply", reply))
+        elif isinstance(msg, PARSER.OFPTableFeaturesStatsRequest):
+            body = [PARSER.OFPTableFeaturesStats(table_id=t, name=b"t", metadata_match=0, metadata_write=0, config=0,
+                                                 max_entries=self.table_limit.get(t, 1_000_000), properties=[])
+                    for t in range(3)]
+            self._queue("EventOFPTableFeaturesStatsReply", PARSER.OFPTableFeaturesStatsReply(self), msg.xid, body)
+        elif isinstance(msg, PARSER.OFPTableStatsRequest):
+            counts = {t: 0 for t in range(3)}
+            for rule in self.table.flows.values():
+                counts[rule.table] = counts.get(rule.table, 0) + 1
+            body = [PARSER.OFPTableStats(t, n, 0, 0) for t, n in sorted(counts.items())]
+            self._queue("EventOFPTableStatsReply", PARSER.OFPTableStatsReply(self), msg.xid, body)
+        elif isinstance(msg, PARSER.OFPGroupFeaturesStatsRequest):
+            reply = PARSER.OFPGroupFeaturesStatsReply(self)
+            types = 0 if self.no_groups else 0b1111
+            reply.xid, reply.flags = msg.xid, 0
+            reply.body = PARSER.OFPGroupFeaturesStats(types, 0, [0 if self.no_groups else 4096] * 4, [0] * 4)
+            self.replies.append(("EventOFPGroupFeaturesStatsReply", reply))
         elif isinstance(msg, PARSER.OFPPacketOut):
             self.packet_outs.append(msg)
         else:

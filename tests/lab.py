@@ -19,7 +19,8 @@ Link, Port, Switch = switches.Link, switches.Port, switches.Switch
 APP_PATH = Path(__file__).resolve().parents[1] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
                   "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply",
-                  "EventOFPErrorMsg": "error_handler"}
+                  "EventOFPErrorMsg": "error_handler", "EventOFPTableFeaturesStatsReply": "table_reply",
+                  "EventOFPTableStatsReply": "table_reply", "EventOFPGroupFeaturesStatsReply": "group_features_reply"}
 
 
 def load_app_module():

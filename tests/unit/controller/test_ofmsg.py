@@ -1,10 +1,16 @@
 """Rule values -> real OpenFlow 1.3 bytes -> parsed back: the switches end up holding exactly the plan, and
 packets traced through what they hold go where the plan says."""
 
+import struct
+
+import pytest
+
 from controller import ofmsg, sync, te
 from controller.flowkey import FlowKey
+from controller.monitor import MalformedStats
 from controller.packet_in import ArpReply
 from controller.rules import Change, FlowRule, match
+from controller.southbound import ofproto_parser
 from controller.tiers import infer_tiers
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
@@ -85,3 +91,39 @@ def test_packet_in_decoding_and_arp_reply_frames():
                                                      ipv4_dst="10.0.0.2", udp_src=1, udp_dst=2))
     assert ofmsg.stats_fields(stat) == {"in_port": 2, "ip_proto": 17, "ipv4_src": "10.0.0.1",
                                         "ipv4_dst": "10.0.0.2", "udp_src": 1, "udp_dst": 2}
+
+
+def _multipart_reply(mp_type: int, body: bytes, xid: int = 9) -> bytes:
+    return struct.pack("!BBHIHH4x", 4, 19, 16 + len(body), xid, mp_type, 0) + body
+
+
+def _parse(buf: bytes):
+    return ofproto_parser.msg(FakeSwitch(1), 4, 19, len(buf), 9, buf)
+
+
+def test_table_stats_are_read_in_one_pass_from_the_reply_bytes():
+    entries = b"".join(struct.pack("!B3xIQQ", t, n, 1000 + t, 7) for t, n in [(0, 18), (1, 33), (2, 4), (3, 0)])
+    msg = _parse(_multipart_reply(3, entries))
+    assert ofmsg.table_counts(msg.body) == {0: 18, 1: 33, 2: 4, 3: 0}
+    assert ofmsg.table_counts([PARSER.OFPTableStats(1, 5, 0, 0)]) == {1: 5}  # a reply built in-process
+
+
+def test_table_features_are_read_to_max_entries_and_their_properties_skipped():
+    def entry(table_id: int, max_entries: int, props: bytes) -> bytes:
+        fixed = struct.pack("!HB5x32sQQII", 64 + len(props), table_id, b"t%d" % table_id, 0, 0, 0, max_entries)
+        return fixed + props
+    prop = struct.pack("!HH", 0, 8) + struct.pack("!HH", 1, 0)  # OFPTFPT_INSTRUCTIONS with one instruction
+    msg = _parse(_multipart_reply(12, entry(0, 512, prop) + entry(1, 100, b"") + entry(2, 0, prop * 3)))
+    assert ofmsg.table_capacities(msg.body) == {0: 512, 1: 100, 2: 0}
+
+
+def test_a_table_stats_body_that_is_no_whole_number_of_entries_is_refused():
+    with pytest.raises(MalformedStats):
+        ofmsg.TableCounts.parser(b"\x00" * 30, 0)
+    with pytest.raises(MalformedStats):
+        ofmsg.LazyTableFeatures.parser(b"\x00" * 64, 0)  # length 0 < the fixed part
+
+
+def test_group_features_name_the_types_the_switch_has():
+    body = PARSER.OFPGroupFeaturesStats(0b0101, 0, [1024, 7, 8, 0], [0] * 4)
+    assert ofmsg.group_features(body) == (frozenset({"all", "indirect"}), {"all": 1024, "indirect": 8})

@@ -85,3 +85,20 @@ def test_posts_past_the_clients_rate_are_429_with_retry_after():
     assert status == 429 and int(headers["Retry-After"]) >= 1 and "at most 5/s" in body["error"]
     assert call(app, "post_objective", "POST", b'{"objective": "job"}', client="10.0.0.2")[0] == 200
     assert app.core.metrics.rest_refused.labels("rate_limited")._value.get() == 2
+
+
+def test_switches_answers_what_each_switch_said_and_holds():
+    app = App()
+    core = app.core
+    core.switch_connected(7, [1, 2])
+    core.switch_described(7, "Northbound Networks", "Zodiac FX", "0.86")
+    core.table_features(7, {0: 512, 1: 512, 2: 0})
+    core.group_features(7, frozenset(), {})
+    core.table_stats(7, {0: 12, 1: 30, 2: 0, 3: 0})
+    status, _, body = call(app, "get_switches")
+    assert status == 200
+    (sw,) = body["switches"]
+    assert sw["dpid"] == 7 and sw["connected"] and sw["description"]["hardware"] == "Zodiac FX"
+    assert sw["tables"]["0"] == {"entries": 12, "mlroute_entries": 0, "capacity": 512}
+    assert sw["tables"]["2"]["capacity"] is None  # 0: the switch did not say
+    assert sw["groups"]["types"] == [] and sw["audit"]["out"] is False
