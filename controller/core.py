@@ -281,8 +281,9 @@ class ControllerCore:
             self.audit.urgent(dpid)
             self.dirty = True
             if self._short_log.due(dpid):
-                LOG.warning("switch %s: table %s holds fewer entries than mlroute installed there: reading it "
-                            "back now", dpid, ", ".join(map(str, short)))
+                LOG.warning("switch %s: %s %s fewer entries than mlroute installed there: reading it back now",
+                            dpid, "table" if len(short) == 1 else "tables", ", ".join(map(str, short)) +
+                            (" holds" if len(short) == 1 else " hold"))
 
     def _permanent_counts(self, dpid: int) -> dict[int, int]:
         """Per table, the believed rules without an idle timeout (a counting rule may have just timed out).

@@ -4,7 +4,8 @@ the end.
 
 Faults: SIGKILL and restart, fabric link flaps, a switch's OpenFlow connection held down, REST bursts with good
 and bad bodies, a host forging another's address (ARP and IPv4 source), forged LLDP from a host port, a host
-claiming 2,000 addresses. Wiping a connected switch's tables waits for the table audit (the lab-switch issue).
+claiming 2,000 addresses, a connected switch's tables wiped (``ovs-ofctl del-flows`` / ``del-groups``: repaired by
+the table audit).
 
 All along (sampled every second): no REST answer is a 5xx, the controller's memory (its process and the
 optimiser's worker) stays bounded. At the end, within QUIET_S of the last fault: every host pair reachable,
@@ -15,6 +16,7 @@ The seed is printed; ``MLROUTE_CHAOS_SEED=N`` replays a run, ``MLROUTE_CHAOS_S=3
 import http.client
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -128,6 +130,12 @@ class Chaos:
             point_at([switch], f"tcp:127.0.0.1:{self.fab.controller.of_port}")
         return f"switch {switch} disconnected for {down:.1f} s"
 
+    def tables_wiped(self):
+        switch = self.rng.choice(self.net.switches).name
+        for what in ("del-flows", "del-groups"):  # an operator's flush: the controller is told nothing
+            subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", what, switch], check=True)
+        return f"switch {switch}'s tables wiped while connected"
+
     def rest_burst(self):
         bodies = [("GET", "/mlroute/topology", None, None), ("POST", "/mlroute/recompute", b"{}", TOKEN),
                   ("POST", "/mlroute/recompute", b"{}", "wrong"), ("POST", "/mlroute/jobs", b"{", TOKEN),
@@ -176,8 +184,8 @@ class Chaos:
         return f"{attacker.name} claims 2000 addresses"
 
     FAULTS = ("kill_and_restart", "link_flap", "switch_disconnect", "rest_burst", "forged_address", "forged_lldp",
-              "address_flood")
-    WEIGHTS = (2, 3, 2, 3, 1, 1, 1)
+              "address_flood", "tables_wiped")
+    WEIGHTS = (2, 3, 2, 3, 1, 1, 1, 2)
 
     def run(self, seconds):
         done, end = [], time.time() + seconds
