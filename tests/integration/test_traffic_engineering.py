@@ -107,7 +107,7 @@ def test_a_switch_wiped_while_connected_is_repaired_and_its_elephants_repinned(t
             wiped = time.time()
             for what in ("del-flows", "del-groups"):
                 subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", what, bridge], check=True)
-            back = wait_until(lambda: len(dump_flows(bridge)) >= before or None, timeout=2 * POLL_S + 10,
+            back = wait_until(lambda b=bridge, n=before: len(dump_flows(b)) >= n or None, timeout=2 * POLL_S + 10,
                               interval=0.1)
             back_s = time.time() - wiped
             assert back, f"{bridge}: {len(dump_flows(bridge))} of its {before} entries back"
