@@ -142,6 +142,6 @@ class AgentMap:
             self._agents[key[0]] -= 1
             if not self._agents[key[0]]:
                 del self._agents[key[0]]
-        for key in [k for k, d in self._switch.items() if d == dpid]:
-            del self._switch[key]
+        for bridge in [k for k, d in self._switch.items() if d == dpid]:
+            del self._switch[bridge]
         return len(gone)
