@@ -8,10 +8,13 @@ deduplicated per data source (``SequenceFilter``); the bytes counted per sample 
 (Open vSwitch strips the 4-byte FCS and counts it in ``frame_length``), the bytes OpenFlow flow statistics
 count, so both detection modes compare against one threshold. Counter samples of mapped interfaces go to
 ``CounterRates``. Every sample not used is counted by why. No clock is read: ``now`` comes with each datagram.
+``feed`` runs in the collector's thread and holds ``lock``; a reader in another thread (the TE step asking for
+elephants, the link view) takes the same lock, since the tables are plain dicts.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
@@ -38,9 +41,14 @@ class SflowIngest:
         self.skipped: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.counter_samples = 0
         self.counters_unmapped = 0
+        self.lock = threading.Lock()
 
     def feed(self, now: float, datagram: Datagram) -> None:
         """Fold in one datagram received at ``now`` (the controller's monotonic seconds)."""
+        with self.lock:
+            self._feed(now, datagram)
+
+    def _feed(self, now: float, datagram: Datagram) -> None:
         agent, sub = datagram.agent, datagram.sub_agent_id
         accept = self.sequences.accept
         skipped = self.skipped
