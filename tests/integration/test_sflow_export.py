@@ -107,11 +107,15 @@ def test_open_vswitch_sflow_decoded_and_mapped(net):
     # what Open vSwitch exports: the agent address of agent=lo, one sub-agent per bridge
     assert {a for a, _ in seen["agents"]} == {"127.0.0.1"} and seen["peers"] == {"127.0.0.1"}
     assert {sub for _, sub in seen["agents"]} == {0, 1}
-    # the map learned from the counter samples is ovs-vsctl's (and the kernel ifindex of each port's device)
+    # the map learned from the counter samples is ovs-vsctl's (and the kernel ifindex of each port's device),
+    # and the one built from the port names alone is the same
+    by_names = AgentMap()
+    for name, (dpid, ofport) in ports.items():
+        assert by_names.add_port_names("127.0.0.1", dpid, {ofport: name}) == 1
     for name, (dpid, ofport) in ports.items():
         ifindex = int(ovs_get(name, "ifindex"))
         assert ifindex == sysfs_ifindex(name) and ifindex in seen["counter_ifindexes"]
-        assert agents.port_of("127.0.0.1", 0, ifindex) == (dpid, ofport)
+        assert agents.port_of("127.0.0.1", 0, ifindex) == by_names.port_of("127.0.0.1", 0, ifindex) == (dpid, ofport)
     # flow samples of the stream, sampled at both bridges, entering at the right ports
     stream = seen["stream_samples"]
     assert len(stream) > 50 and all(s.sampling_rate == SAMPLING for _, s in stream)
