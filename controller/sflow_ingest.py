@@ -71,7 +71,7 @@ class SflowIngest:
                 skipped["not_ingress"] += 1
                 continue
             key = FlowKey(p.src_ip or "", p.dst_ip or "", p.ip_proto, p.src_port, p.dst_port or 0)
-            self.rates.add(now, key, p.frame_length - p.stripped, s.sampling_rate)
+            self.rates.add(now, key, max(0, p.frame_length - p.stripped), s.sampling_rate)  # forged: >= 0
             self.ingress[key] = where
             self.counted += 1
         for c in datagram.counter_samples:

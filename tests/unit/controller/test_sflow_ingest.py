@@ -54,6 +54,16 @@ def test_replays_unknown_interfaces_and_non_transport_skipped():
     assert s["samples"] == 5
 
 
+def test_a_forged_stripped_count_adds_no_negative_bytes():
+    ing = ingest()
+    frame = enc.ethernet_frame(proto=17, src_port=41000, dst_port=5301, payload=1000)
+    record = enc.record(1, enc.u32(1) + enc.u32(100) + enc.u32(5000) + enc.opaque(frame[:128]))  # stripped > length
+    forged = enc.flow_sample([record], sampling_rate=8, input_value=8)
+    ing.feed(0.1, decode(enc.datagram([forged], agent="127.0.0.1")))
+    ing.rates.advance(1.0)
+    assert ing.rates.flow_rate(KEY).bps == 0 and ing.counted == 1
+
+
 def test_counter_samples_feed_port_rates():
     ing = ingest()
     for uptime, octets, seq in ((1_000, 0, 1), (2_000, 1_250_000, 2)):
