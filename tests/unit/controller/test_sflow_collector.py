@@ -1,3 +1,4 @@
+import random
 import socket
 import threading
 
@@ -5,7 +6,11 @@ import pytest
 
 from controller.sflow_agents import AgentMap
 from controller.sflow_collector import SflowCollector
+from controller.sflow_counters import CounterRates
+from controller.sflow_ingest import SflowIngest
+from controller.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc
+from tests.unit.controller.test_sflow_decoder import mutations
 
 
 @pytest.fixture
@@ -107,3 +112,32 @@ def test_ipv6_localhost():
     finally:
         s.close()
         collector.close()
+
+
+def test_mutated_datagrams_through_the_whole_path_are_counted_never_raised():
+    """Random and mutated datagrams through handle -> learn -> SflowIngest: every one is decoded or dropped by a
+    reason, and the consumer never raises."""
+    agents = AgentMap()
+    ingest = SflowIngest(agents, SampleRates(threshold_bps=1e6, max_flows=64, max_pairs=16), CounterRates(),
+                         lambda dpid, port: True)
+    clock = [0.0]
+
+    def feed(d, peer):
+        clock[0] += 0.01
+        ingest.feed(clock[0], d)
+
+    collector = SflowCollector(feed, port=0, agents=agents)
+    rng = random.Random(21)
+    counters = enc.datagram([enc.counter_sample([enc.if_counters_record(if_index=5),
+                                                 enc.openflow_port_record(1, 1)], source_index=5)],
+                            agent="127.0.0.1")
+    seeds = [enc.ovs_flow_datagram(5, agent="127.0.0.1"), counters]
+    try:
+        collector.handle(counters, ("127.0.0.1", 1))
+        for _ in range(3000):
+            collector.handle(mutations(rng, rng.choice(seeds)), ("127.0.0.1", 1))
+    finally:
+        collector.close()
+    assert collector.callback_errors == 0
+    assert collector.received == collector.decoded + sum(collector.dropped.values()) == 3001
+    assert collector.decoded > 100 and len(collector.dropped) >= 3
