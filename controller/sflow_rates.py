@@ -12,10 +12,11 @@ samples themselves as
 
 (the Horvitz-Thompson variance ``sum((1 - p_i) / p_i**2 * y_i**2)`` with ``p_i = 1/N_i``, the factor ``1 - p_i``
 dropped, which errs on the safe side). For packets of one size and one sampling rate it is ``1 / sqrt(n)`` for
-``n`` samples, the binomial figure of sFlow's "Packet Sampling Basics" (https://sflow.org/packetSamplingBasics/index.htm: error
-<= 196 * sqrt(1/n) percent at 95 % confidence); mixed packet sizes make it larger, as they should (64-byte and
-1500-byte packets mixed: about 1.26 / sqrt(n)). The 95 % interval is ``rate * (1 +- 1.96 * rel_error)``; a
-seeded simulation checks its coverage (tests/unit/controller/test_sflow_rates.py).
+``n`` samples, the binomial figure of sFlow's "Packet Sampling Basics"
+(https://sflow.org/packetSamplingBasics/index.htm: error <= 196 * sqrt(1/n) percent at 95 % confidence); mixed
+packet sizes make it larger, as they should (64-byte and 1500-byte packets mixed: about 1.26 / sqrt(n)). The
+95 % interval is ``rate * (1 +- 1.96 * rel_error)``; a seeded simulation checks its coverage
+(tests/unit/controller/test_sflow_rates.py).
 
 Windows are ``window_s`` long, aligned to multiples of it on the clock passed in (no clock is read here); the
 last ``windows`` completed ones are kept per key and the one in progress is never reported. A flow is an

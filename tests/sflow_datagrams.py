@@ -4,6 +4,7 @@ sends, built field by field so that a decoder test can compare every field it re
 from __future__ import annotations
 
 import ipaddress
+import random
 import socket
 import struct
 
@@ -129,3 +130,23 @@ def ovs_flow_datagram(n_samples: int = 7, sequence: int = 1, first_sample: int =
                                    source_type=2, source_index=1000, sampling_rate=sampling_rate,
                                    sample_pool=(first_sample + i) * sampling_rate, input_value=7, output_value=9))
     return datagram(samples, agent=agent, sequence=sequence)
+
+
+def mutate(rng: random.Random, good: bytes) -> bytes:
+    """``good`` damaged one of five ways: truncated, bits flipped, a word replaced by a huge or random value,
+    bytes appended, or replaced by random bytes (the fuzz tests' inputs)."""
+    kind = rng.randrange(5)
+    data = bytearray(good)
+    if kind == 0:
+        return bytes(data[:rng.randrange(len(data))])
+    if kind == 1:
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        return bytes(data)
+    if kind == 2:  # a huge or random 32-bit word anywhere (counts and lengths included)
+        pos = rng.randrange(0, len(data) - 3) & ~3
+        data[pos:pos + 4] = struct.pack(">I", rng.choice([0, 1, 2**31, 2**32 - 1, rng.getrandbits(32)]))
+        return bytes(data)
+    if kind == 3:
+        return bytes(data) + rng.randbytes(rng.randrange(64))
+    return rng.randbytes(rng.randrange(200))

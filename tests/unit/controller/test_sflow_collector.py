@@ -10,7 +10,6 @@ from controller.sflow_counters import CounterRates
 from controller.sflow_ingest import SflowIngest
 from controller.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc
-from tests.unit.controller.test_sflow_decoder import mutations
 
 
 @pytest.fixture
@@ -135,7 +134,7 @@ def test_mutated_datagrams_through_the_whole_path_are_counted_never_raised():
     try:
         collector.handle(counters, ("127.0.0.1", 1))
         for _ in range(3000):
-            collector.handle(mutations(rng, rng.choice(seeds)), ("127.0.0.1", 1))
+            collector.handle(enc.mutate(rng, rng.choice(seeds)), ("127.0.0.1", 1))
     finally:
         collector.close()
     assert collector.callback_errors == 0
