@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from controller import flowcopy, sync, te
+from controller import flowcopy, sync, table_budget, te
 from controller import jobs as mljobs
 from controller.accounting import Accounting
 from controller.audit import TableAudit
@@ -114,6 +114,11 @@ class ControllerCore:
         self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
         self._short_log = LogThrottle(lambda: self.clock())
         self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
+        # dpid -> table -> (entries it held when it answered TABLE_FULL, when): its capacity for REFUSED_HOLD_S
+        self.full_at: dict[int, dict[int, tuple[int, float]]] = {}
+        # dpid -> rule id -> the change the table budget held back (not believed installed; tried every poll)
+        self.over_budget: dict[int, dict[Any, Change]] = {}
+        self._small = False  # some switch has a table with a known small capacity (the budget applies)
         rate = tecfg["new_flows_per_s"]
         self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
@@ -172,6 +177,8 @@ class ControllerCore:
         self.metrics.forget_switch(dpid)
 
     def _forget_audit(self, dpid: int) -> None:
+        self.full_at.pop(dpid, None)
+        self.over_budget.pop(dpid, None)
         self.audit.forget(dpid)
         self._audited.pop(dpid, None)
         self._static_counts.pop(dpid, None)
@@ -199,6 +206,9 @@ class ControllerCore:
         if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
             return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
         apply_change(held, _undone(change))
+        if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
+            count = table_budget.table_counts(held).get(rule.table, 0)
+            self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
         self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
         self.metrics.rules_refused.set(len(self.refused))
@@ -299,6 +309,24 @@ class ControllerCore:
             cached = self._static_counts[dpid] = (len(flows), now, counts)
         return cached[2]
 
+    def table_limits(self) -> dict[int, dict[int, int]]:
+        """dpid -> table -> entries mlroute may hold there, for the tables with a known small capacity: what
+        the switch's table features say, lowered to what it held when it answered TABLE_FULL."""
+        limits = {}
+        for dpid in self.connected:
+            small = self._limits_of(dpid)
+            if small:
+                limits[dpid] = small
+        return limits
+
+    def _limits_of(self, dpid: int) -> dict[int, int]:
+        caps = self.capabilities.get(dpid)
+        capacity = dict(caps.max_entries) if caps is not None else {}
+        for table, (held, _) in self.full_at.get(dpid, {}).items():
+            capacity[table] = min(held, capacity.get(table, held))
+        return {t: table_budget.limit(n) for t, n in capacity.items()
+                if t in TABLES_USED and n < table_budget.UNBOUNDED}
+
     def audits_due(self) -> list[int]:
         """Switches the shell reads back now (flow stats by cookie and group descriptions; answers go to
         ``audit_flows`` / ``audit_groups``). None while recovering or for a switch still being read back."""
@@ -361,6 +389,8 @@ class ControllerCore:
             view = caps.to_json(believed, TABLES_USED)
             view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
                         refused=sum(1 for (d, _) in self.refused if d == dpid),
+                        over_budget=len(self.over_budget.get(dpid, {})),
+                        limits={str(t): n for t, n in self.table_limits().get(dpid, {}).items()},
                         audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
             out.append(view)
         return out
@@ -418,8 +448,15 @@ class ControllerCore:
         return decision
 
     def _release_refused(self) -> None:
-        """Refused changes whose hold is over are tried again: their switches are diffed in full."""
+        """Refused changes whose hold is over are tried again, and so are those the table budget held back:
+        their switches are diffed in full."""
+        for dpid in self.over_budget:
+            self._stale.add(dpid)
+            self.dirty = True
         now = self.clock()
+        for tables in self.full_at.values():  # a table that said TABLE_FULL: its room is tried again
+            for table in [t for t, (_, when) in tables.items() if now - when >= REFUSED_HOLD_S]:
+                del tables[table]
         for key in [k for k, (t, _, _) in self.refused.items() if now - t >= REFUSED_HOLD_S]:
             del self.refused[key]
             self._stale.add(key[0])
@@ -479,6 +516,10 @@ class ControllerCore:
         rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
         if (dpid, _rule_id(rule)) in self.refused:
             return []  # the switch refused it lately: the flow stays uncounted until the hold is over
+        room = self._limits_of(dpid).get(rule.table) if self.full_at or self._small else None
+        if room is not None and rule.key not in held.flows and not table_budget.has_room(held, rule.table, room):
+            self.metrics.flows_uncounted.labels("table_full").inc()
+            return []  # no room in its table: the flow stays on ECMP, uncounted
         change = Change("modify" if rule.key in held.flows else "add", rule)
         held.add_flow(rule)
         self.metrics.rule_changes.inc()
@@ -743,6 +784,7 @@ class ControllerCore:
         steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
         if self.refused:
             steps = self._without_refused(steps)
+        steps = self._within_budget(steps, ready)
         if self.audit.any_out:  # believed from now on, sent in the steps: not judged by an audit out
             for step in steps:
                 for dpid, change in step.changes:
@@ -763,10 +805,28 @@ class ControllerCore:
             for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
                 if dpid in ready and dpid not in only:
                     apply_change(self.installed[dpid], _undone(change))
+            for dpid, held in self.over_budget.items():  # ... and what their tables have no room for
+                if dpid in ready and dpid not in only:
+                    for change in held.values():
+                        apply_change(self.installed[dpid], _undone(change))
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        return steps
+
+    def _within_budget(self, steps: list[Step], ready: list[int]) -> list[Step]:
+        """``steps`` less the additions the switches' tables have no room for (table_budget.py), which are
+        held back: not believed installed, counted, tried again every poll."""
+        limits = self.table_limits()
+        self._small = bool(limits)
+        for dpid in ready:
+            self.over_budget.pop(dpid, None)
+        if limits:
+            steps, held = table_budget.admit(steps, self.installed, limits)
+            for dpid, change in held:
+                self.over_budget.setdefault(dpid, {})[_rule_id(change.rule)] = change
+        self.metrics.rules_over_budget.set(sum(len(h) for h in self.over_budget.values()))
         return steps
 
     def _lldp_settled(self) -> set[int]:

@@ -66,6 +66,7 @@ class FakeSwitch:
         self.budget = MessageBudget()  # a controller killed mid-sync: its later modifications never arrive
         self.table_limit: dict[int, int] = {}  # table id -> flow entries it takes (a small hardware table)
         self.errors_sent = 0
+        self.reports_limit = True  # table features tell table_limit (else: 1,000,000, and TABLE_FULL past it)
         self.no_groups = False  # reports no group types (a switch without SELECT groups)
 
     def set_xid(self, msg) -> None:
@@ -99,7 +100,8 @@ class FakeSwitch:
             self.replies.append(("EventOFPDescStatsReply", reply))
         elif isinstance(msg, PARSER.OFPTableFeaturesStatsRequest):
             body = [PARSER.OFPTableFeaturesStats(table_id=t, name=b"t", metadata_match=0, metadata_write=0, config=0,
-                                                 max_entries=self.table_limit.get(t, 1_000_000), properties=[])
+                                                 max_entries=self.table_limit.get(t, 1_000_000) if self.reports_limit
+                                                 else 1_000_000, properties=[])
                     for t in range(3)]
             self._queue("EventOFPTableFeaturesStatsReply", PARSER.OFPTableFeaturesStatsReply(self), msg.xid, body)
         elif isinstance(msg, PARSER.OFPTableStatsRequest):

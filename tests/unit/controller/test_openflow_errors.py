@@ -41,12 +41,14 @@ def test_sent_changes_are_found_by_xid_and_bounded():
 EDGE = 1000
 
 
-def small_table_lab(limit):
-    """A k=4 fat-tree whose first edge switch's table 0 takes ``limit`` entries; up and synced on a fake clock."""
+def small_table_lab(limit, reports_limit=False):
+    """A k=4 fat-tree whose first edge switch's table 0 takes ``limit`` entries (its table features say so, or
+    say 1,000,000); up and synced on a fake clock."""
     lab = Lab(topologies.fat_tree(4))
     clock = FakeClock(1000.0)
     lab.app.core.clock = clock
     lab.switches[EDGE].table_limit = {0: limit}
+    lab.switches[EDGE].reports_limit = reports_limit
     lab.bring_up()
     lab.pump()  # the error replies
     lab.app.resync()

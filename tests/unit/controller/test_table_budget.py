@@ -1,0 +1,95 @@
+"""The table budget: additions past a table's limit are held back, what matters most goes first; and the app
+over a fake switch whose table features report a small table: no TABLE_FULL, ever."""
+
+from controller import table_budget
+from controller.flowkey import FlowKey
+from controller.rules import (
+    COOKIE_BASE,
+    COOKIE_ELEPHANT,
+    COOKIE_FLOW,
+    COOKIE_FLOW_MISS,
+    TABLE_CLASSIFY,
+    Change,
+    FlowRule,
+    SwitchRules,
+    match,
+)
+from controller.sync import Phase, Step
+from tests import topologies
+from tests.lab import Lab, stop_apps, tcp_packet
+
+
+def rule(prio, cookie=COOKIE_BASE, table=TABLE_CLASSIFY, port=1):
+    return FlowRule(1, prio, match(in_port=port), (), table=table, cookie=cookie)
+
+
+def test_headroom_is_two_percent_and_at_least_one_entry():
+    assert table_budget.limit(9) == 8 and table_budget.limit(512) == 501 and table_budget.limit(0) == 0
+
+
+def test_forwarding_goes_in_before_pins_and_pins_before_counting_rules_whatever_the_phase():
+    counting, pin, guard_allow, guard_drop = (rule(20, COOKIE_FLOW), rule(30, COOKIE_ELEPHANT), rule(3, port=2),
+                                              rule(2, port=2))
+    copy = rule(5, COOKIE_FLOW_MISS, port=3)
+    steps = [Step(Phase.PINNED_HOPS, [(1, Change("add", pin))]),
+             Step(Phase.OTHER, [(1, Change("add", counting)), (1, Change("add", copy)),
+                                (1, Change("add", guard_allow)), (1, Change("add", guard_drop))])]
+    installed = {1: SwitchRules()}
+    installed[1].add_flow(rule(100, port=9))
+    kept, held = table_budget.admit(steps, installed, {1: {TABLE_CLASSIFY: 4}})
+    assert [c.rule for s in kept for _, c in s.changes] == [pin, guard_allow, guard_drop]
+    assert {c.rule for _, c in held} == {counting, copy}
+    kept, held = table_budget.admit(steps, installed, {1: {TABLE_CLASSIFY: 2}})
+    assert [c.rule for s in kept for _, c in s.changes] == [guard_allow], "the allow before its drop rule"
+
+
+def test_modifications_deletions_other_tables_and_unlimited_switches_pass():
+    old = rule(10)
+    steps = [Step(Phase.OTHER, [(1, Change("modify", old)), (1, Change("add", rule(10, table=1))),
+                                (2, Change("add", rule(10)))]),
+             Step(Phase.DELETES, [(1, Change("delete", rule(11)))])]
+    installed = {1: SwitchRules({old.key: old}), 2: SwitchRules()}
+    kept, held = table_budget.admit(steps, installed, {1: {TABLE_CLASSIFY: 0}})
+    assert kept == steps and held == []
+
+
+# -- the app over a switch that reports a small table ----------------------------------------------------------
+EDGE = 1000
+
+
+def test_a_switch_that_reports_a_small_table_is_never_sent_more_than_fits():
+    lab = Lab(topologies.fat_tree(4))
+    edge = lab.switches[EDGE]
+    edge.table_limit = {0: 16}  # its table features say so; the switch would refuse entry 17 (it needs 19)
+    try:
+        lab.bring_up()
+        lab.pump()
+        lab.app.resync()
+        core = lab.app.core
+        in_table0 = sum(1 for r in edge.table.flows.values() if r.table == 0)
+        assert edge.errors_sent == 0 and in_table0 <= table_budget.limit(16)
+        assert core.installed[EDGE].flows == edge.table.flows  # what is believed is what it holds
+        held = core.over_budget[EDGE]
+        assert held and all(c.rule.cookie in (COOKIE_FLOW, COOKIE_FLOW_MISS) for c in held.values()), \
+            "guards and forwarding first: only new-flow copies wait"
+        assert core.metrics.rules_over_budget._value.get() == len(held)
+        for src in lab.ref.hosts:
+            for dst in lab.ref.hosts:
+                if src != dst:
+                    want = lab.ref.hosts[dst]
+                    assert lab.trace(src, dst).delivered == {(want.dpid, want.port)}, (src, dst)
+        view = next(s for s in core.switches_json() if s["dpid"] == EDGE)
+        assert view["over_budget"] == len(held) and view["limits"] == {"0": 15}
+        # a new flow from one of its hosts: no room for its counting rule, so it stays on ECMP, counted as such
+        key = FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201)
+        src = lab.ref.hosts[key.src_ip]
+        mods = edge.flow_mods
+        lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+        assert edge.flow_mods == mods and edge.errors_sent == 0
+        assert core.metrics.flows_uncounted.labels("table_full")._value.get() == 1
+        lab.app._send_actions(core.housekeeping().actions)  # every poll the held rules are tried: none fits
+        lab.app.resync()
+        lab.pump()
+        assert edge.flow_mods == mods and edge.errors_sent == 0, "no resend loop"
+    finally:
+        stop_apps()
