@@ -104,10 +104,11 @@ class MlrouteApp(southbound.App):
         dp = ev.switch.dp
         self.datapaths[dp.id] = dp
         self.core.switch_connected(dp.id, [p.port_no for p in ev.switch.ports if p.is_live()])
-        dp.send_msg(ofmsg.desc_request(dp))  # first: its answer decides the copy policy before the read-back's
+        # first what it is and holds (answered in order, so known before the read-back ends and the first sync:
+        # the copy policy and the table budget)
+        for request in (ofmsg.desc_request(dp), ofmsg.table_features_request(dp), ofmsg.group_features_request(dp)):
+            dp.send_msg(request)
         self._read_tables(dp, self._readback_xids)
-        dp.send_msg(ofmsg.table_features_request(dp))  # what it holds (capabilities.py)
-        dp.send_msg(ofmsg.group_features_request(dp))
         self.wake()
 
     def _read_tables(self, dp, xids):

@@ -30,9 +30,10 @@ def test_a_switch_that_reports_a_small_table_is_never_sent_more_than_fits(fabric
     subprocess.run(["ovs-vsctl", "--", "--id=@t", "create", "Flow_Table", f"flow_limit={LIMIT}",
                     "overflow_policy=refuse", "--", "set", "Bridge", EDGE, "flow_tables:0=@t"], check=True)
     point_at([EDGE], f"tcp:127.0.0.1:{ctl.of_port}")
+    dpid = int(fab.net.get(EDGE).dpid, 16)
     try:
         assert wait_until(lambda: ctl.metric("mlroute_rules_over_budget") > 0 or None, timeout=20), \
-            ctl.log()[-3000:]
+            ([s for s in ctl.get("/mlroute/switches")["switches"] if s["dpid"] == dpid], ctl.log()[-3000:])
 
         def believed_and_held():
             held = sum(sum(1 for r in dump_flows(sw.name) if r["cookie"] in OURS) for sw in fab.net.switches)
@@ -41,7 +42,7 @@ def test_a_switch_that_reports_a_small_table_is_never_sent_more_than_fits(fabric
         assert ping_all(fab.net) == 0, "forwarding and ARP go in first: every pair still reachable"
         time.sleep(4)  # two polls: the held rules are tried again, and still do not fit
         edge_table0 = [r for r in dump_flows(EDGE) if r["table"] == 0]
-        view = next(s for s in ctl.get("/mlroute/switches")["switches"] if s["dpid"] == 0x1000)
+        view = next(s for s in ctl.get("/mlroute/switches")["switches"] if s["dpid"] == dpid)
         over = ctl.metric("mlroute_rules_over_budget")
         print(f"{EDGE}: {len(edge_table0)} entries in table 0 (the switch says {LIMIT}), {over:.0f} rules held "
               f"back by the table budget, {ctl.metric('mlroute_openflow_errors_total'):.0f} OpenFlow errors; the "
