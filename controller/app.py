@@ -374,8 +374,11 @@ class MlrouteApp(southbound.App):
             for dpid, change in step.changes:
                 dp = self.datapaths.get(dpid)
                 if dp is not None:
+                    while (wait := self.core.pace(dpid)) > 0:  # its profile's max_flow_mods_per_s, in order
+                        southbound.sleep(wait)
                     self._send_change(dp, change)
-            self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths])
+            self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths
+                           and self.core.barriers(d)])
 
     def _send_change(self, dp, change):
         """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""

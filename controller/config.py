@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller import flowcopy
+from controller import flowcopy, switch_profiles
 from controller import jobs as mljobs
 from controller.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
+    "switches": [],  # [{dpid | description, profile, overrides}]: switch profiles (controller/switch_profiles.py)
     "audit": {  # installed state verified (controller/audit.py): each switch's tables read back and compared
         "period_s": 60.0,  # every switch at least this often (and at once when its table stats come up short)
         "entries_per_s": 5000,  # entries read back per second at most (each costs the event loop ~80 us)
@@ -244,9 +245,45 @@ def parse(text: str, name: str = "<config>") -> dict[str, Any]:
             config["tiers"] = _tiers(value, line)
         elif key == "jobs":
             config["jobs"] = _jobs(value, line, value_node, name)
+        elif key == "switches":
+            config["switches"] = _switches(value_node, name)
         else:
             raise ConfigError(f"{line}: {key}: unknown section (known: {', '.join(sorted(DEFAULTS))})")
+    _idle_floors(config, node, name)
     return config
+
+
+def _switches(node: yaml.Node, name: str) -> list[dict[str, Any]]:
+    """``switches:``: a list of profile entries, each checked (switch_profiles.entry_from) with its line."""
+    if not isinstance(node, yaml.SequenceNode):
+        raise ConfigError(f"{name}:{node.start_mark.line + 1}: switches: must be a list of entries (dpid or "
+                          "description, profile, overrides)")
+    out = []
+    for i, item in enumerate(node.value):
+        value = yaml.safe_load(yaml.serialize(item))
+        try:
+            switch_profiles.entry_from(value)
+        except switch_profiles.ProfileError as exc:
+            key = str(exc).split(":", 1)[0]
+            keys = {k.value: k.start_mark.line for k, _ in item.value} if isinstance(item, yaml.MappingNode) else {}
+            where = f"switches[{i}].{exc}" if key in keys else f"switches[{i}]: {exc}"
+            raise ConfigError(f"{name}:{keys.get(key, item.start_mark.line) + 1}: {where}") from None
+        out.append(value)
+    return out
+
+
+def _idle_floors(config: dict[str, Any], node: yaml.Node, name: str) -> None:
+    """A configured switch profile's idle-timeout floor above te.flow_idle_timeout_s: the switch would refuse
+    (or round up) every counting rule, so the configuration says so at start."""
+    idle = config["te"]["flow_idle_timeout_s"]
+    items: list[yaml.Node] = next((v.value for k, v in getattr(node, "value", ()) if k.value == "switches"
+                                   and isinstance(v, yaml.SequenceNode)), [])
+    for i, value in enumerate(config["switches"]):
+        floor = switch_profiles.entry_from(value).profile.min_idle_timeout_s
+        if floor > idle:
+            raise ConfigError(f"{name}:{items[i].start_mark.line + 1}: switches[{i}]: its profile's "
+                              f"min_idle_timeout_s ({floor} s) is above te.flow_idle_timeout_s ({idle} s): raise "
+                              f"te.flow_idle_timeout_s to at least {floor}")
 
 
 def _section(section: str, node: yaml.Node, value: Any, name: str) -> dict[str, Any]:

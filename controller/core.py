@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from controller import flowcopy, sync, table_budget, te
+from controller import flowcopy, switch_profiles, sync, table_budget, te
 from controller import jobs as mljobs
 from controller.accounting import Accounting
 from controller.audit import TableAudit
@@ -119,6 +119,10 @@ class ControllerCore:
         # dpid -> rule id -> the change the table budget held back (not believed installed; tried every poll)
         self.over_budget: dict[int, dict[Any, Change]] = {}
         self._small = False  # some switch has a table with a known small capacity (the budget applies)
+        self.profile_entries = [switch_profiles.entry_from(v) for v in config["switches"]]
+        self.profiles: dict[int, switch_profiles.Profile] = {}  # dpid -> the profile in force (once described)
+        self.pacing: dict[int, TokenBucket] = {}  # dpid -> its flow-mod budget (profiles with max_flow_mods_per_s)
+        self._polled: dict[int, float] = {}  # dpid -> when its counters were last asked for
         rate = tecfg["new_flows_per_s"]
         self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
@@ -179,6 +183,7 @@ class ControllerCore:
     def _forget_audit(self, dpid: int) -> None:
         self.full_at.pop(dpid, None)
         self.over_budget.pop(dpid, None)
+        self._polled.pop(dpid, None)
         self.audit.forget(dpid)
         self._audited.pop(dpid, None)
         self._static_counts.pop(dpid, None)
@@ -224,14 +229,36 @@ class ControllerCore:
         configured policy cannot work on that switch."""
         caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
         caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
-        copy = self.flow_copy.described(dpid, mfr_desc, hw_desc)
+        profile = self.profiles[dpid] = switch_profiles.resolve(self.profile_entries, dpid, mfr_desc, hw_desc,
+                                                                  sw_desc or "")
+        rate = profile.max_flow_mods_per_s
+        if rate:
+            self.pacing[dpid] = TokenBucket(rate, max(1.0, rate / 10), self.clock)
+        else:
+            self.pacing.pop(dpid, None)
+        copy = self.flow_copy.described(dpid, mfr_desc, hw_desc, None if profile.flow_copy is None
+                                        else profile.flow_copy == "learn")
         if copy is not self.flow_copy:
             self.flow_copy = copy
             self.dirty = True
         if self.flow_copy.mode == "auto":
-            LOG.info("switch %s (%s / %s): new flows copied %s", dpid, mfr_desc, hw_desc,
+            LOG.info("switch %s (%s / %s): profile %s, new flows copied %s", dpid, mfr_desc, hw_desc, profile.name,
                      "once (Open vSwitch learn)" if copy.learns(dpid) else "with plain OpenFlow 1.3")
+        idle = self.config["te"]["flow_idle_timeout_s"]
+        if profile.min_idle_timeout_s > idle:
+            return (f"switch {dpid}: its profile {profile.name} has idle timeouts of at least "
+                    f"{profile.min_idle_timeout_s} s but te.flow_idle_timeout_s is {idle}: its counting rules may "
+                    f"be refused; raise te.flow_idle_timeout_s or give it a profile in switches:")
         return flowcopy.unsupported(self.flow_copy, dpid, mfr_desc, hw_desc)
+
+    def pace(self, dpid: int) -> float:
+        """Seconds to wait before the next flow or group mod to ``dpid`` (0: send now, its budget taken)."""
+        bucket = self.pacing.get(dpid)
+        return 0.0 if bucket is None else bucket.take_or_wait()
+
+    def barriers(self, dpid: int) -> bool:
+        profile = self.profiles.get(dpid)
+        return profile is None or profile.barriers
 
     def flows_read_back(self, dpid: int, flows: list[FlowRule]) -> None:
         self._read_back(dpid, self.readback.flows_read(dpid, flows))
@@ -322,6 +349,9 @@ class ControllerCore:
     def _limits_of(self, dpid: int) -> dict[int, int]:
         caps = self.capabilities.get(dpid)
         capacity = dict(caps.max_entries) if caps is not None else {}
+        profile = self.profiles.get(dpid)
+        for table, n in profile.table_capacity.items() if profile is not None else ():
+            capacity[table] = min(n, capacity.get(table, n))
         for table, (held, _) in self.full_at.get(dpid, {}).items():
             capacity[table] = min(held, capacity.get(table, held))
         return {t: table_budget.limit(n) for t, n in capacity.items()
@@ -390,6 +420,7 @@ class ControllerCore:
             view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
                         refused=sum(1 for (d, _) in self.refused if d == dpid),
                         over_budget=len(self.over_budget.get(dpid, {})),
+                        profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
                         limits={str(t): n for t, n in self.table_limits().get(dpid, {}).items()},
                         audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
             out.append(view)
@@ -516,6 +547,9 @@ class ControllerCore:
         rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
         if (dpid, _rule_id(rule)) in self.refused:
             return []  # the switch refused it lately: the flow stays uncounted until the hold is over
+        if dpid in self.pacing and self.pace(dpid) > 0:
+            self.dirty = True  # its flow-mod budget is spent: the paced resync sends it, after what matters more
+            return []
         room = self._limits_of(dpid).get(rule.table) if self.full_at or self._small else None
         if room is not None and rule.key not in held.flows and not table_budget.has_room(held, rule.table, room):
             self.metrics.flows_uncounted.labels("table_full").inc()
@@ -551,8 +585,18 @@ class ControllerCore:
                 st.elephant = True
 
     def stats_switches(self) -> list[int]:
-        """Ingress switches to poll for counting-rule statistics (those with hosts), connected ones only."""
-        return sorted({h.dpid for h in self.topology.hosts.values()} & self.connected)
+        """Ingress switches to poll for counting-rule statistics now (those with hosts), connected ones only,
+        each no more often than its profile says it refreshes counters (a counter read twice between two
+        refreshes would look like a flow that stopped)."""
+        now, period = self.clock(), self.config["te"]["poll_interval_s"]
+        due = []
+        for dpid in sorted({h.dpid for h in self.topology.hosts.values()} & self.connected):
+            profile = self.profiles.get(dpid)
+            every = max(period, profile.stats_interval_s if profile is not None else 0.0)
+            if now - self._polled.get(dpid, -float("inf")) >= every - period / 4:  # (the loop's own jitter)
+                self._polled[dpid] = now
+                due.append(dpid)
+        return due
 
     # -- traffic engineering ------------------------------------------------------------------------------------
     def set_jobs(self, jobs: list[dict]) -> None:

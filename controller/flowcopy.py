@@ -66,11 +66,12 @@ class NewFlowCopy:
     def learns(self, dpid: int) -> bool:
         return self.mode == "learn" or (self.mode == "auto" and dpid in self.learning)
 
-    def described(self, dpid: int, mfr_desc: str, hw_desc: str) -> NewFlowCopy:
-        """The policy once a switch has said what it is (only ``auto`` changes)."""
+    def described(self, dpid: int, mfr_desc: str, hw_desc: str, learns: bool | None = None) -> NewFlowCopy:
+        """The policy once a switch has said what it is (only ``auto`` changes): it learns if it is Open
+        vSwitch, or if ``learns`` (its profile's flow_copy) says so."""
         if self.mode != "auto":
             return self
-        ovs = is_open_vswitch(mfr_desc, hw_desc)
+        ovs = is_open_vswitch(mfr_desc, hw_desc) if learns is None else learns
         learning = self.learning | {dpid} if ovs else self.learning - {dpid}
         return self if learning == self.learning else replace(self, learning=learning)
 

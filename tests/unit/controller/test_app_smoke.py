@@ -209,8 +209,8 @@ def test_by_default_a_switch_that_is_not_open_vswitch_copies_new_flows_with_plai
     with caplog.at_level("INFO", logger="mlroute"):
         lab.bring_up()
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
-    assert any("switch 1000 (Brand X / 9000): new flows copied with plain OpenFlow 1.3" in r.getMessage()
-               for r in caplog.records)
+    said = "switch 1000 (Brand X / 9000): profile generic-of13, new flows copied with plain OpenFlow 1.3"
+    assert any(said in r.getMessage() for r in caplog.records)
     assert not any(r.table == TABLE_SEEN for r in lab.switches[1000].table.flows.values())
     for src, copies in (("10.0.0.1", [1000, 1000]), ("10.0.0.5", [1100])):  # 10.0.0.1 is behind Brand X
         got = [d for _ in range(2) for d in lab.trace(src, "10.0.0.16", ip_proto=6, tcp_src=40000,
