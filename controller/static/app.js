@@ -335,9 +335,34 @@ function drawElephants(elephants, jobs) {
   }
 }
 
+function drawSwitches(switches) {
+  // each table's fill against its capacity: a lab switch's small table shows before it refuses a rule
+  const tbody = document.querySelector("#switches tbody");
+  tbody.replaceChildren();
+  for (const s of (switches && switches.switches) || []) {
+    const tr = html("tr", null, tbody);
+    tr.dataset.dpid = String(s.dpid);
+    html("th", dpidLabel(s.dpid) + (s.connected ? "" : " (down)"), tr);
+    html("td", s.profile ? s.profile.name : "—", tr);
+    for (const t of ["0", "1", "2"]) {
+      const table = s.tables[t] || {};
+      const cap = table.capacity === null || table.capacity === undefined ? "?" : String(table.capacity);
+      const entries = table.entries === null || table.entries === undefined ? "—" : String(table.entries);
+      const td = html("td", `${entries} / ${cap} (${table.mlroute_entries || 0})`, tr, "num");
+      td.dataset.table = t;
+      td.dataset.entries = entries === "—" ? "" : entries;
+      td.dataset.capacity = cap === "?" ? "" : cap;
+      if (table.capacity && table.entries !== null && table.entries >= 0.9 * table.capacity) td.classList.add("full");
+    }
+    html("td", String(s.over_budget || 0), tr, "num");
+    const errors = Object.values(s.errors || {}).reduce((a, b) => a + b, 0);
+    html("td", String(errors), tr, "num");
+  }
+}
+
 // ---------------------------------------------------------------------------------------------- refresh loop
 async function refresh() {
-  const names = ["topology", "links", "elephants", "jobs", "routing"];
+  const names = ["topology", "links", "elephants", "jobs", "routing", "switches"];
   const results = await Promise.allSettled(names.map((n) => getJSON(`/mlroute/${n}`)));
   const data = {}, errors = [];
   results.forEach((r, i) => {
@@ -350,6 +375,7 @@ async function refresh() {
     if (data.routing) drawRouting(data.routing);
     drawJobs(data.jobs, data.elephants || [], data.routing || {});
     drawElephants(data.elephants || [], data.jobs);
+    drawSwitches(data.switches);
     const t = data.topology || { switches: [], links: [], hosts: [] };
     document.getElementById("summary").textContent =
       `${t.switches.length} switches, ${t.links.length} directed links, ${t.hosts.length} hosts, ` +

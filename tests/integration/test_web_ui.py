@@ -166,6 +166,12 @@ def test_the_rendered_page_shows_the_fabric_its_load_and_every_elephant_path(loa
     assert sorted(r["data-job"] for r in job_rows) == ["ring-a", "ring-b"]
     assert all(float(r["data-slowest-bps"]) > 1e6 for r in job_rows)
     assert len(dom.find("tr", data_key=key_of(elephants[0]))) == 1
+    # every switch's table fill against its capacity (table stats and table features)
+    switch_rows = [r for r in dom.find("tr") if r.get("data-dpid")]
+    assert {int(r["data-dpid"]) for r in switch_rows} == drawn_switches
+    fills = [c for c in dom.find("td") if c.get("data-table") == "1"]
+    assert len(fills) == 20 and all(int(c["data-entries"]) > 0 and int(c["data-capacity"]) == 1_000_000
+                                    for c in fills)
     # no token typed: the mutating buttons are off
     assert "disabled" in dom.find("button", id="recompute")[0]
     assert "disabled" in dom.find("button", id="switch-objective")[0]
