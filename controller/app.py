@@ -10,6 +10,7 @@ then a TE decision requested), the decision loop (the only one that talks to the
 event-loop lag probe (/metrics).
 """
 
+import functools
 import logging
 import sys
 import time
@@ -59,8 +60,25 @@ DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in fli
 
 
 def set_ev_cls(ev_cls, dispatchers=None):
-    """The framework's handler registration, the handler holding the core's turn (native threads)."""
-    return lambda handler: southbound.set_ev_cls(ev_cls, dispatchers)(southbound.serialised(handler))
+    """The framework's handler registration, the handler holding the core's turn (native threads) under the
+    one exception policy of every handler (``guarded``)."""
+    return lambda handler: southbound.set_ev_cls(ev_cls, dispatchers)(southbound.serialised(guarded(handler)))
+
+
+def guarded(handler):
+    """What a handler raises is logged with its switch and event, counted (``mlroute_handler_errors_total``)
+    and goes no further: a malformed reply or packet from one switch must not take the controller down or
+    disturb the others (the framework would drop the event loop's other work for it)."""
+    @functools.wraps(handler)
+    def run(self, ev):
+        try:
+            return handler(self, ev)
+        except Exception:
+            dp = getattr(getattr(ev, "msg", None), "datapath", None) or getattr(getattr(ev, "switch", None), "dp", None)
+            self.core.metrics.handler_errors.labels(handler.__name__).inc()
+            LOG.warning("switch %s: %s skipped (%s raised)", getattr(dp, "id", "?"), type(ev).__name__,
+                        handler.__name__, exc_info=True)
+    return run
 
 
 class MlrouteApp(southbound.App):
@@ -162,11 +180,7 @@ class MlrouteApp(southbound.App):
         msg, dp = ev.msg, ev.msg.datapath
         if msg.cookie == COOKIE_FLOW_MISS:
             return self._new_transport_flow(msg)
-        try:
-            kind, pkt = ofmsg.decode_packet_in(dp.id, msg.match["in_port"], msg.data)
-        except Exception:  # a malformed packet must not take the controller down
-            LOG.warning("switch %s: undecodable packet-in skipped", dp.id, exc_info=True)
-            return
+        kind, pkt = ofmsg.decode_packet_in(dp.id, msg.match["in_port"], msg.data)  # (undecodable: guarded)
         self.core.metrics.packet_in.labels(kind).inc()
         if pkt is None:
             return  # LLDP is Ryu's topology app's business; anything else is not ours
@@ -210,26 +224,23 @@ class MlrouteApp(southbound.App):
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats_reply(self, ev):
         msg, dpid = ev.msg, ev.msg.datapath.id
-        try:
-            audit = self._audit_xids.get(msg.xid) == dpid
-            readback = audit or self._readback_xids.get(msg.xid) == dpid
-            # a poll's counting rules are read from the reply bytes (ofstats); Ryu parses entries only for a
-            # read-back (ofmsg.LazyFlowStats), whose rules need every field
-            parts = list(msg.body) if readback else ofmsg.poll_samples(dpid, msg)
-            entries = self.assembler.feed(dpid, msg.xid, parts, bool(msg.flags & ofmsg.REPLY_MORE))
-            if entries is None:
-                return  # more parts to come
-            if readback:
-                rules = [ofmsg.rule_from_stats(dpid, s) for s in entries]
-                if self._audit_xids.pop(msg.xid, None) is not None:
-                    self.core.audit_flows(dpid, rules)
-                else:
-                    self._readback_xids.pop(msg.xid, None)
-                    self.core.flows_read_back(dpid, rules)
-                return self.wake()
-            self.core.flow_stats(dpid, entries)
-        except Exception:  # a bad reply from one switch must not disturb the others
-            LOG.warning("switch %s: malformed flow-stats reply skipped", dpid, exc_info=True)
+        audit = self._audit_xids.get(msg.xid) == dpid
+        readback = audit or self._readback_xids.get(msg.xid) == dpid
+        # a poll's counting rules are read from the reply bytes (ofstats); Ryu parses entries only for a
+        # read-back (ofmsg.LazyFlowStats), whose rules need every field
+        parts = list(msg.body) if readback else ofmsg.poll_samples(dpid, msg)
+        entries = self.assembler.feed(dpid, msg.xid, parts, bool(msg.flags & ofmsg.REPLY_MORE))
+        if entries is None:
+            return  # more parts to come
+        if readback:
+            rules = [ofmsg.rule_from_stats(dpid, s) for s in entries]
+            if self._audit_xids.pop(msg.xid, None) is not None:
+                self.core.audit_flows(dpid, rules)
+            else:
+                self._readback_xids.pop(msg.xid, None)
+                self.core.flows_read_back(dpid, rules)
+            return self.wake()
+        self.core.flow_stats(dpid, entries)
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def port_stats_reply(self, ev):
@@ -244,40 +255,31 @@ class MlrouteApp(southbound.App):
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
     def group_desc_reply(self, ev):
         msg, dpid = ev.msg, ev.msg.datapath.id
-        try:
-            entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-            if entries is None:
-                return
-            if self._audit_xids.pop(msg.xid, None) == dpid:
-                self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-            elif self._readback_xids.pop(msg.xid, None) == dpid:
-                self.core.groups_read_back(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-            self.wake()
-        except Exception:
-            LOG.warning("switch %s: malformed group-description reply skipped", dpid, exc_info=True)
+        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
+        if entries is None:
+            return
+        if self._audit_xids.pop(msg.xid, None) == dpid:
+            self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
+        elif self._readback_xids.pop(msg.xid, None) == dpid:
+            self.core.groups_read_back(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
+        self.wake()
 
     @set_ev_cls([ofp_event.EventOFPTableFeaturesStatsReply, ofp_event.EventOFPTableStatsReply], MAIN_DISPATCHER)
     def table_reply(self, ev):
         """Table features (capacities, at connect) and table stats (fill, every poll) of a switch."""
         msg, dpid = ev.msg, ev.msg.datapath.id
-        try:
-            entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-            if entries is None:
-                return
-            if isinstance(ev, ofp_event.EventOFPTableStatsReply):
-                self.core.table_stats(dpid, ofmsg.table_counts(entries))
-            else:
-                self.core.table_features(dpid, ofmsg.table_capacities(entries))
-            self.wake()
-        except Exception:
-            LOG.warning("switch %s: malformed table reply skipped", dpid, exc_info=True)
+        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
+        if entries is None:
+            return
+        if isinstance(ev, ofp_event.EventOFPTableStatsReply):
+            self.core.table_stats(dpid, ofmsg.table_counts(entries))
+        else:
+            self.core.table_features(dpid, ofmsg.table_capacities(entries))
+        self.wake()
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
     def group_features_reply(self, ev):
-        try:
-            self.core.group_features(ev.msg.datapath.id, *ofmsg.group_features(ev.msg.body))
-        except Exception:
-            LOG.warning("switch %s: malformed group-features reply skipped", ev.msg.datapath.id, exc_info=True)
+        self.core.group_features(ev.msg.datapath.id, *ofmsg.group_features(ev.msg.body))
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev):

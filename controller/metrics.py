@@ -57,6 +57,9 @@ class Metrics:
         self.table_capacity = Gauge("mlroute_table_capacity", "Entries a switch says each table holds "
                                     "(table features max_entries, where it answers)", ["dpid", "table"], registry=r)
         self._table_series: dict[int, set[str]] = {}  # dpid -> tables with series (removed when it goes)
+        self.handler_errors = Counter("mlroute_handler_errors", "OpenFlow and topology events whose handler raised "
+                                      "(a malformed reply or packet: logged, skipped), by handler", ["handler"],
+                                      registry=r)
         self.rules_over_budget = Gauge("mlroute_rules_over_budget", "Rules held back because their switch's table "
                                        "has no room (capacity less headroom; tried again every poll)", registry=r)
         self.flows_uncounted = Counter("mlroute_flows_uncounted", "New transport flows left on ECMP without a "
