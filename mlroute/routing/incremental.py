@@ -1,7 +1,7 @@
 """Max-min fair rates kept up to date while one flow at a time changes path (the polishing's inner loop).
 
-A full water-filling of 10,000 flows costs ~60 ms, and the polishing (``optimisers/mlroute.py``) evaluates one
-per tried move, although a move changes the rates of a handful of flows (median 7 on a k=16 fat-tree with 10k
+A full water-filling of 10,000 flows costs ~60 ms, and the polishing (``optimisers/mlroute/polish.py``) evaluates
+one per tried move, although a move changes the rates of a handful of flows (median 7 on a k=16 fat-tree with 10k
 elephants). :class:`RateState` re-fills only a growing set ``A`` of flows around the move, the other flows held
 at their rates, and proves the result with the bottleneck characterisation of max-min fairness (Bertsekas &
 Gallager, *Data Networks*, 6.5): a feasible allocation is the max-min fair one iff every flow is at its demand

@@ -3,7 +3,7 @@
 Why: a TE decision over 10k elephants on a k=24 fat-tree spent most of its CPU in loops that are sequential by
 nature, or that numpy can only run over large temporaries: the event-driven water-filling (a heap of link
 levels, ``metric._water_fill_events``), the paper's greedy (each flow placed under the loads its predecessors
-left, ``greedy.greedy_choice``), the load-vector search's move evaluation and screen (``optimisers.mlroute``:
+left, ``greedy.greedy_choice``), the load-vector search's move evaluation and screen (``optimisers.mlroute.search``:
 a block of flows x 144 candidate paths), the polishing's per-level link sums and screen, and the leximin
 comparison of sorted rate vectors (it can stop at the first difference). Compiled they run 10-20x faster: the
 decision at k=24 went from 1.5-2.5 s to 0.7-1.0 s (docs/scaling.md). The simulator fills tens of thousands of
@@ -104,7 +104,7 @@ def water_fill_rounds(flat, owner, caps, dem, rate, active, frozen_load, max_rou
 
 
 def rank_within(keys: np.ndarray) -> np.ndarray:
-    """``optimisers.mlroute._rank_within`` compiled: each element's rank among the elements with its key, in
+    """``optimisers.mlroute.repair._rank_within`` compiled: each element's rank among the elements with its key, in
     input order (keys are small non-negative integers: ToR x spines + spine). One pass instead of a stable sort
     of every inter-ToR flow, twice per decision."""
     k = _kernels()
@@ -114,7 +114,7 @@ def rank_within(keys: np.ndarray) -> np.ndarray:
 
 
 def bottleneck_screen(a, b, nlinks: int, up_i, dn_i, u, v, c):
-    """``optimisers.mlroute._bottleneck_screen`` compiled: (link loads, max load M, hot flows worth moving,
+    """``optimisers.mlroute.bottleneck._bottleneck_screen`` compiled: (link loads, max load M, hot flows worth moving,
     (hot flows, spines) promising moves). A dozen numpy passes over every inter-ToR flow per decision before."""
     k = _kernels()
     assert k is not None, "bottleneck_screen without the compiled kernels"
@@ -134,7 +134,7 @@ def greedy_place(order, set_id, option_rows, choice, loads) -> None:
 
 
 def level_loads(mat, rates, threshold: float, n_links: int) -> tuple[np.ndarray, np.ndarray]:
-    """The polishing's view of the links at one rate level (``optimisers.mlroute._Polish._level``): per link
+    """The polishing's view of the links at one rate level (``optimisers.mlroute.polish._Polish._level``): per link
     of the (flows, K) link matrix ``mat``, the summed rate of its flows below ``threshold`` and (as a float) the
     number of the others, summed in flow order like ``np.bincount``."""
     k = _kernels()
@@ -151,12 +151,12 @@ def cmp_presorted(a: np.ndarray, b: np.ndarray) -> int:
                                REL_TOL, ABS_TOL))
 
 
-#: :func:`first_improving`'s modes, as ``optimisers.mlroute._gains`` tells them apart
+#: :func:`first_improving`'s modes, as ``optimisers.mlroute.search._gains`` tells them apart
 DISJOINT, POSITIONAL, GENERAL = 0, 1, 2
 
 
 def first_improving(block, mat, choice, loads, set_id, option_rows, dummy: int, mode: int) -> tuple[int, int]:
-    """The load-vector search's move evaluation (``optimisers.mlroute._gains`` over a block of flows) compiled:
+    """The load-vector search's move evaluation (``optimisers.mlroute.search._gains`` over a block of flows) compiled:
     (position in ``block`` of the first flow with an improving move, its best option), or (len(block), -1).
     An option's gain is the max load over the current path's links it leaves minus the max of (load + 1) over
     the links it newly takes; the best option has the largest gain, then the smallest new max, then the lowest
@@ -177,7 +177,7 @@ def improving(flows, mat, choice, loads, set_id, option_rows, dummy: int, mode: 
 
 def promising(flows, mat, choice, free, n_ge, threshold: float, set_id, option_rows, dummy: int,
               positional: bool) -> np.ndarray:
-    """The polishing's screen (``optimisers.mlroute._promising``) compiled: which of ``flows`` have another
+    """The polishing's screen (``optimisers.mlroute.polish._promising``) compiled: which of ``flows`` have another
     option whose share score (the least, over its links, of ``free / max(n_ge, 1)`` on a link it keeps and
     ``free / (n_ge + 1)`` on one it would take) is above ``threshold``."""
     k = _kernels()

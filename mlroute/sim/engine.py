@@ -29,18 +29,19 @@ Model (docs/simulation.md has the long version)
 from __future__ import annotations
 
 import copy
-import dataclasses
 import enum
 import heapq
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mlroute.workloads.jobs import Job, jobs_to_flows
+from mlroute.sim.results import JobResult, SimResult
+from mlroute.sim.slots import FlowSlots
+from mlroute.workloads.jobs import Job
 
 #: Controller models: when the simulated controller takes a routing decision (docs/simulation.md).
 #: ``iteration``: at every job iteration start (the paper's forward-looking model); ``comm-start``: at every
@@ -71,78 +72,6 @@ class Failure:
     links: tuple = ()
 
 
-@dataclass
-class JobResult:
-    name: str
-    kind: str
-    model: str | None
-    ring: int
-    rings: int
-    start_s: float
-    ideal_s: float  # communication time of one iteration alone on a non-blocking fabric
-    iterations: list = field(default_factory=list)  # dicts: iteration, start_s, comm_start_s, allreduce_s
-    end_s: float | None = None
-
-
-@dataclass
-class SimResult:
-    algo: str
-    mode: str
-    jobs: list  # JobResult
-    fct_s: np.ndarray  # one per transfer (flow slot x step x iteration), in completion order
-    throughput_gbps: np.ndarray  # bytes * 8 / fct / 1e9 for the same transfers
-    controller_ms: list  # optimiser wall-clock runtime of each recomputation
-    recompute_times_s: list  # simulated time of each recomputation
-    max_link_load: list  # elephants on the most loaded fabric link, per recomputation
-    recompute_flows: list  # flows routed, per recomputation
-    proved_optimal: list  # per recomputation: the optimiser's "proved_optimal" (ilp), else None
-    makespan_s: float
-    events: int
-    rate_computations: int
-    wall_s: float
-
-    def allreduce_times(self) -> np.ndarray:
-        return np.array([it["allreduce_s"] for j in self.jobs for it in j.iterations])
-
-    def normalised_allreduce(self) -> np.ndarray:
-        return np.array([it["allreduce_s"] / j.ideal_s for j in self.jobs for it in j.iterations])
-
-    def to_dict(self, *, round_lists: int | None = 9) -> dict:
-        def rl(a):
-            a = np.asarray(a, dtype=float)
-            return [float(f"{x:.{round_lists}g}") for x in a] if round_lists else a.tolist()
-
-        return {
-            "algo": self.algo,
-            "mode": self.mode,
-            "jobs": [
-                {
-                    "job": j.name,
-                    "kind": j.kind,
-                    "model": j.model,
-                    "ring": j.ring,
-                    "rings": j.rings,
-                    "start_s": j.start_s,
-                    "ideal_s": j.ideal_s,
-                    "end_s": j.end_s,
-                    "iterations": j.iterations,
-                }
-                for j in self.jobs
-            ],
-            "fct_s": rl(self.fct_s),
-            "throughput_gbps": rl(self.throughput_gbps),
-            "controller_ms": [round(x, 4) for x in self.controller_ms],
-            "recompute_times_s": self.recompute_times_s,
-            "max_link_load": self.max_link_load,
-            "recompute_flows": self.recompute_flows,
-            "proved_optimal": self.proved_optimal,
-            "makespan_s": self.makespan_s,
-            "events": self.events,
-            "rate_computations": self.rate_computations,
-            "wall_s": round(self.wall_s, 3),
-        }
-
-
 class Progress:
     """A progress bar with ETA on stderr (tqdm), over the run's ring steps; silent unless enabled."""
 
@@ -166,51 +95,6 @@ class Progress:
 
 
 # ------------------------------------------------------------------------------------------------- the engine
-
-
-class _Slots:
-    """The static table of flow slots of a set of jobs."""
-
-    def __init__(self, jobs: Sequence[Job]):
-        self.jobs = list(jobs)
-        # slot order = job order, ring order, edge order. Each slot gets its own key (job, ring, edge): the
-        # flows of two GPUs that share a NIC pair are different connections, hashed separately by ECMP.
-        self.flows = []
-        for job in self.jobs:
-            fl = jobs_to_flows([job])
-            k = 0
-            for r in range(len(job.rings)):
-                for e in range(len(job.edges(r))):
-                    self.flows.append(dataclasses.replace(fl[k], key=(job.name, r, e)))
-                    k += 1
-        job_of, ring_of, edge_of, ring_job, ring_steps, ring_first = [], [], [], [], [], []
-        bytes_ = []
-        ring_id = 0
-        for j, job in enumerate(self.jobs):
-            for r in range(len(job.rings)):
-                n_edges = len(job.edges(r))
-                ring_first.append(len(job_of))
-                for e in range(n_edges):
-                    job_of.append(j)
-                    ring_of.append(ring_id)
-                    edge_of.append(e)
-                    bytes_.append(job.step_bytes)
-                ring_job.append(j)
-                ring_steps.append(job.steps_per_iteration(r))
-                ring_id += 1
-        self.job_of = np.array(job_of, dtype=np.int64)
-        self.ring_of = np.array(ring_of, dtype=np.int64)
-        self.edge_of = np.array(edge_of, dtype=np.int64)
-        self.bytes = np.array(bytes_, dtype=float)
-        self.ring_job = np.array(ring_job, dtype=np.int64)
-        self.ring_steps = np.array(ring_steps, dtype=np.int64)
-        self.ring_first = np.array(ring_first + [len(job_of)], dtype=np.int64)
-        self.ring_size = np.diff(self.ring_first)
-        self.job_kind = [job.kind for job in self.jobs]
-        self.job_rings = [np.flatnonzero(self.ring_job == j) for j in range(len(self.jobs))]
-        self.job_slots = [np.flatnonzero(self.job_of == j) for j in range(len(self.jobs))]
-        self.n = len(job_of)
-        self.n_rings = ring_id
 
 
 class _Router:
@@ -326,7 +210,7 @@ def simulate(fabric, jobs: Sequence[Job], algo: str, *, link_bps: float, mode: s
         raise ValueError(f"unknown algorithm {algo!r} (known: {', '.join(sorted(optimisers))})")
     if failures:
         fabric = copy.deepcopy(fabric)
-    slots = _Slots(jobs)
+    slots = FlowSlots(jobs)
     router = _Router(fabric, slots.flows, algo, seed=seed, objective=objective, time_limit=time_limit,
                      optimisers=optimisers)
     ideal = {}
@@ -343,7 +227,7 @@ def ideal_comm_time(job: Job, link_bps: float, water_fill: Callable | None = Non
     water_fill = water_fill or _default_water_fill()
     one = copy.copy(job)
     one.start_s, one.compute_s, one.iterations = 0.0, 0.0, 1
-    slots = _Slots([one])
+    slots = FlowSlots([one])
     nic = _NicOnly(slots.flows)
     engine = _Engine(slots, None, "ideal", link_bps=link_bps, mode="iteration", period_s=None, failures=(),
                      water_fill=water_fill, progress=False, label="ideal", static_links=nic)
@@ -354,7 +238,7 @@ def ideal_comm_time(job: Job, link_bps: float, water_fill: Callable | None = Non
 class _Engine:
     REL_TOL = 1e-12
 
-    def __init__(self, slots: _Slots, router: _Router | None, algo, *, link_bps, mode, period_s, failures,
+    def __init__(self, slots: FlowSlots, router: _Router | None, algo, *, link_bps, mode, period_s, failures,
                  water_fill, progress, label, static_links=None):
         self.s = slots
         self.router = router

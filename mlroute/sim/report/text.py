@@ -1,377 +1,35 @@
-"""The reproduction report: Markdown tables and matplotlib (Agg) plots from ``results.json``.
+"""The report's text: ``report.md`` section by section (:func:`write_report`, which has the plots drawn too).
 
-Every number in the report is computed here from the simulation results; nothing is typed in by hand.
+Every sentence that carries a number is a template in :data:`TEXT`, filled from the results; the only numbers
+typed in are the paper's own claims (:data:`PAPER_CLAIMS`), quoted next to what a run measured.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections import defaultdict
 
 import numpy as np
 
-from mlroute.tolerances import REL_TOL, REPORT_REL_TOL
-
-ALGO_ORDER = ("mlroute", "greedy", "coloring", "annealing", "gff", "ecmp", "ilp")
-COLOURS = {"mlroute": "#d62728", "greedy": "#1f77b4", "coloring": "#2ca02c", "annealing": "#9467bd",
-           "gff": "#8c564b", "ecmp": "#7f7f7f", "ilp": "#ff7f0e"}
-
-
-# overlapping curves (equal results are common) stay visible: the project's algorithm thick and solid, the rest
-# thinner and dashed/dotted
-STYLES = {"mlroute": ("-", 3.0), "greedy": ("--", 1.8), "coloring": (":", 1.8), "annealing": ("-", 1.2),
-          "gff": ("-.", 1.4), "ecmp": ("-", 1.2), "ilp": ((0, (1, 3)), 2.2)}
-
-
-def _style(a):
-    ls, lw = STYLES.get(a, ("-", 1.3))
-    return {"color": COLOURS.get(a), "linestyle": ls, "linewidth": lw}
-
-
-def _algos(runs):
-    present = {r["algo"] for r in runs}
-    return [a for a in ALGO_ORDER if a in present] + sorted(present - set(ALGO_ORDER))
-
-
-def _fmt(x, nd=3):
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "–"
-    return f"{x:.{nd}f}"
-
-
-def _table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
-def _cell(r):
-    return (r["jobs"], r["ring"], r["failed"])
-
-
-def _by_cell(runs):
-    d = defaultdict(dict)
-    for r in runs:
-        d[_cell(r)][r["algo"]] = r
-    return d
-
-
-# ---------------------------------------------------------------------------------------------------- plots
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_grid_metric(runs, cfg, key, ylabel, path):
-    plt = _plt()
-    algos = _algos(runs)
-    rings, failed = cfg["rings"], cfg["failed"]
-    fig, axes = plt.subplots(len(failed), len(rings), figsize=(max(4.2 * len(rings), 7.5), 2.9 * len(failed)),
-                             sharex=True, squeeze=False)
-    for i, f in enumerate(failed):
-        for k, ring in enumerate(rings):
-            ax = axes[i][k]
-            for a in algos:
-                pts = sorted((r["jobs"], r[key]) for r in runs if r["algo"] == a and r["ring"] == ring
-                             and r["failed"] == f)
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=a, **_style(a))
-            ax.set_title(f"ring {ring}, {f} failed spine{'s' if f != 1 else ''}", fontsize=9)
-            ax.grid(alpha=0.3)
-            if k == 0:
-                ax.set_ylabel(ylabel, fontsize=8)
-            if i == len(failed) - 1:
-                ax.set_xlabel("concurrent jobs", fontsize=8)
-            ax.set_xticks(cfg["jobs"])
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(algos), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _ecdf(ax, values, label, colour, weights_from_quantiles=False):
-    v = np.sort(np.asarray(values, dtype=float))
-    if not len(v):
-        return
-    y = np.arange(1, len(v) + 1) / len(v)
-    ax.step(v, y, where="post", label=label, **_style(label))
-
-
-def plot_cdf_allreduce(runs, path):
-    plt = _plt()
-    algos = _algos(runs)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    common = _common_cells(runs, [a for a in algos if a != "ilp"])
-    for a in algos:
-        if a == "ilp":
-            continue
-        vals = [x for r in runs if r["algo"] == a and _cell(r) in common for x in r["norm_all"]]
-        _ecdf(axes[0], vals, a, COLOURS.get(a))
-    axes[0].set_title("All cells without ilp: All-Reduce time / ideal, every (job, iteration)", fontsize=9)
-    ilp_cells = {_cell(r) for r in runs if r["algo"] == "ilp"}
-    for a in algos:
-        vals = [x for r in runs if r["algo"] == a and _cell(r) in ilp_cells for x in r["norm_all"]]
-        _ecdf(axes[1], vals, a, COLOURS.get(a))
-    axes[1].set_title(f"The {len(ilp_cells)} cells where ilp finished", fontsize=9)
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlabel("All-Reduce time / uncontended ideal (log)")
-        ax.set_ylabel("CDF")
-        ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        else:
-            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_cdf_quantiles(runs, cells, key, xlabel, path, log=True):
-    """CDFs (from the stored quantiles of every transfer) of the given cells, one panel each."""
-    plt = _plt()
-    algos = _algos(runs)
-    byc = _by_cell(runs)
-    cells = [c for c in cells if c in byc]
-    if not cells:
-        return False
-    fig, axes = plt.subplots(1, len(cells), figsize=(5.5 * len(cells), 3.8), squeeze=False)
-    for ax, c in zip(axes[0], cells):
-        for a in algos:
-            r = byc[c].get(a)
-            if r and r[key]:
-                q = np.asarray(r[key])
-                ax.plot(q, np.linspace(0, 1, len(q)), label=a, **_style(a))
-        ax.set_title(f"{c[0]} jobs, ring {c[1]}, {c[2]} failed spines", fontsize=9)
-        if log:
-            ax.set_xscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("CDF over transfers")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def plot_runtime(runs, path):
-    plt = _plt()
-    algos = _algos(runs)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for a in algos:
-        pts = defaultdict(list)
-        for r in runs:
-            if r["algo"] == a:
-                for n, ms in zip(r["recompute_flows"], r["controller_ms"]):
-                    pts[n].append(ms)
-        if not pts:
-            continue
-        xs = sorted(pts)
-        med = [float(np.median(pts[x])) for x in xs]
-        ax.scatter(xs, med, s=8, color=COLOURS.get(a), alpha=0.5)
-        # median per size bucket (powers of 2) as a line
-        buckets = defaultdict(list)
-        for x in xs:
-            buckets[int(2 ** round(np.log2(x)))].extend(pts[x])
-        bx = sorted(buckets)
-        ax.plot(bx, [np.median(buckets[b]) for b in bx], color=COLOURS.get(a), lw=1.5, label=a)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("flows routed in one recomputation")
-    ax.set_ylabel("optimiser runtime, ms (median, log)")
-    ax.set_title("Controller (optimiser) runtime against scale, this machine", fontsize=9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# ---------------------------------------------------------------------------------------------------- tables
-
-
-def _common_cells(runs, algos):
-    byc = _by_cell(runs)
-    return {c for c, d in byc.items() if all(a in d for a in algos)}
-
-
-def _mean(xs):
-    xs = [x for x in xs if x is not None]
-    return float(np.mean(xs)) if xs else None
-
-
-def _geo(xs):
-    xs = [x for x in xs if x is not None and x > 0]
-    return float(np.exp(np.mean(np.log(xs)))) if xs else None
-
-
-def headline(runs):
-    """Per algorithm, over the cells every non-ilp algorithm ran: mean / p99 / max of All-Reduce / ideal etc.
-    (``ilp`` is included when it ran in all of those cells)."""
-    algos = [a for a in _algos(runs) if a != "ilp"]
-    common = _common_cells(runs, algos)
-    if "ilp" in _algos(runs) and common <= _common_cells(runs, ["ilp"]):
-        algos.append("ilp")
-    rows = []
-    stats = {}
-    for a in algos:
-        rs = [r for r in runs if r["algo"] == a and _cell(r) in common]
-        allv = np.array([x for r in rs for x in r["norm_all"]])
-        ms = np.array([x for r in rs for x in r["controller_ms"]])
-        s = {
-            "cells": len(rs),
-            "norm_mean": float(allv.mean()),
-            "norm_p99": float(np.percentile(allv, 99)),
-            "norm_max": float(allv.max()),
-            "fct_rel": None,
-            "tput_mean": _mean([r["tput_mean_gbps"] for r in rs]),
-            "ms_median": float(np.median(ms)),
-            "ms_p99": float(np.percentile(ms, 99)),
-            "load_max": max(r["max_link_load"] for r in rs),
-            "load_min": min(r["max_link_load"] for r in rs),
-        }
-        stats[a] = s
-    # FCT relative to mlroute (geometric mean of per-cell mean-FCT ratios)
-    byc = _by_cell(runs)
-    ref = "mlroute" if "mlroute" in algos else algos[0]
-    for a in algos:
-        stats[a]["fct_rel"] = _geo([byc[c][a]["fct_mean_s"] / byc[c][ref]["fct_mean_s"] for c in common])
-    for a in algos:
-        s = stats[a]
-        rows.append([f"`{a}`", s["cells"], _fmt(s["norm_mean"]), _fmt(s["norm_p99"]), _fmt(s["norm_max"]),
-                     _fmt(s["fct_rel"]), _fmt(s["tput_mean"], 1), _fmt(s["ms_median"], 2), _fmt(s["ms_p99"], 1),
-                     f"{s['load_min']}–{s['load_max']}"])
-    header = ["algorithm", "cells", "All-Reduce / ideal: mean", "p99", "max", f"mean FCT vs {ref} (geo-mean)",
-              "throughput mean, Gb/s", "controller ms: median", "p99", "max link load (range over cells)"]
-    return _table(header, rows), stats, common
-
-
-def by_failures(runs, common):
-    algos = [a for a in _algos(runs) if a != "ilp" or common <= _common_cells(runs, ["ilp"])]
-    failed = sorted({c[2] for c in common})
-    rows = []
-    for a in algos:
-        row = [f"`{a}`"]
-        for f in failed:
-            v = [x for r in runs if r["algo"] == a and _cell(r) in common and r["failed"] == f for x in r["norm_all"]]
-            row.append(f"{_fmt(np.mean(v))} / {_fmt(np.percentile(v, 99))}")
-        rows.append(row)
-    return _table(["algorithm"] + [f"{f} failed: mean / p99" for f in failed], rows)
-
-
-def by_cell_table(runs, failed, key="norm_mean"):
-    algos = _algos(runs)
-    byc = _by_cell(runs)
-    cells = sorted(c for c in byc if c[2] == failed)
-    rows = []
-    for c in cells:
-        d = byc[c]
-        g = next(iter(d.values()))
-        vals = {a: d[a][key] for a in algos if a in d}
-        best = min(vals.values())
-        row = [c[0], c[1], g["flows"], g["gpus_per_host"]]
-        for a in algos:
-            if a in vals:
-                cell = _fmt(vals[a])
-                row.append(f"**{cell}**" if vals[a] <= best * (1 + REL_TOL) else cell)
-            else:
-                row.append("–")
-        rows.append(row)
-    return _table(["jobs", "ring", "flows", "GPUs/NIC"] + [f"`{a}`" for a in algos], rows)
-
-
-def ilp_table(runs, time_limit=None):
-    byc = _by_cell(runs)
-    cells = sorted(c for c, d in byc.items() if "ilp" in d)
-    if not cells:
-        return None, {}
-    algos = [a for a in _algos(runs) if a != "ilp"]
-    rows = []
-    ratios = {}
-    for a in algos:
-        rm = [byc[c][a]["norm_mean"] / byc[c]["ilp"]["norm_mean"] for c in cells if a in byc[c]]
-        rp = [byc[c][a]["norm_p99"] / byc[c]["ilp"]["norm_p99"] for c in cells if a in byc[c]]
-        lw = [byc[c][a]["max_link_load"] - byc[c]["ilp"]["max_link_load"] for c in cells if a in byc[c]]
-        ratios[a] = {"mean": _geo(rm), "worst": max(rm) if rm else None, "n": len(rm),
-                     "within1": sum(1 for x in rm if x <= 1 + ILP_CLOSE)}
-        rows.append([f"`{a}`", len(rm), _fmt(_geo(rm)), _fmt(max(rm) if rm else None), _fmt(_geo(rp)),
-                     f"{sum(1 for x in rm if x <= 1 + ILP_CLOSE)}/{len(rm)}", f"{min(lw)}..{max(lw)}" if lw else "–"])
-    t = _table(["algorithm", "cells", "mean All-Reduce vs ilp (geo-mean ratio)", "worst ratio", "p99 ratio",
-                f"cells within {100 * ILP_CLOSE:g} % of ilp", "max link load − ilp's"], rows)
-    limited = []
-    for c in cells:
-        r = byc[c]["ilp"]
-        # solves that ran into the time limit returned an unproven incumbent (older results lack "unproved":
-        # a runtime at the limit says the same)
-        n = r.get("unproved")
-        if n is None:
-            lim = r.get("ilp_time_limit_s", time_limit)
-            n = sum(1 for ms in r["controller_ms"] if lim and ms >= 0.95 * lim * 1e3)
-        if n:
-            limited.append((c, n, len(r["controller_ms"]), r["max_link_load"]))
-    if limited:
-        t += ("\n\n`ilp` is *not* the optimum everywhere: in " + "; ".join(
-            f"{c[0]} jobs × ring {c[1]}, {c[2]} failed ({n} of {m} solves, max link load {ld})"
-            for c, n, m, ld in limited)
-            + " some solves ran into the time limit and returned an unproven incumbent (only the probe over all "
-              "of the cell's flows had to prove optimality). A negative load difference above comes from such "
-              "solves.")
-    return t, ratios
-
-
-def largest_table(runs, cfg):
-    big = (max(cfg["jobs"]), max(cfg["rings"]))
-    rows = []
-    for f in cfg["failed"]:
-        for a in _algos(runs):
-            r = next((x for x in runs if (x["jobs"], x["ring"], x["failed"]) == (*big, f) and x["algo"] == a), None)
-            if r is None:
-                continue
-            rows.append([f, f"`{a}`", r["flows"], r["gpus_per_host"], _fmt(r["norm_mean"]), _fmt(r["norm_p99"]),
-                         r["max_link_load"], _fmt(r["controller_ms_median"], 2), _fmt(r["controller_ms_max"], 1),
-                         len(r["controller_ms"]), _fmt(r["wall_s"], 1)])
-    return _table(["failed", "algorithm", "flows", "GPUs/NIC", "All-Reduce/ideal mean", "p99", "max link load",
-                   "controller ms median", "max", "recomputations", "simulation wall s"], rows), big
-
-
-def mlroute_vs(runs, other="greedy"):
-    byc = _by_cell(runs)
-    better = equal = worse = 0
-    gains, losses = [], []
-    for d in byc.values():
-        if "mlroute" in d and other in d:
-            m, g = d["mlroute"]["norm_mean"], d[other]["norm_mean"]
-            if m < g * (1 - REPORT_REL_TOL):
-                better += 1
-                gains.append(1 - m / g)
-            elif m > g * (1 + REPORT_REL_TOL):
-                worse += 1
-                losses.append(m / g - 1)
-            else:
-                equal += 1
-    return {"better": better, "equal": equal, "worse": worse,
-            "gain_mean": float(np.mean(gains)) if gains else 0.0, "gain_max": max(gains, default=0.0),
-            "loss_max": max(losses, default=0.0), "n": better + equal + worse}
-
-
-# ---------------------------------------------------------------------------------------------------- prose
+from mlroute.sim.report.figures import (
+    ILP_CLOSE,
+    _algos,
+    _by_cell,
+    _cell,
+    _common_cells,
+    _table,
+    by_cell_table,
+    by_failures,
+    headline,
+    ilp_table,
+    largest_table,
+    mlroute_vs,
+)
+from mlroute.sim.report.plots import _write_plots, plot_grid_metric
+from mlroute.tolerances import REPORT_REL_TOL
 
 #: What the paper claims (docs/paper.md), quoted next to what a run measured; the only numbers the report does
 #: not compute, because they are the paper's.
 PAPER_CLAIMS = {"greedy_ms": "≈10 ms", "ecmp_worst_link": "4–8"}
-
-#: Mean All-Reduce within this fraction of ilp's counts as "close to the optimum" in the ILP table and claims.
-ILP_CLOSE = 0.01
-
 #: Every sentence of the report that carries a number, in one place: ``str.format`` templates whose fields are
 #: all computed from the results (:func:`_say`). Headings and tables are built where they are used.
 TEXT = {
@@ -523,9 +181,6 @@ def _vs_values(vs: dict) -> dict:
                 gain_max=100 * vs["gain_max"], loss=_loss(vs))
 
 
-# ---------------------------------------------------------------------------------------------------- report
-
-
 def write_report(results: dict, out_dir: str, *, command: str = "mlroute reproduce --out DIR") -> str:
     runs = results["runs"]
     cfg = results["config"]
@@ -573,20 +228,6 @@ def write_report(results: dict, out_dir: str, *, command: str = "mlroute reprodu
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(text)
     return text
-
-
-def _write_plots(runs: list, cfg: dict, big: tuple, out_dir: str) -> None:
-    plot_grid_metric(runs, cfg, "norm_mean", "mean All-Reduce / ideal", os.path.join(out_dir, "allreduce_mean.png"))
-    plot_grid_metric(runs, cfg, "norm_p99", "p99 All-Reduce / ideal", os.path.join(out_dir, "allreduce_p99.png"))
-    plot_cdf_allreduce(runs, os.path.join(out_dir, "cdf_allreduce.png"))
-    cdf_cells = [(*big, min(cfg["failed"])), (*big, max(cfg["failed"]))]
-    if cdf_cells[0] == cdf_cells[1]:
-        cdf_cells = cdf_cells[:1]
-    plot_cdf_quantiles(runs, cdf_cells, "fct_q", "flow completion time of one transfer, s (log)",
-                       os.path.join(out_dir, "cdf_fct.png"))
-    plot_cdf_quantiles(runs, cdf_cells, "tput_q", "throughput of one transfer, Gb/s", os.path.join(out_dir,
-                       "cdf_throughput.png"), log=False)
-    plot_runtime(runs, os.path.join(out_dir, "runtime.png"))
 
 
 def _generated(results: dict, command: str) -> str:
@@ -826,8 +467,3 @@ def _discuss_runtime(cfg: dict) -> str:
 
     compute_s = min(MODELS[m].compute_s for m in cfg["models"] if m in MODELS)
     return _say("d_runtime", paper_ms=PAPER_CLAIMS["greedy_ms"], compute_s=compute_s)
-
-
-def load_results(path):
-    with open(path) as fh:
-        return json.load(fh)
