@@ -50,51 +50,71 @@ def _estimate(flows: Sequence, max_rounds: int) -> np.ndarray:
     senders = list(out_of.values())
     receivers = list(into.values())
     for _ in range(max_rounds):
-        changed = False
-        # senders
-        for fl in senders:
-            d_f = 0.0
-            n_u = 0
-            for i in fl:
-                if converged[i]:
-                    d_f += demand[i]
-                else:
-                    n_u += 1
-            if n_u:
-                e_s = max(1.0 - d_f, 0.0) / n_u
-                for i in fl:
-                    if not converged[i] and abs(demand[i] - e_s) > ABS_TOL:
-                        demand[i] = e_s
-                        changed = True
-        # receivers
-        for fl in receivers:
-            d_t = sum(demand[i] for i in fl)
-            if d_t <= 1.0 + ABS_TOL:
-                continue
-            limited = {i: True for i in fl}  # "receiver-limited"
-            n_r = len(fl)
-            e_s = 1.0 / n_r
-            d_s = 0.0
-            while True:
-                n_r = 0
-                moved = False
-                for i in fl:
-                    if limited[i]:
-                        if demand[i] < e_s - ABS_TOL:
-                            d_s += demand[i]
-                            limited[i] = False
-                            moved = True
-                        else:
-                            n_r += 1
-                if not moved or n_r == 0:
-                    break
-                e_s = (1.0 - d_s) / n_r
-            for i in fl:
-                if limited[i]:
-                    if abs(demand[i] - e_s) > ABS_TOL or not converged[i]:
-                        changed = changed or abs(demand[i] - e_s) > ABS_TOL or not converged[i]
-                    demand[i] = e_s
-                    converged[i] = True
+        changed = _senders_pass(senders, demand, converged)
+        changed = _receivers_pass(receivers, demand, converged) or changed
         if not changed:
             break
     return np.array(demand, dtype=float)
+
+
+def _senders_pass(senders: list[list[int]], demand: list[float], converged: list[bool]) -> bool:
+    """Each sender splits what its converged flows leave of its NIC equally over the others; True if any
+    demand changed."""
+    changed = False
+    for fl in senders:
+        d_f = 0.0
+        n_u = 0
+        for i in fl:
+            if converged[i]:
+                d_f += demand[i]
+            else:
+                n_u += 1
+        if n_u:
+            e_s = max(1.0 - d_f, 0.0) / n_u
+            for i in fl:
+                if not converged[i] and abs(demand[i] - e_s) > ABS_TOL:
+                    demand[i] = e_s
+                    changed = True
+    return changed
+
+
+def _receivers_pass(receivers: list[list[int]], demand: list[float], converged: list[bool]) -> bool:
+    """Each oversubscribed receiver gives its receiver-limited flows an equal share of what the others leave
+    (they converge there); True if any demand changed or converged."""
+    changed = False
+    for fl in receivers:
+        d_t = sum(demand[i] for i in fl)
+        if d_t <= 1.0 + ABS_TOL:
+            continue
+        limited = {i: True for i in fl}  # "receiver-limited"
+        e_s = _receiver_share(fl, demand, limited)
+        for i in fl:
+            if limited[i]:
+                if abs(demand[i] - e_s) > ABS_TOL or not converged[i]:
+                    changed = changed or abs(demand[i] - e_s) > ABS_TOL or not converged[i]
+                demand[i] = e_s
+                converged[i] = True
+    return changed
+
+
+def _receiver_share(fl: list[int], demand: list[float], limited: dict[int, bool]) -> float:
+    """The equal share of a receiver's limited flows, once flows asking less than it are taken out (``limited``
+    marks which stay)."""
+    n_r = len(fl)
+    e_s = 1.0 / n_r
+    d_s = 0.0
+    while True:
+        n_r = 0
+        moved = False
+        for i in fl:
+            if limited[i]:
+                if demand[i] < e_s - ABS_TOL:
+                    d_s += demand[i]
+                    limited[i] = False
+                    moved = True
+                else:
+                    n_r += 1
+        if not moved or n_r == 0:
+            break
+        e_s = (1.0 - d_s) / n_r
+    return e_s
