@@ -4,8 +4,9 @@ A switch can lose rules while it stays connected (an operator's ``del-flows``, a
 reset) and nothing in OpenFlow says so; ONOS audits installed rules against flow stats and re-adds what is
 missing. Here every connected switch is read back (mlroute's flow rules by cookie, its groups) once per
 ``audit.period_s``, spread over time within ``audit.entries_per_s`` (reading entries back costs the event loop
-about 80 us each, so a k=24 fabric's ~5 M entries are never read at once), and at once when its table stats
-show a table holding fewer entries than believed (capabilities.table_short: the cheap check, every poll).
+about 20 us each, benchmarks/bench_audit.py: a k=24 fabric's millions of entries are never read at once), and
+at once when its table stats show a table holding fewer entries than believed (capabilities.table_short: the
+cheap check, every poll).
 
 What the switch holds answers a request sent at one moment; rule changes sent after it are not in the answer.
 The shell reports every change it sends (``touched``) while a switch's audit is out, and those rules are not
