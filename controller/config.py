@@ -51,6 +51,18 @@ DEFAULTS: dict[str, Any] = {
         "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
         "flow_copy": "auto",  # auto: learn on Open vSwitch, plain OF1.3 elsewhere; learn; controller
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
+        "detection": "flowstats",  # flowstats: a counting rule per flow; sflow: samples (sflow:); both
+    },
+    "sflow": {  # elephants from sFlow samples (te.detection: sflow | both; docs/sflow.md)
+        "host": "127.0.0.1",  # the collector's UDP address ...
+        "port": 6343,  # ... and port (sFlow's own)
+        "window_s": 1.0,  # rates over windows this long; an elephant after te.elephant_polls windows above
+        "windows": 5,  # completed windows kept per flow and host pair
+        "idle_windows": 10,  # a flow without a sample for this many windows is forgotten
+        "max_flows": 100000,  # 5-tuples tracked at most (the smallest eighth evicted when full)
+        "max_pairs": 20000,  # host pairs tracked at most
+        "pairs": True,  # a host pair above the threshold with no elephant 5-tuple is routed as one demand
+        "rcvbuf_bytes": 8388608,  # the collector's socket receive buffer
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
     "switches": [],  # [{dpid | description, profile, overrides}]: switch profiles (controller/switch_profiles.py)
@@ -78,7 +90,8 @@ POLL_INTERVAL_RANGE_S = (0.1, 3600.0)  # below 0.1 s the poll loop alone keeps a
 MAX_TIME_BUDGET_S = 3600.0
 CLIENT_TIMEOUT_RANGE_S = (0.1, 300.0)
 MAX_DECISION_WAIT_S = 600.0
-NEEDS_TIME_BUDGET = ("ilp", "annealing")  # they search until stopped: no budget, no bound on the event loop
+NEEDS_TIME_BUDGET = ("ilp", "annealing")
+DETECTION_MODES = ("flowstats", "sflow", "both")  # te.detection  # they search until stopped: no budget, no bound on the event loop
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
@@ -169,6 +182,18 @@ SCHEMA = {
         "new_flows_per_s": _Rule(int, _positive),
         "flow_copy": _Rule(str, _choice(flowcopy.MODES)),
         "ecmp_stagger": _Rule(bool),
+        "detection": _Rule(str, _choice(DETECTION_MODES)),
+    },
+    "sflow": {
+        "host": _Rule(str, _bind_host),
+        "port": _Rule(int, _port),
+        "window_s": _Rule(NUMBER, _between(0.1, 60.0)),
+        "windows": _Rule(int, _between(1, 3600)),
+        "idle_windows": _Rule(int, _between(1, 3600)),
+        "max_flows": _Rule(int, _between(1, 10_000_000)),
+        "max_pairs": _Rule(int, _between(1, 10_000_000)),
+        "pairs": _Rule(bool),
+        "rcvbuf_bytes": _Rule(int, _between(65536, 1 << 30)),
     },
     "audit": {
         "period_s": _Rule(NUMBER, _between(1.0, 86400.0)),
@@ -250,7 +275,18 @@ def parse(text: str, name: str = "<config>") -> dict[str, Any]:
         else:
             raise ConfigError(f"{line}: {key}: unknown section (known: {', '.join(sorted(DEFAULTS))})")
     _idle_floors(config, node, name)
+    _sflow_windows(config, node, name)
     return config
+
+
+def _sflow_windows(config: dict[str, Any], node: yaml.Node, name: str) -> None:
+    """With sFlow detection an elephant needs te.elephant_polls windows in a row: sflow.windows must keep them."""
+    if config["te"]["detection"] == "flowstats" or config["te"]["elephant_polls"] <= config["sflow"]["windows"]:
+        return
+    line = next((k.start_mark.line + 1 for k, _ in getattr(node, "value", ()) if k.value == "sflow"), 1)
+    raise ConfigError(f"{name}:{line}: sflow.windows: must be at least te.elephant_polls "
+                      f"({config['te']['elephant_polls']}) with te.detection {config['te']['detection']}, "
+                      f"got {config['sflow']['windows']}")
 
 
 def _switches(node: yaml.Node, name: str) -> list[dict[str, Any]]:

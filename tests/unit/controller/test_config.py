@@ -46,7 +46,7 @@ def test_the_example_file_documents_every_default():
     example = Path(__file__).resolve().parents[3] / "examples" / "mlroute.yaml"
     text = example.read_text()
     assert config.load(str(example)) == config.DEFAULTS
-    for section in ("rest", "te"):
+    for section in ("rest", "te", "sflow"):
         for key in config.DEFAULTS[section]:
             assert f"  {key}:" in text, f"{section}.{key} missing from examples/mlroute.yaml"
 
@@ -58,6 +58,13 @@ def test_the_example_file_documents_every_default():
     ("rest:\n  host: -bad-.example\n", "c.yaml:2: rest.host: must be an IP address or a host name"),
     ("rest:\n  host: ''\n", "c.yaml:2: rest.host: must be an IP address or a host name"),
     ("te:\n  flow_idle_timeout_s: 100000\n", "c.yaml:2: te.flow_idle_timeout_s: must be at most 65535"),
+    ("te:\n  detection: netflow\n", "c.yaml:2: te.detection: must be one of flowstats, sflow, both"),
+    ("sflow:\n  port: 0\n", "c.yaml:2: sflow.port: must be a TCP port"),
+    ("sflow:\n  host: 'no such host!'\n", "c.yaml:2: sflow.host: must be an IP address or a host name"),
+    ("sflow:\n  window_s: 0\n", "c.yaml:2: sflow.window_s: must be in [0.1, 60]"),
+    ("sflow:\n  sampling: 64\n", "c.yaml:2: sflow.sampling: unknown key"),
+    ("te:\n  detection: sflow\n  elephant_polls: 4\nsflow:\n  windows: 3\n",
+     "c.yaml:4: sflow.windows: must be at least te.elephant_polls (4)"),
     ("te:\n  poll_interval_s: 0.000001\n", "c.yaml:2: te.poll_interval_s: must be in [0.1, 3600]"),
     ("te:\n  poll_interval_s: 100000\n", "c.yaml:2: te.poll_interval_s: must be in [0.1, 3600]"),
     ("te:\n  host_link_mbps: .inf\n", "c.yaml:2: te.host_link_mbps: must be a finite number"),
