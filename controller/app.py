@@ -13,6 +13,7 @@ event-loop lag probe (/metrics).
 import functools
 import logging
 import sys
+import threading
 import time
 
 from controller import config as mlconfig
@@ -26,6 +27,7 @@ from controller.packet_in import ArpProbe, ArpReply, Forward
 from controller.rest import RestController
 from controller.rest_limits import ClientRateLimit
 from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.sflow_collector import SflowCollector
 from controller.southbound import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
 
 LOG = logging.getLogger("mlroute")
@@ -112,6 +114,7 @@ class MlrouteApp(southbound.App):
         self._contexts = kwargs
         self._threads = []  # the loops, started with the app (start)
         self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
+        self.collector = None  # the sFlow collector (te.detection sflow | both)
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
@@ -250,6 +253,8 @@ class MlrouteApp(southbound.App):
             LOG.warning("skipping port-stats entry: %s", problem)
 
     def links_json(self):
+        if self.core.sflow is not None:  # counter samples, pushed by the switches
+            return self.core.sflow.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
         return self.link_load.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
 
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
@@ -310,7 +315,32 @@ class MlrouteApp(southbound.App):
                                                  CONFIG["rest"]["client_timeout_s"])
         self._threads = [southbound.spawn(loop) for loop in (self._resync_loop, self._poll_loop,
                                                              self._decision_loop, self._lag_loop)]
+        if self.core.sflow is not None:
+            self._start_sflow()
         return started
+
+    def _start_sflow(self):
+        """te.detection sflow | both: the collector in a thread of its own (green under Ryu's monkey-patching,
+        native and without the turn under os-ken: it touches only the estimator, under its lock), and a loop
+        that hands each completed window to the core."""
+        cfg = CONFIG["sflow"]
+        self.collector = SflowCollector(lambda dg, peer: self.core.sflow_datagram(time.monotonic(), dg),
+                                        cfg["host"], cfg["port"], agents=self.core.sflow.agents,
+                                        rcvbuf_bytes=cfg["rcvbuf_bytes"])
+        self._sflow_stop = threading.Event()
+        threading.Thread(target=self.collector.serve, args=(self._sflow_stop,), name="sflow", daemon=True).start()
+        self._threads.append(southbound.spawn(self._sflow_loop))
+        LOG.info("sFlow collector on %s:%s (te.detection %s)", *self.collector.address, self.core.detection)
+
+    def _sflow_loop(self):
+        tick = CONFIG["sflow"]["window_s"] / 4
+        while True:
+            southbound.sleep(tick)
+            try:
+                if self.core.sflow_tick(self.collector.stats() if self.collector is not None else None):
+                    self.wake(decide=True)
+            except Exception:
+                LOG.exception("sFlow tick failed; continuing")
 
     def release(self):
         """The optimiser's worker process and mlroute's own REST server stopped (idempotent; mlroute
@@ -320,6 +350,10 @@ class MlrouteApp(southbound.App):
         if self.rest_server is not None:
             self.rest_server.shutdown()
             self.rest_server = None
+        if self.collector is not None:
+            self._sflow_stop.set()
+            self.collector.close()
+            self.collector = None
 
     def stop(self):
         self.release()
@@ -423,7 +457,8 @@ class MlrouteApp(southbound.App):
                         dp.send_msg(ofmsg.flow_stats_request(dp, COOKIE_FLOW, ofmsg.COOKIE_EXACT))
                 for dp in list(self.datapaths.values()):  # table fill: capacities, and tables wiped under us
                     dp.send_msg(ofmsg.table_stats_request(dp))
-                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected):
+                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected) \
+                        if self.core.sflow is None else ():  # (sFlow: counter samples instead)
                     if dpid in self.datapaths:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread

@@ -90,8 +90,8 @@ POLL_INTERVAL_RANGE_S = (0.1, 3600.0)  # below 0.1 s the poll loop alone keeps a
 MAX_TIME_BUDGET_S = 3600.0
 CLIENT_TIMEOUT_RANGE_S = (0.1, 300.0)
 MAX_DECISION_WAIT_S = 600.0
-NEEDS_TIME_BUDGET = ("ilp", "annealing")
-DETECTION_MODES = ("flowstats", "sflow", "both")  # te.detection  # they search until stopped: no budget, no bound on the event loop
+NEEDS_TIME_BUDGET = ("ilp", "annealing")  # they search until stopped: no budget, no bound on the event loop
+DETECTION_MODES = ("flowstats", "sflow", "both")  # te.detection
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")

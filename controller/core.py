@@ -44,6 +44,8 @@ from controller.rules import (
     SwitchRules,
     apply_change,
 )
+from controller.sflow_decoder import Datagram
+from controller.sflow_detection import SflowDetection
 from controller.sync import Step
 from controller.tiers import TierInference, infer_tiers
 from controller.topology import Topology
@@ -142,6 +144,13 @@ class ControllerCore:
         self._stale: set[int] = set()
         self.syncing = False
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
+        # te.detection: sflow | both: elephants from packet samples (sflow_detection.py); in sflow mode only the
+        # pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
+        self.detection = tecfg["detection"]
+        self.sflow = None if self.detection == "flowstats" else SflowDetection(
+            config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,
+            self.metrics)
+        self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
 
     def live_graph(self) -> nx.Graph:
         """The live switch graph, rebuilt only after a switch, port or link event."""
@@ -567,7 +576,9 @@ class ControllerCore:
         if self.accounting.removed(key, dpid):
             sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
             state = self.monitor.flows.get(key)
-            if self.monitor.forget(key) and state is not None and state.elephant:
+            if state is not None and state.sampled:
+                self._sflow_pinned.discard(key)  # samples still tell its rate; still pinned, it gets one again
+            elif self.monitor.forget(key) and state is not None and state.elephant:
                 self.decide_now = True  # an elephant ended: the others may use what it leaves, now
             self.dirty = True
 
@@ -588,6 +599,8 @@ class ControllerCore:
         """Ingress switches to poll for counting-rule statistics now (those with hosts), connected ones only,
         each no more often than its profile says it refreshes counters (a counter read twice between two
         refreshes would look like a flow that stopped)."""
+        if self.detection == "sflow":
+            return []  # no counting rules to read: samples tell the rates
         now, period = self.clock(), self.config["te"]["poll_interval_s"]
         due = []
         for dpid in sorted({h.dpid for h in self.topology.hosts.values()} & self.connected):
@@ -597,6 +610,55 @@ class ControllerCore:
                 self._polled[dpid] = now
                 due.append(dpid)
         return due
+
+    # -- sFlow detection (te.detection: sflow | both; sflow_detection.py) -----------------------------------------
+    def sflow_datagram(self, now: float, datagram: Datagram) -> None:
+        """A decoded sFlow datagram (the collector's thread: only the estimator's tables are touched)."""
+        if self.sflow is not None:
+            self.sflow.feed(now, datagram)
+
+    def sflow_tick(self, collector_stats: Mapping[str, int] | None = None) -> bool:
+        """The shell's sFlow loop, a few times a window: a completed window goes to the flow monitor (a window
+        is a poll); returns True when a new elephant appeared (a decision is requested at once)."""
+        if self.sflow is None:
+            return False
+        now = self.clock()
+        self.sflow.publish(collector_stats)
+        rates = self.sflow.tick(now)
+        if rates is None:
+            return False
+        before = {st.key for st in self.monitor.elephants()}
+        self.monitor.sampled({key: (dpid, bps) for key, (dpid, _, bps) in rates.items()}, now)
+        for key, (dpid, port, bps) in rates.items():
+            if bps > 0:  # sampled bytes from the source's port: a sign of life
+                self.ageing.heard_from(key.src_ip, dpid, port)
+        for key in self.recovered.hops:  # pinned before a restart: an elephant at its first busy window
+            st = self.monitor.flows.get(key)
+            if st is not None and st.rate_bps >= self.monitor.config.threshold_bps:
+                st.elephant = True
+        new = any(st.key not in before for st in self.monitor.elephants())
+        if new:
+            self.request_decision()
+        return new
+
+    def _sflow_pins(self) -> None:
+        """Sampled elephants being pinned get an exact entry at their ingress (accounting: te.counting_rule
+        carries the pinned first hop), and lose it when unpinned; with ``sflow`` no other flow has one."""
+        assert self.sflow is not None
+        pinned = {k for k in self.te.pinned if isinstance(k, FlowKey)}
+        for key in self._sflow_pinned - pinned:
+            where = self.accounting.get(key)
+            if where is not None:
+                self.accounting.removed(key, where[0])
+        self._sflow_pinned &= pinned
+        for key in pinned - self._sflow_pinned:
+            st = self.monitor.flows.get(key)
+            if key in self.accounting or st is None or not st.sampled:
+                continue  # counted already (flow stats, or read back after a restart)
+            where = self.sflow.ingress_of(key)
+            if where is not None:
+                self.accounting.observe(key, *where)
+                self._sflow_pinned.add(key)
 
     # -- traffic engineering ------------------------------------------------------------------------------------
     def set_jobs(self, jobs: list[dict]) -> None:
@@ -679,6 +741,8 @@ class ControllerCore:
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
         pairs = mljobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
+        if self.sflow is not None:  # host pairs busy as a whole, none of their 5-tuples an elephant
+            pairs += [p for p in self.sflow.elephant_pairs(st.key for st in elephants) if p not in pairs]
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
         self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
@@ -816,6 +880,8 @@ class ControllerCore:
             if self.runner is None:
                 self.decision_tick()
                 self.dirty = False
+        if self.sflow is not None:
+            self._sflow_pins()
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()
         changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows,

@@ -20,6 +20,9 @@ Learned entries expire after ``hold_s`` (a hard timeout of one poll period), so 
 count (past the ``te.new_flows_per_s`` budget) is offered again once per poll, and a flow resuming after its
 counting rule idled out is copied again on its first packet. They carry ``COOKIE_SEEN``: the switch's own
 state, never part of the desired rules, skipped by read-back.
+
+With ``te.detection: sflow`` nothing is copied (``enabled`` false): elephants come from packet samples, so a
+new flow costs no packet-in and no rule; host ports keep only their guards.
 """
 
 from __future__ import annotations
@@ -58,13 +61,15 @@ class NewFlowCopy:
     mode: str = "controller"
     hold_s: int = 2  # how long a learned "seen" entry lasts (hard timeout)
     learning: frozenset[int] = frozenset()
+    enabled: bool = True  # False: new flows are not copied at all (te.detection: sflow)
 
     @classmethod
     def from_config(cls, tecfg: Mapping[str, Any]) -> NewFlowCopy:
-        return cls(mode=tecfg["flow_copy"], hold_s=max(1, math.ceil(tecfg["poll_interval_s"])))
+        return cls(mode=tecfg["flow_copy"], hold_s=max(1, math.ceil(tecfg["poll_interval_s"])),
+                   enabled=tecfg.get("detection", "flowstats") != "sflow")
 
     def learns(self, dpid: int) -> bool:
-        return self.mode == "learn" or (self.mode == "auto" and dpid in self.learning)
+        return self.enabled and (self.mode == "learn" or (self.mode == "auto" and dpid in self.learning))
 
     def described(self, dpid: int, mfr_desc: str, hw_desc: str, learns: bool | None = None) -> NewFlowCopy:
         """The policy once a switch has said what it is (only ``auto`` changes): it learns if it is Open

@@ -69,6 +69,12 @@ class Metrics:
         self.audit_findings = Counter("mlroute_audit_findings", "Rules an audit found differing from what mlroute "
                                       "believed installed, by kind (missing, extra, altered), then repaired",
                                       ["kind"], registry=r)
+        self.sflow_datagrams = Counter("mlroute_sflow_datagrams", "sFlow datagrams by outcome (received, decoded, "
+                                       "callback_errors, dropped_<reason>: truncated, version, unknown_agent, ...)",
+                                       ["outcome"], registry=r)
+        self.sflow_samples = Counter("mlroute_sflow_samples", "sFlow flow samples by outcome (counted, replayed, "
+                                     "no_header, not_transport, unknown_interface, not_ingress)", ["outcome"],
+                                     registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)

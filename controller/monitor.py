@@ -76,6 +76,7 @@ class FlowState:
     elephant: bool = False
     last_active: float = 0.0  # controller time of the last poll above the threshold
     demand_bps: float = 0.0
+    sampled: bool = False  # its rates come from sFlow samples (``sampled``), not from flow statistics
 
 
 @dataclass
@@ -101,6 +102,8 @@ class FlowMonitor:
                 continue
             seen.add(s.key)
             st = self.flows.get(s.key)
+            if st is not None and st.sampled:
+                continue  # sFlow feeds it (te.detection: both; a pinned elephant's entry is counted too)
             if st is None or st.dpid != dpid or s.duration_s < st.duration_s or s.byte_count < st.bytes:
                 # new rule (or re-created after expiry): average over its lifetime so far
                 rate = 8 * s.byte_count / s.duration_s if s.duration_s > 0 else 0.0
@@ -127,6 +130,26 @@ class FlowMonitor:
                 LOG.info("elephant %s ended (counting rule gone)", key)
             del self.flows[key]
             keys.discard(key)
+
+    def sampled(self, rates: Mapping[FlowKey, tuple[int, float]], now: float) -> None:
+        """Fold in one completed sFlow window: ``rates`` maps each sampled flow to (ingress dpid, bit/s in that
+        window), a window standing for a poll. A flow that flow statistics count already is left to them; a
+        sampled flow no longer in ``rates`` (the estimator forgot it: no sample for its idle windows) counts as
+        silent, and leaves unless it is an elephant (pattern memory keeps those until ``expire``)."""
+        for key, (dpid, bps) in rates.items():
+            st = self.flows.get(key)
+            if st is None:
+                st = self.flows[key] = FlowState(key, dpid, 0, 0.0, sampled=True)
+            elif not st.sampled:
+                continue
+            st.dpid, st.rate_bps = dpid, bps
+            self._judge(st, now)
+        for key in [k for k, st in self.flows.items() if st.sampled and k not in rates]:
+            st = self.flows[key]
+            st.rate_bps = 0.0
+            self._judge(st, now)
+            if not st.elephant:
+                del self.flows[key]
 
     def _judge(self, st: FlowState, now: float) -> None:
         if st.rate_bps >= self.config.threshold_bps:

@@ -180,6 +180,16 @@ class SampleRates:
             for table in (self.flows, self.pairs):
                 table.close(closed, self.window_s, self.threshold_bps, self.windows_needed, self.idle_windows)
 
+    @property
+    def window(self) -> int | None:
+        """The index of the window in progress (``floor(now / window_s)``; None before the first ``advance``)."""
+        return self._window
+
+    def last_window_bps(self) -> dict[FlowKey, float]:
+        """Each tracked flow's rate in the last completed window (0.0 for one without a sample in it)."""
+        scale = 8 / self.window_s
+        return {k: scale * tr.done[-1][0] for k, tr in self.flows.tracks.items() if tr.done}
+
     def _rate(self, table: _Table[K], key: K, windows: int | None) -> RateEstimate | None:
         tr = table.tracks.get(key)
         if tr is None:

@@ -348,7 +348,7 @@ def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mappi
     rules: list[FlowRule] = []
     for h in topology.hosts.values():
         rules.extend(host_rules(h))  # anti-spoofing at the host's port (host_guard.py)
-        for proto in (PROTO_TCP, PROTO_UDP):
+        for proto in (PROTO_TCP, PROTO_UDP) if copy.enabled else ():  # (sFlow detection: no copies)
             # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
             rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto,
                                                                 **admitted_source(h)),
@@ -394,6 +394,6 @@ def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Se
     port = port_toward(graph, path[0], path[1])
     if port is None:
         return []
-    return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto),
-                     (copy.action(host.dpid), ("output", port)), table=TABLE_CLASSIFY,
+    actions = ((copy.action(host.dpid),) if copy.enabled else ()) + (("output", port),)
+    return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto), actions, table=TABLE_CLASSIFY,
                      cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

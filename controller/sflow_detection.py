@@ -1,0 +1,111 @@
+"""sFlow detection for the core (``te.detection: sflow | both``): the sFlow pieces put together, and what the
+core reads from them each window.
+
+Why a module of its own: the core should know only "a datagram arrived" and "a window ended". ``feed`` runs in
+the collector's thread (under the ingest lock); ``tick``, called from a loop of the shell, turns each completed
+window into the flow monitor's input (one window stands for one poll, so thresholds, ``te.elephant_polls``,
+pattern memory, TE and REST work as in flow-stats mode) and says which host pairs are elephants as a whole with
+no elephant 5-tuple of their own (many connections between two hosts: one demand, routed by a pair rule, as a
+declared job's send is). Counter samples give the link view its per-port rates (``links``) in place of
+port-stats polling. Collector and ingest counters become metrics by their growth since the last tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from controller.flowkey import FlowKey
+from controller.jobs import HostPair
+from controller.linkstats import links_json
+from controller.metrics import Metrics
+from controller.sflow_agents import AgentMap, PortRef
+from controller.sflow_counters import CounterRates
+from controller.sflow_decoder import Datagram
+from controller.sflow_ingest import SflowIngest
+from controller.sflow_rates import SampleRates
+from controller.topology import Topology
+
+
+class SflowDetection:
+    def __init__(self, sflow: Mapping[str, Any], threshold_bps: float, windows_needed: int, topology: Topology,
+                 metrics: Metrics | None = None) -> None:
+        """``sflow`` is the configuration's ``sflow:`` section; ``topology`` says which ports are host-facing
+        (a sample counts where its packet entered the fabric) and which ports exist (the agent map learns only
+        those)."""
+        self.config = sflow
+        self.agents = AgentMap(accept=lambda dpid, port: port in topology.ports.get(dpid, ()))
+        self.rates = SampleRates(threshold_bps, window_s=sflow["window_s"], windows=sflow["windows"],
+                                 windows_needed=windows_needed, idle_windows=sflow["idle_windows"],
+                                 max_flows=sflow["max_flows"], max_pairs=sflow["max_pairs"])
+        self.counters = CounterRates()
+        self.ingest = SflowIngest(self.agents, self.rates, self.counters, topology.is_access_port)
+        self.metrics = metrics
+        self._window: int | None = None  # the window in progress at the last tick
+        self._published: dict[tuple[str, str], int] = {}  # (metric, outcome) -> value last published
+
+    def feed(self, now: float, datagram: Datagram) -> None:
+        """One decoded datagram (the collector's thread)."""
+        self.ingest.feed(now, datagram)
+
+    def tick(self, now: float) -> dict[FlowKey, tuple[int, int, float]] | None:
+        """Close the windows ended by ``now``; when one did, each tracked flow's (ingress dpid, port, bit/s) in
+        the last completed window (the monitor's input), else None."""
+        with self.ingest.lock:
+            self.rates.advance(now)
+            if self.rates.window == self._window:
+                return None
+            self._window = self.rates.window
+            out = {}
+            for key, bps in self.rates.last_window_bps().items():
+                where = self.ingest.ingress_of(key)
+                if where is not None:
+                    out[key] = (where[0], where[1], bps)
+            return out
+
+    def ingress_of(self, key: FlowKey) -> PortRef | None:
+        """Where a sampled flow enters the fabric (its pinned entry goes there)."""
+        with self.ingest.lock:
+            return self.ingest.ingress_of(key)
+
+    def elephant_pairs(self, elephant_keys: Iterable[FlowKey]) -> list[HostPair]:
+        """Host pairs whose aggregate is an elephant while none of their 5-tuples is (``elephant_keys``)."""
+        if not self.config["pairs"]:
+            return []
+        covered = {(k.src_ip, k.dst_ip) for k in elephant_keys}
+        with self.ingest.lock:
+            pairs = self.rates.elephant_pairs()
+        return [HostPair(*e.key) for e in pairs if e.key not in covered]
+
+    def links(self, topology: Topology, pinned: Mapping[Any, tuple[int, ...]],
+              capacity_bps: float) -> list[dict[str, Any]]:
+        """The link view from counter samples (``GET /mlroute/links``, mlroute_link_utilisation)."""
+        with self.ingest.lock:
+            return links_json(topology, self.counters, pinned, capacity_bps)
+
+    def forget_switch(self, dpid: int) -> None:
+        with self.ingest.lock:
+            self.agents.forget_switch(dpid)
+            self.counters.forget(dpid)
+
+    def stats(self, collector: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
+        """Datagrams by outcome (the collector's counters) and flow samples by outcome (the ingest's)."""
+        with self.ingest.lock:
+            ingest = self.ingest.stats()
+        samples = {k[len("flow_samples_"):]: v for k, v in ingest.items() if k.startswith("flow_samples_")}
+        datagrams = {k: v for k, v in (collector or {}).items()
+                     if k in ("received", "decoded", "callback_errors") or k.startswith("dropped_")}
+        return {"datagrams": datagrams, "samples": samples}
+
+    def publish(self, collector: Mapping[str, int] | None = None, on: Callable[[str, str, int], None] | None = None
+                ) -> None:
+        """Counters' growth since the last call onto the metrics (``on(metric, outcome, growth)``)."""
+        if on is None and self.metrics is not None:
+            m = self.metrics
+            on = lambda name, outcome, n: getattr(m, f"sflow_{name}").labels(outcome).inc(n)  # noqa: E731
+        for name, values in self.stats(collector).items():
+            for outcome, value in values.items():
+                grown = value - self._published.get((name, outcome), 0)
+                if grown > 0 and on is not None:
+                    on(name, outcome, grown)
+                self._published[(name, outcome)] = value

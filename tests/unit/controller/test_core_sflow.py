@@ -1,0 +1,176 @@
+"""The core with ``te.detection: sflow | both``, driven with real sFlow v5 datagrams (built by
+tests/sflow_datagrams.py, decoded by the decoder): no per-flow rules for mice, exact entries only for the pinned
+elephants, host pairs as one demand, link load from counter samples, metrics by outcome."""
+
+from controller import config
+from controller.core import ControllerCore
+from controller.flowkey import FlowKey
+from controller.jobs import HostPair
+from controller.monitor import FlowSample
+from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
+from controller.sflow_decoder import decode
+from tests import topologies
+from tests.sflow_datagrams import (
+    counter_sample,
+    datagram,
+    ethernet_frame,
+    flow_sample,
+    header_record,
+    if_counters_record,
+    openflow_port_record,
+)
+
+AGENT = "127.0.0.1"
+RATE = 64  # 1-in-64
+FRAME = 1400  # payload bytes per sampled packet
+STRIDE = [(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}") for i in range(8)]
+
+
+class Fabric:
+    """A core over a k=4 fat-tree whose switches export sFlow from one agent (ifIndex = dpid * 100 + port)."""
+
+    def __init__(self, detection="sflow", extra=""):
+        self.now = 0.0
+        self.core = ControllerCore(config.parse(f"te:\n  detection: {detection}\n  poll_interval_s: 2\n{extra}"),
+                                   lambda: self.now)
+        self.core.topology = self.core.packet_in.topology = topologies.fat_tree(4)
+        if self.core.sflow is not None:  # (the detection holds the topology it was made with)
+            self.core.sflow = type(self.core.sflow)(self.core.config["sflow"], self.core.monitor.config.threshold_bps,
+                                                    2, self.core.topology, self.core.metrics)
+            for dpid, ports in self.core.topology.ports.items():
+                for port in ports:
+                    self.core.sflow.agents.add(AGENT, dpid * 100 + port, dpid, port)
+        self.core.sync()
+        self.seq = 0
+
+    def host(self, ip):
+        return self.core.topology.hosts[ip]
+
+    def send(self, flows, seconds=1.0, per_window_bps=None):
+        """One datagram per flow per window: samples standing for ``bps`` each (flows: [(key, bps)]), entering
+        at the source host's port; then the clock moves on by ``seconds`` and the core ticks."""
+        for key, bps in flows:
+            n = max(1, round(bps * seconds / 8 / (FRAME + 58) / RATE))  # samples of a 1-in-64 stream
+            h = self.host(key.src_ip)
+            samples = []
+            for _ in range(n):
+                self.seq += 1
+                frame = ethernet_frame(src_ip=key.src_ip, dst_ip=key.dst_ip, proto=key.proto,
+                                       src_port=key.src_port, dst_port=key.dst_port, payload=FRAME)
+                samples.append(flow_sample([header_record(frame, stripped=0)], sequence=self.seq,
+                                           source_type=2, source_index=1000, sampling_rate=RATE,
+                                           input_value=h.dpid * 100 + h.port, output_value=1))
+            self.core.sflow_datagram(self.now, decode(datagram(samples, agent=AGENT, sequence=self.seq)))
+        self.now += seconds
+        return self.core.sflow_tick()
+
+    def windows(self, flows, n):
+        new = False
+        for _ in range(n):
+            new = self.send(flows) or new
+        return new
+
+
+def stride_keys():
+    return [FlowKey(s, d, 6, 40000 + i, 5201) for i, (s, d) in enumerate(STRIDE)]
+
+
+def rules_with_cookie(core, cookie):
+    return [r for rules in core.plan.desired.values() for r in rules.flows.values() if r.cookie == cookie]
+
+
+def test_sflow_mode_copies_no_new_flow_and_polls_no_flow_stats():
+    lab = Fabric("sflow")
+    assert rules_with_cookie(lab.core, COOKIE_FLOW_MISS) == []  # no copy rules at host ports
+    assert not [r for rules in lab.core.plan.desired.values() for r in rules.flows.values() if r.table == TABLE_SEEN]
+    assert lab.core.stats_switches() == []
+    flowstats = Fabric("flowstats")
+    assert len(rules_with_cookie(flowstats.core, COOKIE_FLOW_MISS)) == 2 * 16  # TCP and UDP per host port
+
+
+def test_sampled_elephants_are_pinned_with_exact_entries_only_for_them():
+    lab = Fabric("sflow")
+    elephants = stride_keys()
+    # one sampled packet a window each (0.75 Mb/s estimated), between 12 distinct host pairs: mice
+    mice = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 1) % 16 + 1}", 6, 50000 + i, 80) for i in range(12)]
+    flows = [(k, 8e6) for k in elephants] + [(k, 2e4) for k in mice]
+    assert not lab.send(flows)  # the first completed window above: one of te.elephant_polls (2)
+    assert lab.send(flows)  # the second: elephants, a decision requested
+    assert {st.key for st in lab.core.monitor.elephants()} == set(elephants)
+    result = lab.core.te_step()
+    assert result.applied and set(lab.core.te.pinned) == set(elephants)
+    lab.core.sync()
+    counting = rules_with_cookie(lab.core, COOKIE_FLOW)
+    assert len(counting) == len(elephants)  # the pinned ones, no mouse
+    for rule in counting:
+        key = next(k for k in elephants if dict(rule.match)["tcp_src"] == k.src_port)
+        src = lab.host(key.src_ip)
+        path = lab.core.te.pinned[key]
+        assert rule.dpid == src.dpid == path[0] and dict(rule.match)["in_port"] == src.port
+        assert rule.actions[0][0] == "output"  # to the pinned first hop, not the ECMP table
+
+
+def test_an_elephant_that_ends_loses_its_pin_and_its_entry():
+    lab = Fabric("sflow", "  pattern_memory_s: 3\nsflow:\n  idle_windows: 2\n")
+    key = stride_keys()[0]
+    lab.windows([(key, 8e6)], 3)
+    lab.core.te_step()
+    lab.core.sync()
+    assert len(rules_with_cookie(lab.core, COOKIE_FLOW)) == 1
+    lab.windows([], 6)  # silent: forgotten by the estimator, then past the pattern memory
+    lab.core.te_step()
+    lab.core.sync()
+    assert lab.core.te.pinned == {} and rules_with_cookie(lab.core, COOKIE_FLOW) == []
+
+
+def test_many_connections_between_two_hosts_become_one_host_pair_demand():
+    lab = Fabric("sflow")
+    storm = [(FlowKey("10.0.0.1", "10.0.0.5", 17, 10000 + i, 9), 2e5) for i in range(40)]  # 8 Mb/s in all
+    lab.windows(storm, 3)
+    assert lab.core.monitor.elephants() == []  # no 5-tuple is one
+    lab.core.te_step()
+    pair = HostPair("10.0.0.1", "10.0.0.5")
+    assert set(lab.core.te.pinned) == {pair}
+    lab.core.sync()
+    ingress = [r for r in rules_with_cookie(lab.core, COOKIE_FLOW_MISS) if r.priority == PRIO_PAIR]
+    assert len(ingress) == 2 and all(r.actions == (("output", ingress[0].actions[0][1]),) for r in ingress)
+    assert rules_with_cookie(lab.core, COOKIE_FLOW) == []  # no rule per connection
+    assert lab.core.sflow.elephant_pairs([]) == [pair]
+
+
+def test_a_pair_with_an_elephant_5_tuple_is_routed_by_its_flow():
+    lab = Fabric("sflow")
+    key = stride_keys()[0]
+    lab.windows([(key, 8e6)], 3)
+    assert lab.core.sflow.elephant_pairs([key]) == []
+    lab.core.te_step()
+    assert set(lab.core.te.pinned) == {key}
+
+
+def test_both_mode_leaves_counted_flows_to_flow_statistics():
+    lab = Fabric("both")
+    counted, sampled = stride_keys()[:2]
+    src = lab.host(counted.src_ip)
+    lab.core.new_transport_flow(counted, src.dpid, src.port)  # copied: it has a counting rule
+    lab.core.flow_stats(src.dpid, [FlowSample(counted, src.dpid, int(1e6 / 8), 1.0)])  # 1 Mb/s by its counter
+    lab.windows([(counted, 8e6), (sampled, 8e6)], 3)  # the samples say 8 Mb/s for both
+    assert lab.core.monitor.flows[counted].rate_bps == 1e6 and not lab.core.monitor.flows[counted].sampled
+    assert lab.core.monitor.flows[sampled].sampled and lab.core.monitor.flows[sampled].elephant
+    assert len(rules_with_cookie(lab.core, COOKIE_FLOW_MISS)) == 2 * 16  # new flows are still copied
+
+
+def test_counter_samples_give_the_link_view_and_metrics_count_drops():
+    lab = Fabric("sflow")
+    core, link = lab.core, next(iter(lab.core.topology.links.values()))
+    for seq, (uptime, octets) in enumerate([(1000, 0), (2000, 1_250_000)], start=1):  # 10 Mb/s out
+        sample = counter_sample([if_counters_record(if_index=link.src * 100 + link.src_port, out_octets=octets,
+                                                    in_octets=0), openflow_port_record(link.src, link.src_port)],
+                                sequence=seq, source_index=link.src * 100 + link.src_port)
+        core.sflow_datagram(lab.now, decode(datagram([sample], agent=AGENT, sequence=seq, uptime_ms=uptime)))
+    view = core.sflow.links(core.topology, {}, core.fabric_bps)
+    row = next(r for r in view if (r["src"], r["src_port"]) == (link.src, link.src_port))
+    assert row["tx_bps"] == 1e7 and row["utilisation"] == 1.0
+    core.sflow_tick({"received": 5, "decoded": 3, "dropped_truncated": 2})
+    core.sflow_tick({"received": 6, "decoded": 3, "dropped_truncated": 3})
+    assert core.metrics.sflow_datagrams.labels("dropped_truncated")._value.get() == 3
+    assert core.metrics.sflow_datagrams.labels("received")._value.get() == 6
