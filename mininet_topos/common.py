@@ -89,3 +89,26 @@ def link_params(bw=None, mtu=None):
     if bw:
         params["bw"] = float(bw)
     return params
+
+
+SFLOW_TARGET = "127.0.0.1:6343"  # the controller's collector (sflow.host / sflow.port)
+SFLOW_SAMPLING = 64  # 1-in-N packets sampled
+
+
+def sflow_command(bridges, target=SFLOW_TARGET, sampling=SFLOW_SAMPLING, polling=1, header=128):
+    """One ovs-vsctl call that exports sFlow from every bridge in ``bridges`` to ``target`` ("host:port"): a single
+    sFlow record shared by them (agent=lo: the agent address is 127.0.0.1; counters every ``polling`` s, which
+    also teach the controller each interface's OpenFlow port)."""
+    args = ["ovs-vsctl", "--", "--id=@s", "create", "sflow", "agent=lo", f'target="{target}"', f"header={header}",
+            f"sampling={int(sampling)}", f"polling={int(polling)}"]
+    for bridge in bridges:
+        args += ["--", "set", "bridge", bridge, "sflow=@s"]
+    return args
+
+
+def sflow_clear_command(bridges):
+    """ovs-vsctl arguments that stop the export (the unreferenced sFlow record is garbage-collected)."""
+    args = ["ovs-vsctl"]
+    for bridge in bridges:
+        args += ["--", "--if-exists", "clear", "bridge", bridge, "sflow"]
+    return args

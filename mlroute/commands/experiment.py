@@ -35,6 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--undeclared", action="store_true",
                    help="do not declare all-reduce rings to the controller: it learns them from flow statistics, "
                         "so iteration 0 runs on ECMP (the comparison)")
+    p.add_argument("--detection", choices=("flowstats", "sflow", "both"), default="flowstats",
+                   help="how the controller finds elephants (te.detection): flow statistics of a counting rule "
+                        "per flow, or sFlow samples that every switch exports to it (default %(default)s)")
+    p.add_argument("--sampling", type=int, default=64, help="sFlow sampling, 1-in-N packets (default 64)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     patterns = [p for arg in args.pattern for p in _split_patterns(arg)]
     spec = runner.ExperimentSpec(args.topo, args.k, args.spines, args.leaves, args.hosts_per_leaf, patterns,
                                  [m.strip() for m in args.modes.split(",") if m.strip()], args.bw,
-                                 args.duration, seeds, declare_jobs=not args.undeclared)
+                                 args.duration, seeds, declare_jobs=not args.undeclared,
+                                 detection=args.detection, sampling=args.sampling)
     out = args.out or f"results/experiment-{time.strftime('%Y%m%d-%H%M%S')}"
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on kill as on Ctrl-C
     # Ctrl-C is KeyboardInterrupt even in a process started with SIGINT ignored (a background job of a script,

@@ -238,12 +238,29 @@ def set_jumbo(net: Any, mtu: int = 9000) -> None:
                      for sw in net.switches for intf in sw.intfList() if intf.name != "lo"])
 
 
+def enable_sflow(net: Any, port: int, sampling: int = 64, polling: int = 1) -> None:
+    """Every switch of ``net`` exports sFlow (1-in-``sampling``, counters every ``polling`` s) to the collector
+    on 127.0.0.1:``port`` (te.detection: sflow | both); ``stop_network`` clears it."""
+    from mininet_topos.common import sflow_command
+    subprocess.run(sflow_command([s.name for s in net.switches], f"127.0.0.1:{port}", sampling, polling),
+                   check=True, capture_output=True)
+    net.mlroute_sflow = True
+
+
+def sflow_config(port: int) -> str:
+    """The controller configuration's sflow: section for a collector on 127.0.0.1:``port``."""
+    return f"sflow:\n  host: 127.0.0.1\n  port: {port}\n"
+
+
 def stop_network(net: Any) -> None:
     """Stop a network and remove what it left: bridges, veths. Never `mn -c`. Safe to call twice."""
     if getattr(net, "mlroute_stopped", False):
         return
     net.mlroute_stopped = True
     names = [s.name for s in net.switches]
+    if getattr(net, "mlroute_sflow", False):
+        from mininet_topos.common import sflow_clear_command
+        subprocess.run(sflow_clear_command(names), check=False, capture_output=True)
     try:
         net.stop()
     except Exception:

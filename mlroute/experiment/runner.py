@@ -50,6 +50,8 @@ class ExperimentSpec:
     duration: float = 30.0
     seeds: list = field(default_factory=lambda: [1])
     declare_jobs: bool = True  # all-reduce rings declared to the controller (routed before their first packet)
+    detection: str = "flowstats"  # te.detection; sflow / both: every switch exports sFlow to the controller
+    sampling: int = 64  # sFlow's 1-in-N
 
     @property
     def n_hosts(self) -> int:
@@ -119,6 +121,10 @@ def validate(spec: ExperimentSpec) -> None:
         raise ExperimentError(str(exc)) from None
     if spec.duration < 6:
         raise ExperimentError("--duration must be at least 6 s (elephant detection takes two 2 s polls)")
+    if spec.detection not in ("flowstats", "sflow", "both"):
+        raise ExperimentError(f"unknown --detection {spec.detection!r} (flowstats, sflow or both)")
+    if not 1 <= spec.sampling <= (1 << 31):
+        raise ExperimentError(f"--sampling must be a 1-in-N rate, N >= 1, got {spec.sampling}")
     from mlroute.routing.optimisers import ALGORITHMS
     for mode in spec.modes:
         if mode != NONBLOCKING and mode not in ALGORITHMS:
@@ -147,11 +153,15 @@ def build_topo(spec: ExperimentSpec, mode: str) -> Any:
     return LeafSpineTopo(spec.spines, spec.leaves, spec.hosts_per_leaf, bw=spec.bw)
 
 
-def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: int = 0) -> str:
+def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: int = 0,
+                      sflow_port: int | None = None) -> str:
     """The YAML configuration of the controller of one run (the reference runs plain ECMP). An all-reduce's rings
-    are declared as one job (its rings' members by IP, in ring order) unless ``spec.declare_jobs`` is off."""
+    are declared as one job (its rings' members by IP, in ring order) unless ``spec.declare_jobs`` is off. With
+    ``sflow_port`` the controller detects by ``spec.detection`` from a collector on that port."""
     text = (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
             f"  host_link_mbps: {spec.bw}\n")
+    if sflow_port is not None:
+        text += f"  detection: {spec.detection}\n" + emulation.sflow_config(sflow_port)
     if spec.declare_jobs and mode != NONBLOCKING and pattern.startswith("allreduce"):
         from mininet_topos.common import host_ip
         rings = ring_placement(parse_allreduce(pattern), spec.n_hosts, seed)
@@ -162,11 +172,14 @@ def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: 
 
 def run_one(spec: ExperimentSpec, pattern: str, mode: str, seed: int, workdir: Path) -> dict:
     """One run: fresh controller + network, traffic, measurement. Always cleans up."""
-    controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed))
+    sflow_port = emulation.free_port() if spec.detection != "flowstats" and mode != NONBLOCKING else None
+    controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed, sflow_port))
     net = None
     try:
         controller.wait_ready()
         net = emulation.start_network(build_topo(spec, mode), controller, jumbo=True)
+        if sflow_port is not None:
+            emulation.enable_sflow(net, sflow_port, spec.sampling)
         if not emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=40, interval=0):
             raise RuntimeError(f"{mode}: the network did not converge (pingall loss) within 40 s")
         result = {"pattern": pattern, "mode": mode, "seed": seed}

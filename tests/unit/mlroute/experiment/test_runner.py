@@ -39,3 +39,15 @@ def test_fabric_sizes():
     assert runner.ExperimentSpec("fattree", k=4).n_hosts == 16
     spec = runner.ExperimentSpec("leafspine", leaves=4, hosts_per_leaf=2)
     assert (spec.n_hosts, spec.hosts_per_edge) == (8, 2)
+
+
+def test_sflow_detection_configures_the_controller_and_validates():
+    from controller import config
+    spec = runner.ExperimentSpec("fattree", detection="sflow", sampling=256)
+    parsed = config.parse(runner.controller_config(spec, "mlroute", sflow_port=16343))
+    assert parsed["te"]["detection"] == "sflow" and parsed["sflow"]["port"] == 16343
+    assert config.parse(runner.controller_config(spec, "mlroute"))["te"]["detection"] == "flowstats"  # no port
+    with pytest.raises(runner.ExperimentError, match="--sampling"):
+        runner.validate(runner.ExperimentSpec("fattree", detection="sflow", sampling=0))
+    with pytest.raises(runner.ExperimentError, match="--detection"):
+        runner.validate(runner.ExperimentSpec("fattree", detection="netflow"))
