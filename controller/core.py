@@ -628,8 +628,8 @@ class ControllerCore:
         if rates is None:
             return False
         before = {st.key for st in self.monitor.elephants()}
-        self.monitor.sampled({key: (dpid, bps) for key, (dpid, _, bps) in rates.items()}, now)
-        for key, (dpid, port, bps) in rates.items():
+        self.monitor.sampled({key: (dpid, bps, full) for key, (dpid, _, bps, full) in rates.items()}, now)
+        for key, (dpid, port, bps, _) in rates.items():
             if bps > 0:  # sampled bytes from the source's port: a sign of life
                 self.ageing.heard_from(key.src_ip, dpid, port)
         for key in self.recovered.hops:  # pinned before a restart: an elephant at its first busy window

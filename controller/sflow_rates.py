@@ -185,10 +185,18 @@ class SampleRates:
         """The index of the window in progress (``floor(now / window_s)``; None before the first ``advance``)."""
         return self._window
 
-    def last_window_bps(self) -> dict[FlowKey, float]:
-        """Each tracked flow's rate in the last completed window (0.0 for one without a sample in it)."""
+    def recent_bps(self, windows: int, pairs: bool = False) -> dict:
+        """Each tracked flow's (or host pair's) rate over its last ``windows`` completed windows, and whether it
+        has been tracked that long (one seen in fewer is averaged over those it has: judged once they are
+        enough)."""
         scale = 8 / self.window_s
-        return {k: scale * tr.done[-1][0] for k, tr in self.flows.tracks.items() if tr.done}
+        out = {}
+        for k, tr in (self.pairs if pairs else self.flows).tracks.items():
+            done = tr.done
+            n = min(windows, len(done))
+            if n:
+                out[k] = (scale * sum(done[-i][0] for i in range(1, n + 1)) / n, n >= windows)
+        return out
 
     def _rate(self, table: _Table[K], key: K, windows: int | None) -> RateEstimate | None:
         tr = table.tracks.get(key)
