@@ -628,7 +628,7 @@ class ControllerCore:
         if rates is None:
             return False
         before = {st.key for st in self.monitor.elephants()}
-        self.monitor.sampled({key: (dpid, bps, full) for key, (dpid, _, bps, full) in rates.items()}, now)
+        self.monitor.sampled({key: (dpid, bps, above) for key, (dpid, _, bps, above) in rates.items()}, now)
         for key, (dpid, port, bps, _) in rates.items():
             if bps > 0:  # sampled bytes from the source's port: a sign of life
                 self.ageing.heard_from(key.src_ip, dpid, port)

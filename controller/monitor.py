@@ -131,21 +131,29 @@ class FlowMonitor:
             del self.flows[key]
             keys.discard(key)
 
-    def sampled(self, rates: Mapping[FlowKey, tuple[int, float, bool]], now: float) -> None:
+    def sampled(self, rates: Mapping[FlowKey, tuple[int, float, bool | None]], now: float) -> None:
         """Fold in one completed sFlow window: ``rates`` maps each sampled flow to (ingress dpid, bit/s over its
-        last ``polls_needed`` windows, whether it was tracked that long). That average already spans the windows
-        an elephant must last, so one judgement of a full one at or above the threshold makes an elephant. A
+        last ``polls_needed`` windows, whether that is above the threshold by its estimate's standard error; None
+        while it was tracked for fewer windows). That estimate already spans the windows an elephant must last,
+        so one such judgement makes an elephant. A
         flow that flow statistics count already is left to them; a sampled flow no longer in ``rates`` (the
         estimator forgot it: no sample for its idle windows) counts as silent, and leaves unless it is an
         elephant (pattern memory keeps those until ``expire``)."""
-        for key, (dpid, bps, full) in rates.items():
+        for key, (dpid, bps, above) in rates.items():
             st = self.flows.get(key)
             if st is None:
                 st = self.flows[key] = FlowState(key, dpid, 0, 0.0, sampled=True)
             elif not st.sampled:
                 continue
             st.dpid, st.rate_bps = dpid, bps
-            self._judge(st, now, needed=1 if full else None)
+            if above:
+                st.streak += 1
+                st.last_active = now
+                if not st.elephant:
+                    st.elephant = True
+                    LOG.info("elephant %s (%.2f Mb/s, sampled)", st.key, st.rate_bps / 1e6)
+            else:
+                st.streak = 0
         for key in [k for k, st in self.flows.items() if st.sampled and k not in rates]:
             st = self.flows[key]
             st.rate_bps = 0.0
@@ -153,14 +161,11 @@ class FlowMonitor:
             if not st.elephant:
                 del self.flows[key]
 
-    def _judge(self, st: FlowState, now: float, needed: int | None = 0) -> None:
-        """A rate at or above the threshold ``needed`` times in a row (``polls_needed`` by default; None: not
-        yet judged) makes an elephant."""
+    def _judge(self, st: FlowState, now: float) -> None:
         if st.rate_bps >= self.config.threshold_bps:
             st.streak += 1
             st.last_active = now
-            need = self.config.polls_needed if needed == 0 else needed
-            if need is not None and st.streak >= need and not st.elephant:
+            if st.streak >= self.config.polls_needed and not st.elephant:
                 st.elephant = True
                 LOG.info("elephant %s (%.2f Mb/s)", st.key, st.rate_bps / 1e6)
         else:

@@ -23,7 +23,7 @@ from controller.sflow_agents import AgentMap, PortRef
 from controller.sflow_counters import CounterRates
 from controller.sflow_decoder import Datagram
 from controller.sflow_ingest import SflowIngest
-from controller.sflow_rates import SampleRates
+from controller.sflow_rates import SampleRates, above
 from controller.topology import Topology
 
 
@@ -49,9 +49,10 @@ class SflowDetection:
         """One decoded datagram (the collector's thread)."""
         self.ingest.feed(now, datagram)
 
-    def tick(self, now: float) -> dict[FlowKey, tuple[int, int, float, bool]] | None:
+    def tick(self, now: float) -> dict[FlowKey, tuple[int, int, float, bool | None]] | None:
         """Close the windows ended by ``now``; when one did, each tracked flow's (ingress dpid, port, bit/s over
-        its last ``windows_needed`` windows, tracked that long) -- the monitor's input -- else None.
+        its last ``windows_needed`` windows, whether that is above the threshold by one standard error: None
+        while it has been tracked for fewer windows) -- the monitor's input -- else None.
 
         Why an average over the windows and not a streak of windows each above the threshold: at 1-in-N a
         window holds few samples of a flow (10 Mb/s of 9,000-byte frames at 1-in-64: about 2 a second), so a
@@ -65,14 +66,14 @@ class SflowDetection:
             self._window = self.rates.window
             out = {}
             needed, threshold = self.rates.windows_needed, self.rates.threshold_bps
-            for key, (bps, full) in self.rates.recent_bps(needed).items():
+            for key, (rate, full) in self.rates.recent(needed).items():
                 where = self.ingest.ingress_of(key)
                 if where is not None:
-                    out[key] = (where[0], where[1], bps, full)
+                    out[key] = (where[0], where[1], rate.bps, above(rate, threshold) if full else None)
             tracked = self.rates.pairs.tracks
             self._pairs = {p for p in self._pairs if p in tracked}
-            self._pairs |= {p for p, (bps, full) in self.rates.recent_bps(needed, pairs=True).items()
-                            if full and bps >= threshold}
+            self._pairs |= {p for p, (rate, full) in self.rates.recent(needed, pairs=True).items()
+                            if full and above(rate, threshold)}
             return out
 
     def ingress_of(self, key: FlowKey) -> PortRef | None:

@@ -58,6 +58,13 @@ class RateEstimate:
         return (max(0.0, self.bps - half), self.bps + half)
 
 
+def above(rate: RateEstimate, threshold_bps: float) -> bool:
+    """Is the rate above the threshold by at least one standard error of its estimate? A single sample stands
+    for 1-in-N packets of its size (at 1-in-64, one 9,000-byte frame is 4.6 Mb/s over a second): without the
+    margin any sampled mouse would be an elephant; with it a flow needs two samples at least."""
+    return rate.samples > 0 and rate.bps * (1 - rate.rel_error) >= threshold_bps
+
+
 @dataclass(frozen=True)
 class Elephant(Generic[K]):
     key: K
@@ -185,17 +192,16 @@ class SampleRates:
         """The index of the window in progress (``floor(now / window_s)``; None before the first ``advance``)."""
         return self._window
 
-    def recent_bps(self, windows: int, pairs: bool = False) -> dict:
-        """Each tracked flow's (or host pair's) rate over its last ``windows`` completed windows, and whether it
-        has been tracked that long (one seen in fewer is averaged over those it has: judged once they are
-        enough)."""
-        scale = 8 / self.window_s
+    def recent(self, windows: int, pairs: bool = False) -> dict:
+        """Each tracked flow's (or host pair's) RateEstimate over its last ``windows`` completed windows, and
+        whether it has been tracked that long (one seen in fewer is estimated over those it has: judged once
+        they are enough)."""
         out = {}
         for k, tr in (self.pairs if pairs else self.flows).tracks.items():
             done = tr.done
             n = min(windows, len(done))
             if n:
-                out[k] = (scale * sum(done[-i][0] for i in range(1, n + 1)) / n, n >= windows)
+                out[k] = (_estimate([done[-i] for i in range(n, 0, -1)], self.window_s), n >= windows)
         return out
 
     def _rate(self, table: _Table[K], key: K, windows: int | None) -> RateEstimate | None:

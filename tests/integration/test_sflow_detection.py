@@ -48,13 +48,22 @@ def test_stride_elephants_are_found_by_sampling_and_pinned_link_disjoint(sflow_f
     started = time.time()
     flows = Iperf3Flows(fab.net, STRIDE4, seconds=18)
     try:
-        pinned = wait_until(lambda: (e := fab.controller.get("/mlroute/elephants")) and len(e) >= 8
-                            and all(x["path"] for x in e), timeout=20, interval=0.2)
+        first: dict = {}  # elephant (server port) -> seconds after the start when REST first showed it pinned
+
+        def all_pinned():
+            for e in fab.controller.get("/mlroute/elephants"):
+                if e["path"]:
+                    first.setdefault(e["dst_port"], round(time.time() - started, 1))
+            return len(first) >= 8
+        pinned = wait_until(all_pinned, timeout=20, interval=0.2)
         pinned_s = time.time() - started
         crossed = wait_until(lambda: disjoint_in_the_tables(fab), timeout=15, interval=0.5)
         disjoint_s = time.time() - started
         print(f"\nsFlow 1-in-{SAMPLING}: 8 stride elephants pinned {pinned_s:.1f} s after the flows started, "
-              f"link-disjoint in the switches' tables at {disjoint_s:.1f} s")
+              f"link-disjoint in the switches' tables at {disjoint_s:.1f} s; each pinned at {sorted(first.values())}")
+        outcomes = ("counted", "replayed", "not_ingress", "unknown_interface", "not_transport", "no_header")
+        print("flow samples:", {o: fab.controller.metric("mlroute_sflow_samples_total", {"outcome": o})
+                                for o in outcomes})
         assert pinned and crossed, fab.controller.get("/mlroute/elephants")
         # exact entries only for the pinned elephants (one each, at its ingress), no per-flow rule otherwise
         counting = [r for sw in fab.net.switches for r in dump_flows(sw.name) if r["cookie"] == COOKIE_FLOW]
