@@ -63,7 +63,9 @@ class SflowDetection:
             self.rates.advance(now)
             if self.rates.window == self._window:
                 return None
-            self._window = self.rates.window
+            first, self._window = self._window is None, self.rates.window
+            if first:
+                return None  # the first window seen is still in progress
             out = {}
             needed, threshold = self.rates.windows_needed, self.rates.threshold_bps
             for key, (rate, full) in self.rates.recent(needed).items():

@@ -1,0 +1,121 @@
+"""Detection latency and table cost, flow statistics vs sFlow (issue 21's measurement), live: k=4 fat-tree at
+10 Mb/s (jumbo frames, as every emulation here), the 8 stride-4 iperf3 elephants h1..h8 -> h5..h12, and meanwhile
+200 short TCP connections (20 kB each) h13 -> h15.
+
+Per setting (``flowstats``, ``sflow`` at 1-in-64 / 256 / 1024) it prints: when each elephant was first shown
+pinned (seconds after the flows started), when all 8 were, false elephants (a short connection shown as an
+elephant; a host pair routed as one demand is listed apart), and the most entries h13's edge switch held in
+table 0 during the background connections against the count before them.
+
+Run as root after scripts/setup_env.sh (one emulated network at a time: wrap it in flock /tmp/mininet.lock):
+    .venv/bin/python benchmarks/bench_sflow_detection.py [--settings flowstats,sflow:64,sflow:256,sflow:1024]
+"""
+
+import argparse
+import subprocess
+import sys
+import threading
+import time
+
+from mlroute.experiment import emulation
+from mlroute.experiment.traffic import Iperf3Flows
+
+PAIRS = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
+SERVER = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen(64)
+for _ in range(200):
+    c, _ = s.accept()
+    while c.recv(65536):
+        pass
+    c.close()
+"""
+CLIENT = """
+import socket, time
+for i in range(200):
+    c = socket.create_connection(("{dst}", 7000), timeout=5)
+    c.sendall(b"x" * 20000)
+    c.close()
+    time.sleep(0.05)
+"""
+
+
+def table0(bridge):
+    """(entries in table 0, whether one is a host-pair entry for h13 -> h15: priority 15, no ports)."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge, "table=0"],
+                         capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines() if "priority=" in line]
+    return len(lines), any("priority=15," in line and "nw_dst=10.0.0.15" in line for line in lines)
+
+
+def run(setting, seconds, workdir):
+    from mininet_topos.fattree import FatTreeTopo
+    detection, _, sampling = setting.partition(":")
+    port = emulation.free_port()
+    text = f"te:\n  mode: mlroute\n  poll_interval_s: 2\n  host_link_mbps: 10\n  detection: {detection}\n"
+    if detection != "flowstats":
+        text += emulation.sflow_config(port)
+    ctl = emulation.Controller(workdir, text)
+    net = None
+    try:
+        ctl.wait_ready()
+        net = emulation.start_network(FatTreeTopo(k=4, bw=10), ctl, jumbo=True)
+        if detection != "flowstats":
+            emulation.enable_sflow(net, port, int(sampling))
+        emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=30, interval=0)
+        time.sleep(2)
+        edge = "e3_0"  # h13's
+        before = table0(edge)[0]
+        server = net.get("h15").popen(["python3", "-c", SERVER])
+        time.sleep(0.3)
+        most, paired = [before], [False]
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                n, pair = table0(edge)
+                most[0], paired[0] = max(most[0], n), paired[0] or pair
+                time.sleep(0.5)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        client = net.get("h13").popen(["python3", "-c", CLIENT.format(dst=net.get("h15").IP())])
+        started = time.time()
+        flows = Iperf3Flows(net, PAIRS, seconds)
+        first, false = {}, set()
+        while time.time() - started < seconds:
+            for e in ctl.get("/mlroute/elephants"):
+                if e["dst_port"] == 7000:
+                    false.add((e["src_port"], e["dst_port"]))
+                elif e["path"]:
+                    first.setdefault(e["dst_port"], round(time.time() - started, 1))
+            time.sleep(0.2)
+        flows.results_mbps()
+        client.wait(timeout=30)
+        server.kill()
+        done.set()
+        times = sorted(first.values())
+        return {"setting": setting, "pinned_s": times, "all_pinned_s": times[-1] if len(times) == 8 else None,
+                "false_elephants": len(false), "h13_h15_pair_routed": paired[0], "edge_table0_before": before,
+                "edge_table0_most": most[0]}
+    finally:
+        if net is not None:
+            emulation.stop_network(net)
+        ctl.stop()
+
+
+def main():
+    import tempfile
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--settings", default="flowstats,sflow:64,sflow:256,sflow:1024")
+    ap.add_argument("--seconds", type=float, default=25)
+    args = ap.parse_args()
+    problems = emulation.check_platform()
+    if problems:
+        sys.exit("; ".join(problems))
+    for setting in args.settings.split(","):
+        with tempfile.TemporaryDirectory() as workdir:
+            print(run(setting.strip(), args.seconds, workdir), flush=True)
+
+
+if __name__ == "__main__":
+    main()
