@@ -2,10 +2,10 @@
 10 Mb/s (jumbo frames, as every emulation here), the 8 stride-4 iperf3 elephants h1..h8 -> h5..h12, and meanwhile
 200 short TCP connections (20 kB each) h13 -> h15.
 
-Per setting (``flowstats``, ``sflow`` at 1-in-64 / 256 / 1024) it prints: when each elephant was first shown
-pinned (seconds after the flows started), when all 8 were, false elephants (a short connection shown as an
-elephant; a host pair routed as one demand is listed apart), and the most entries h13's edge switch held in
-table 0 during the background connections against the count before them.
+Per setting (``flowstats``, ``sflow:N`` at 1-in-N, ``sflow:N:W`` with sflow.window_s W) it prints: when
+each elephant was first shown pinned (seconds after the flows started), when all 8 were, false elephants (a
+short connection shown as an elephant), whether the h13 -> h15 pair was routed as one demand, and the most
+entries h13's edge switch held in table 0 during the background connections against the count before them.
 
 Run as root after scripts/setup_env.sh (one emulated network at a time: wrap it in flock /tmp/mininet.lock):
     .venv/bin/python benchmarks/bench_sflow_detection.py [--settings flowstats,sflow:64,sflow:256,sflow:1024]
@@ -50,11 +50,12 @@ def table0(bridge):
 
 def run(setting, seconds, workdir):
     from mininet_topos.fattree import FatTreeTopo
-    detection, _, sampling = setting.partition(":")
+    detection, _, rest = setting.partition(":")
+    sampling, _, window = rest.partition(":")
     port = emulation.free_port()
     text = f"te:\n  mode: mlroute\n  poll_interval_s: 2\n  host_link_mbps: 10\n  detection: {detection}\n"
     if detection != "flowstats":
-        text += emulation.sflow_config(port)
+        text += emulation.sflow_config(port) + (f"  window_s: {window}\n" if window else "")
     ctl = emulation.Controller(workdir, text)
     net = None
     try:
