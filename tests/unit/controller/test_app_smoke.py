@@ -248,3 +248,42 @@ def test_a_recovered_pin_whose_flow_ends_before_its_first_poll_is_forgotten_and_
     held = [r for sw in new.switches.values() for r in sw.table.flows.values()
             if r.cookie == COOKIE_ELEPHANT and dict(r.match).get("tcp_src") == key.src_port]
     assert held == []  # its pinned hops above the ingress are deleted once recovery is over
+
+
+def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stops_its_collector(tmp_path,
+                                                                                                monkeypatch):
+    import socket
+    import time
+
+    from controller.sflow_decoder import decode
+    from mlroute.experiment.emulation import free_port
+    from tests.sflow_datagrams import counter_sample, datagram, if_counters_record, openflow_port_record
+
+    port = free_port()
+    config = tmp_path / "mlroute.yaml"
+    config.write_text(f"te:\n  detection: sflow\nsflow:\n  port: {port}\n")
+    monkeypatch.setenv("MLROUTE_CONFIG", str(config))
+    lab = Lab(topologies.fat_tree(4))
+    lab.bring_up()
+    try:
+        assert not [r for sw in lab.switches.values() for r in sw.table.flows.values()
+                    if r.cookie == COOKIE_FLOW_MISS or r.table == TABLE_SEEN]  # no new-flow copies anywhere
+        lab.app._start_sflow()
+        southbound.kill(lab.app._threads.pop())  # (the test ticks the core itself)
+        sample = counter_sample([if_counters_record(if_index=42), openflow_port_record(1000, 1)])
+        data = datagram([sample], agent="127.0.0.1")
+        decode(data)  # (well-formed)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(data, ("127.0.0.1", port))
+        deadline = time.monotonic() + 5
+        while lab.app.collector.stats()["decoded"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lab.app.collector.stats()["decoded"] == 1
+        assert lab.app.core.sflow.agents.port_of("127.0.0.1", 0, 42) == (1000, 1)  # learned from it
+        assert lab.app.core.sflow.ingest.counter_samples == 1
+        assert isinstance(lab.app.links_json(), list)  # the link view reads the counter samples
+    finally:
+        collector = lab.app.collector
+        lab.app.release()
+        stop_apps()
+    assert lab.app.collector is None and collector.sock.fileno() < 0
