@@ -35,7 +35,8 @@ class Metrics:
                                         "Elephants on the busiest directed link if ECMP routed them (estimate)",
                                         registry=r)
         self.link_utilisation = Gauge("mlroute_link_utilisation",
-                                      "Directed fabric link load from port stats, 0..1 of te.fabric_link_mbps",
+                                      "Directed fabric link load from port stats (sFlow counter samples with "
+                                      "te.detection sflow | both), 0..1 of te.fabric_link_mbps",
                                       ["src", "dst"], registry=r)
         self._link_series: set[tuple[str, str]] = set()
         self.lldp_ignored = Counter("mlroute_lldp_ignored", "LLDP frames dropped before link discovery saw them, "
