@@ -60,7 +60,9 @@ def run(setting, storm_s, workdir):
         windows = [sum(during[i:i + 5]) / 5 for i in range(0, len(during) - 4)]
         return {"setting": setting, "storm_pps": round(sent / storm_s), "before_mbps": round(before, 2),
                 "worst_5s_ratio": round(min(windows) / before, 3) if windows and before else None,
-                "disconnects": ctl.log().count("disconnected"), "pingall_loss_after": loss}
+                "disconnects": ctl.log().count("disconnected"), "pingall_loss_after": loss,
+                "during_mbps": [round(x, 1) for x in during],
+                "te": [line[:160] for line in ctl.log().splitlines() if line.startswith("te:")][-4:]}
     finally:
         if net is not None:
             emulation.stop_network(net)
