@@ -96,10 +96,9 @@ class SflowDetection:
         with self.ingest.lock:
             return links_json(topology, self.counters, pinned, capacity_bps)
 
-    def forget_switch(self, dpid: int) -> None:
-        with self.ingest.lock:
-            self.agents.forget_switch(dpid)
-            self.counters.forget(dpid)
+    def _count(self, name: str, outcome: str, n: int) -> None:
+        assert self.metrics is not None
+        getattr(self.metrics, f"sflow_{name}").labels(outcome).inc(n)
 
     def stats(self, collector: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
         """Datagrams by outcome (the collector's counters) and flow samples by outcome (the ingest's)."""
@@ -114,8 +113,7 @@ class SflowDetection:
                 ) -> None:
         """Counters' growth since the last call onto the metrics (``on(metric, outcome, growth)``)."""
         if on is None and self.metrics is not None:
-            m = self.metrics
-            on = lambda name, outcome, n: getattr(m, f"sflow_{name}").labels(outcome).inc(n)  # noqa: E731
+            on = self._count
         for name, values in self.stats(collector).items():
             for outcome, value in values.items():
                 grown = value - self._published.get((name, outcome), 0)
