@@ -155,14 +155,14 @@ def plan(topology: Topology, levels: Mapping[int, int] | None = None, stagger: b
     """
     levels = levels or {}
     graph = graph if graph is not None else topology.graph()
-    if is_clos_levels(levels, graph):
+    if is_clos_levels(levels, graph.nodes):
         return compact_plan(topology, levels, stagger, graph)
     return per_host_plan(topology, levels, stagger, graph)
 
 
-def is_clos_levels(levels: Mapping[int, int], graph: nx.Graph) -> bool:
+def is_clos_levels(levels: Mapping[int, int], switches: Iterable[int]) -> bool:
     """Tier levels known for every switch: only then is forwarding compacted (tiers.py names a Clos)."""
-    return bool(levels) and all(s in levels for s in graph.nodes)
+    return bool(levels) and all(s in levels for s in switches)
 
 
 def _base_tables(topology: Topology, graph: nx.Graph) -> dict[int, SwitchRules]:

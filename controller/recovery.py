@@ -3,7 +3,8 @@
 Every mlroute rule says what it is by its cookie and match: a counting rule (cookie ``COOKIE_FLOW``) names a
 transport flow and its ingress port, and its output action (if any) an elephant's pinned first hop; a pinned
 hop (``COOKIE_ELEPHANT``) names the next hop above; a host rule in the forwarding table with a single output
-says where packets for that IP leave the switch. Hosts are only known for sure once links are: the host's own
+says where packets for that IP leave the switch (an exact IPv4 destination only: compact forwarding's prefixes
+and host-port defaults name no host; a switch keeps exact entries for its own hosts). Hosts are only known for sure once links are: the host's own
 switch is the one whose output port carries no fabric link, so host candidates are resolved against the
 topology as LLDP fills it in. LLDP lags behind the read-back (a neighbour not reconnected yet leaves a fabric
 port looking like a host port), so the tables' own word on which ports face switches counts too: a fabric
@@ -72,7 +73,8 @@ class Recovered:
             elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
                 self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
             elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
-                  and len(rule.actions) == 1 and outputs and "ipv4_dst" in fields):
+                  and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
+                # an exact host rule only: a compact plan's prefix (address, mask) names no host
                 self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
         return counting
 

@@ -5,7 +5,7 @@ import pytest
 from controller import forwarding
 from controller.rules import ETH_ARP, ETH_IPV4, ETH_IPV6
 from tests import topologies
-from tests.oftable import trace
+from tests.oftable import lookup, trace
 
 
 def ipv4(src, dst):
@@ -94,19 +94,26 @@ def test_staggered_buckets_break_hash_polarisation():
     dst = topo.hosts["10.0.0.16"]
     rule_match = forwarding.match(eth_type=ETH_IPV4, ipv4_dst=dst.ip)
 
+    src = topo.hosts["10.0.0.1"]
+    by_link = {(link.src, link.src_port): link for link in topo.live_links()}
+
     def cores_reached(desired):
         reached = set()
         for h in range(64):  # one hash value per flow
-            switch = 1000  # edge of pod 0
+            switch, in_port = src.dpid, src.port  # edge of pod 0
             for _ in range(2):  # edge -> aggregation -> core
-                action = desired[switch].flows[(1, 10, rule_match)].actions[0]
+                packet = {"eth_type": ETH_IPV4, "ipv4_dst": dst.ip, "in_port": in_port}
+                action = lookup(desired[switch], 1, packet).actions[0]
                 buckets = desired[switch].groups[action[1]].ports
-                switch = links[(switch, buckets[h % len(buckets)])]
+                link = by_link[(switch, buckets[h % len(buckets)])]
+                switch, in_port = link.dst, link.dst_port
             reached.add(switch)
         return reached
 
-    assert len(cores_reached(forwarding.plan(topo, tiers.levels, stagger=False))) == 2
-    assert cores_reached(forwarding.plan(topo, tiers.levels, stagger=True)) == {3001, 3002, 3003, 3004}
+    assert links and rule_match
+    for plan in (forwarding.plan, forwarding.per_host_plan):  # compact on a Clos, and per host
+        assert len(cores_reached(plan(topo, tiers.levels, False, topo.graph()))) == 2
+        assert cores_reached(plan(topo, tiers.levels, True, topo.graph())) == {3001, 3002, 3003, 3004}
     assert_all_pairs_delivered(topo)
 
 
