@@ -254,7 +254,9 @@ class Addresses:
     @classmethod
     def of(cls, hosts: Iterable[Host]) -> Addresses:
         ordered = sorted(((ip_int(h.ip), h) for h in hosts), key=lambda x: x[0])
-        run_of, run_start, run_dpid = [], [], []
+        run_of: list[int] = []
+        run_start: list[int] = []
+        run_dpid: list[int] = []
         for i, (_, h) in enumerate(ordered):
             if not run_dpid or run_dpid[-1] != h.dpid:
                 run_start.append(i)

@@ -62,7 +62,7 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
             if kind == "output":
                 outputs.append(arg[0])
             elif kind == "group":
-                outputs.extend(desired[dpid].groups[arg[0]].ports)
+                outputs.extend(dict.fromkeys(desired[dpid].groups[arg[0]].ports))  # staggered: each port once
             elif kind == "controller":
                 result.to_controller.append(dpid)
             elif kind == "goto":
