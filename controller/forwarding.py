@@ -216,11 +216,19 @@ def per_host_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
 
 # -- compact forwarding (a recognised Clos) ------------------------------------------------------------------
 PRIO_UP_DEFAULT = 5  # table 1: from a host port, toward the switch's most common next hops (below host entries)
-LOCAL = "local"  # label of a switch's own hosts: always exact entries (recovery binds hosts by them)
+LOCAL = "local"  # label of a switch's own hosts' runs: always exact entries (recovery binds hosts by them)
+
+
+@dataclass(frozen=True)
+class Own:
+    """An exact entry's label: one of the switch's own hosts, at this port."""
+
+    port: int
 MISS = "miss"  # a known host a host-facing switch cannot reach: what the IPv4 miss does, above the default
 Label = tuple[int, ...] | None  # a switch's next-hop ports toward a host (None: no way there)
 
 
+@lru_cache(maxsize=1 << 17)
 def ip_int(ip: str) -> int:
     return int(ipaddress.IPv4Address(ip))
 
@@ -331,7 +339,7 @@ def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], 
             emit(value, plen, lo, hi)
             return
         if hi - lo == 1:  # one of the switch's own hosts
-            entries.append((ips[lo], 32, LOCAL))
+            entries.append((ips[lo], 32, Own(addresses.hosts[lo].port)))
             return
         bit = (ips[lo] ^ ips[hi - 1]).bit_length() - 1  # the highest bit the hosts here differ in
         left = ips[lo] >> (bit + 1) << (bit + 1)
@@ -349,16 +357,14 @@ def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], 
     return CompactTable(tuple(entries), default, ports)
 
 
-def compact_rules(table: CompactTable, addresses: Addresses) -> list[tuple[int, Match, Any]]:
+def compact_rules(table: CompactTable) -> list[tuple[int, Match, Any]]:
     """(priority, match, what) of a compact table: ``what`` is a label (next-hop ports: output or group) or
     raw actions (a switch's own host: output to its port; MISS: the IPv4 miss's controller copy, ARP dropped)."""
     out: list[tuple[int, Match, Any]] = []
-    hosts = addresses.hosts
     for value, plen, label in table.entries:
-        if label is LOCAL:
-            host = hosts[bisect_left(addresses.ips, value)]
-            for m in host_matches(host.ip):
-                out.append((PRIO_HOST, m, (("output", host.port),)))
+        if isinstance(label, Own):
+            for m in prefix_matches(value, 32):
+                out.append((PRIO_HOST, m, (("output", label.port),)))
         elif label is MISS:
             ipv4, arp = prefix_matches(value, plen)
             out.append((PRIO_HOST, ipv4, (("controller", PACKET_IN_BYTES),)))
@@ -404,7 +410,7 @@ def compact_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
                               lambda d: is_transit(graph.adj, toward[d][0], dpid), fabric)  # noqa: B023
         gids: dict[tuple[int, ...], int] = {}
         taken: dict[int, tuple[int, ...]] = {}
-        for priority, m, what in compact_rules(table, addresses):
+        for priority, m, what in compact_rules(table):
             if what and isinstance(what[0], int):
                 ports = what
                 if len(ports) == 1:

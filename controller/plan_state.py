@@ -116,6 +116,7 @@ class PlanState:
         self._owned: dict[int, set[RuleKey]] = {}  # switch -> its compact forwarding rule keys
         self._tables: dict[int, forwarding.CompactTable] = {}  # switch -> its compact table
         self._redo: set[int] = set()  # switches whose compact table must be recomputed in this update
+        self._restagger: set[int] = set()  # ... of which those whose level changed (every entry rewritten)
         self._redo_all = False
         self._new_hosts: list[Host] = []
 
@@ -132,7 +133,7 @@ class PlanState:
         what it is: flowcopy.py); None keeps it.
         """
         self._dirty, self.changed = set(), {}
-        self._redo, self._redo_all, self._new_hosts = set(), False, []
+        self._redo, self._redo_all, self._new_hosts, self._restagger = set(), False, [], set()
         hosts = dict(topology.hosts)
         pinned = dict(pinned)
         tiers_changed = tiers is not self._tiers and self._apply_tiers(tiers)
@@ -278,6 +279,7 @@ class PlanState:
         self._levels, self._tier_of = levels, tier_of
         if self._compact:  # a level decides the host-port default and the staggering
             self._redo |= moved
+            self._restagger |= moved
         elif self.stagger:
             for dst in self._dist:
                 for s in moved & self._hops[dst].keys():
@@ -451,19 +453,37 @@ class PlanState:
             self._adj, self._dist.get(host.dpid, {}), s))
 
     def _recompute(self, s: int) -> None:
+        """Recompute switch ``s``'s compact table and rewrite only the entries that differ from its last one
+        (all of them where its level changed: the same next hops stagger differently)."""
         hops, dist, adj = self._hops, self._dist, self._adj
         table = forwarding.compact_table(
             self._addresses, s, lambda d: hops.get(d, {}).get(s) or None, self._levels.get(s, 0) == 0,
             lambda d: forwarding.is_transit(adj, dist.get(d, {}), s), adj.get(s, {}).values())
+        old = self._tables.get(s)
         self._tables[s] = table
+        owned = self._owned.setdefault(s, set())
+        if old is None or s in self._restagger:
+            write, gone = table, None
+        else:
+            before, after = set(old.entries), set(table.entries)
+            same_default = old.default == table.default
+            write = forwarding.CompactTable(
+                tuple(e for e in table.entries if e not in before), table.default,
+                tuple(p for p in table.default_ports if not same_default or p not in old.default_ports))
+            gone = forwarding.CompactTable(
+                tuple(e for e in old.entries if e not in after), old.default,
+                tuple(p for p in old.default_ports if not same_default or p not in table.default_ports))
         keys = set()
-        for priority, m, what in forwarding.compact_rules(table, self._addresses):
+        for priority, m, what in forwarding.compact_rules(write):
             actions = self._actions(s, what) if what and isinstance(what[0], int) else what
             self._set_forward(s, m, actions, priority)
             keys.add((TABLE_FORWARD, priority, m))
-        for key in self._owned.get(s, set()) - keys:
+        drop = owned - keys if gone is None else \
+            {(TABLE_FORWARD, priority, m) for priority, m, _ in forwarding.compact_rules(gone)} - keys
+        for key in drop:
             self._set_forward(s, key[2], None, key[1])
-        self._owned[s] = keys
+        owned -= drop
+        owned |= keys
 
     def _convert(self, compact: bool) -> None:
         """Per-host forwarding replaced by compact forwarding or back (the tiers changed)."""
