@@ -216,6 +216,15 @@ def per_host_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
 
 # -- compact forwarding (a recognised Clos) ------------------------------------------------------------------
 PRIO_UP_DEFAULT = 5  # table 1: from a host port, toward the switch's most common next hops (below host entries)
+PRIO_PREFIX = 100  # table 1: a compact prefix /n at PRIO_PREFIX + n: longest prefix first, as a router
+PRIO_EXACT = PRIO_PREFIX + 32  # an exact (/32) compact entry, a switch's own host included
+
+
+def prefix_priority(plen: int) -> int:
+    """Longer prefixes above shorter ones: entries of one plan are disjoint, but while one plan replaces another
+    (make-before-break, additions only during recovery) old and new entries overlap, and the more specific
+    one, planned with more hosts in view or agreeing with the newer plan on its hosts, must win."""
+    return PRIO_PREFIX + plen
 LOCAL = "local"  # label of a switch's own hosts' runs: always exact entries (recovery binds hosts by them)
 
 
@@ -362,16 +371,17 @@ def compact_rules(table: CompactTable) -> list[tuple[int, Match, Any]]:
     raw actions (a switch's own host: output to its port; MISS: the IPv4 miss's controller copy, ARP dropped)."""
     out: list[tuple[int, Match, Any]] = []
     for value, plen, label in table.entries:
+        priority = prefix_priority(plen)
         if isinstance(label, Own):
             for m in prefix_matches(value, 32):
-                out.append((PRIO_HOST, m, (("output", label.port),)))
+                out.append((PRIO_EXACT, m, (("output", label.port),)))
         elif label is MISS:
             ipv4, arp = prefix_matches(value, plen)
-            out.append((PRIO_HOST, ipv4, (("controller", PACKET_IN_BYTES),)))
-            out.append((PRIO_HOST, arp, ()))
+            out.append((priority, ipv4, (("controller", PACKET_IN_BYTES),)))
+            out.append((priority, arp, ()))
         else:
             for m in prefix_matches(value, plen):
-                out.append((PRIO_HOST, m, label))
+                out.append((priority, m, label))
     if table.default is not None:
         for port in table.default_ports:
             out.append((PRIO_UP_DEFAULT, match(in_port=port), table.default))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from controller.flowkey import FlowKey, key_from_fields
-from controller.forwarding import PRIO_ARP_FABRIC, fabric_arp_rule
+from controller.forwarding import PRIO_ARP_FABRIC, PRIO_EXACT, fabric_arp_rule
 from controller.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
@@ -72,7 +72,8 @@ class Recovered:
                 fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
             elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
                 self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
-            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
+            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
+                  and rule.priority in (PRIO_HOST, PRIO_EXACT)
                   and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
                 # an exact host rule only: a compact plan's prefix (address, mask) names no host
                 self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
