@@ -14,7 +14,8 @@ prefixes down, a default up), with the very same next hops per (switch, known ho
 * every other known host whose next hops differ from that default (a failure), or that can reach the switch
   from a fabric port (the switch is transit for it), and every known host on the other switches, is covered by
   the *maximal uniform prefixes*: IPv4 prefixes (and the same ``arp_tpa`` masks) holding known hosts of one set
-  of next hops only; unknown addresses are don't-cares. No other switch has a default.
+  of next hops only, longest prefix first by priority; unknown addresses are don't-cares. No other switch has a
+  default.
 
 Unknown addresses cannot loop: a default matches only packets from a host port (the first hop), and every
 other entry is a prefix holding a known host whose next hops it uses. Prefixes holding one address are nested,
