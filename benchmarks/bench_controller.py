@@ -4,6 +4,7 @@
     python benchmarks/bench_controller.py            # fat-tree k = 8, 16, 24 and the 32x64x32 leaf-spine
     python benchmarks/bench_controller.py --quick    # fat-tree k = 4, 8 and a 4x8x4 leaf-spine, smaller TE/stats
     python benchmarks/bench_controller.py --topo fattree:16 --topo leafspine:32x64x32
+    python benchmarks/bench_controller.py --tables   # entries per tier, rule changes per link failure (issue 20)
 
 A ``ControllerCore`` is fed the events the Ryu shell would feed it (switches, links, hosts learned by ARP,
 new-flow copies, link failures, flow-stats replies, poll ticks) and timed in CPU time (``time.process_time``,
@@ -19,6 +20,13 @@ flow-stats poll of 10k/100k counting rules spread over the ingress switches. The
 bytes a switch sends (OpenFlow 1.3 multipart, split at 64 KiB): Ryu's parser + the per-entry match read-out,
 or ``controller.ofstats`` where it exists; then ``FlowMonitor.update``. Targets (issue 11): link failure at
 k=24 <= 0.5 s, new transport flow <= 2 ms, TE decision at 10k elephants <= 1 s, 100k-entry poll <= 2 s.
+
+``--tables`` (issue 20 item 3, compact forwarding): per fabric, with the fixtures' sequential addresses and with
+pod-aligned ones (10.pod.edge.host; 10.leaf.0.host), the largest entry count per tier (the forwarding table,
+table 1, and every table of the desired state) and the rule changes (flow and group adds, modifies, deletes) a
+top-tier link failure costs, for the per-host plan (``forwarding.per_host_plan``, what every switch held
+before) and the compact one, both computed in the same run; ratios are old / new. Targets: k=16 edge
+<= 2 x its hosts + 16, pod-aligned every switch <= 8k + 32, failure changes >= 5x fewer than the per-host plan.
 """
 
 from __future__ import annotations
@@ -36,13 +44,13 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller import config as mlconfig  # noqa: E402
-from controller import sync, te  # noqa: E402
+from controller import forwarding, sync, te  # noqa: E402
 from controller.core import ControllerCore, time_budget_s  # noqa: E402
 from controller.flowkey import PROTO_TCP, FlowKey  # noqa: E402
 from controller.monitor import FlowState  # noqa: E402
 from controller.optimiser_runner import OptimiserRunner  # noqa: E402
 from controller.packet_in import PacketIn  # noqa: E402
-from controller.rules import ETH_ARP  # noqa: E402
+from controller.rules import ETH_ARP, TABLE_FORWARD, diff_switch  # noqa: E402
 from controller.tiers import infer_tiers  # noqa: E402
 from mlroute.routing import kernels  # noqa: E402
 from tests import topologies  # noqa: E402
@@ -57,14 +65,15 @@ ARP_REQUEST = 1
 
 
 # -- fabrics -----------------------------------------------------------------------------------------------
-def fixture(spec: str):
-    """``fattree:K`` or ``leafspine:SxLxH`` -> (name, Topology with every host learned)."""
+def fixture(spec: str, aligned: bool = False):
+    """``fattree:K`` or ``leafspine:SxLxH`` -> (name, Topology with every host learned); ``aligned``:
+    pod-aligned addresses instead of the fixtures' sequential ones."""
     kind, _, size = spec.partition(":")
     if kind == "fattree":
-        return f"fat-tree k={size}", topologies.fat_tree(int(size))
+        return f"fat-tree k={size}", topologies.fat_tree(int(size), aligned=aligned)
     if kind == "leafspine":
         spines, leaves, per_leaf = (int(x) for x in size.split("x"))
-        return f"leaf-spine {size}", topologies.leaf_spine(spines, leaves, per_leaf)
+        return f"leaf-spine {size}", topologies.leaf_spine(spines, leaves, per_leaf, aligned=aligned)
     raise SystemExit(f"unknown topology {spec!r} (fattree:K or leafspine:SxLxH)")
 
 
@@ -361,6 +370,69 @@ def bench_stats(name, core, topo, n, rows):
         rows.append((name, f"stats poll, {n} entries ({label})", t, None))
 
 
+# -- table sizes (compact forwarding) -------------------------------------------------------------------------
+def desired_with(plan, topo, graph, tiers):
+    """The desired state (as ``sync.desired_state``) with ``plan`` as the forwarding baseline."""
+    desired = plan(topo, tiers.levels, True, graph)
+    for rule in te.te_rules(topo, tiers, {}, {}, 10, graph=graph):
+        if rule.dpid in desired:
+            desired[rule.dpid].add_flow(rule)
+    return desired
+
+
+def largest_per_tier(desired, tiers):
+    """tier -> (largest table-1 entry count, largest entry count over all tables) of its switches."""
+    out: dict[str, tuple[int, int]] = {}
+    for dpid, rules in desired.items():
+        forward = sum(1 for r in rules.flows.values() if r.table == TABLE_FORWARD)
+        a, b = out.get(tiers.tiers[dpid], (0, 0))
+        out[tiers.tiers[dpid]] = (max(a, forward), max(b, len(rules.flows)))
+    return out
+
+
+def failure_changes(before, after):
+    return sum(len(diff_switch(before.get(d), after[d])) for d in after)
+
+
+def bench_tables(specs, reference=True):
+    """Entries per tier and rule changes per top-tier link failure, per-host plan against compact plan."""
+    print(f"{'fabric':<22} {'addresses':<11} {'tier':<12} {'table 1 old':>11} {'new':>6} {'all old':>8} "
+          f"{'new':>6} {'x':>7}")
+    for spec in specs:
+        for aligned in (False, True):
+            name, topo = fixture(spec, aligned)
+            graph = topo.graph()
+            tiers = infer_tiers(graph, topo.access_switches())
+            plans = [("new", forwarding.plan)] + ([("old", forwarding.per_host_plan)] if reference else [])
+            sizes, changes_of, cpu_of = {}, {}, {}
+            link = fabric_link(topo)
+            for label, plan in plans:
+                t0 = time.process_time()
+                before = desired_with(plan, topo, graph, tiers)
+                cpu_of[label] = 1e3 * (time.process_time() - t0)
+                sizes[label] = largest_per_tier(before, tiers)
+                topo.port_down(link.src, link.src_port)
+                topo.port_down(link.dst, link.dst_port)
+                failed = topo.graph()
+                after = desired_with(plan, topo, failed, infer_tiers(failed, topo.access_switches(), previous=tiers))
+                changes_of[label] = failure_changes(before, after)
+                topo.port_up(link.src, link.src_port)
+                topo.port_up(link.dst, link.dst_port)
+                topo.add_link(link.src, link.src_port, link.dst, link.dst_port)
+                topo.add_link(link.dst, link.dst_port, link.src, link.src_port)
+                del before, after
+            addressing = "pod-aligned" if aligned else "sequential"
+            old = sizes.get("old", {})
+            for tier, (forward, total) in sorted(sizes["new"].items()):
+                f_old, t_old = old.get(tier, (0, 0))
+                print(f"{name:<22} {addressing:<11} {tier:<12} {f_old or '-':>11} {forward:>6} {t_old or '-':>8} "
+                      f"{total:>6} {(f_old / forward if f_old else 0):>7.1f}", flush=True)
+            c_old = changes_of.get("old")
+            print(f"{name:<22} {addressing:<11} {'link failure: rule changes':<28} {c_old or '-':>8} "
+                  f"{changes_of['new']:>6} {(c_old / changes_of['new'] if c_old else 0):>7.1f}   (plan CPU ms: "
+                  f"old {cpu_of.get('old', 0):.0f}, new {cpu_of['new']:.0f})", flush=True)
+
+
 # -- main ----------------------------------------------------------------------------------------------------
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -370,6 +442,9 @@ def main(argv=None):
     ap.add_argument("--stats", default=None, help="comma-separated poll sizes (default 10000,100000)")
     ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, worker, python (the worker on "
                                            "the pure-Python references), stats")
+    ap.add_argument("--tables", action="store_true", help="entries per tier and rule changes per link failure, "
+                                                          "per-host against compact forwarding (issue 20)")
+    ap.add_argument("--no-reference", action="store_true", help="with --tables: the compact plan only")
     args = ap.parse_args(argv)
     specs = args.topo or (["fattree:4", "fattree:8", "leafspine:4x8x4"] if args.quick else
                           ["fattree:8", "fattree:16", "leafspine:32x64x32", "fattree:24"])
@@ -377,6 +452,9 @@ def main(argv=None):
     stats_sizes = [int(x) for x in (("1000,10000" if args.quick else "10000,100000") if args.stats is None
                                     else args.stats).split(",") if x]
     skip = set(args.skip.split(","))
+    if args.tables:
+        bench_tables(specs, reference=not args.no_reference)
+        return 0
     kernels.warm()  # compiled code loaded (or compiled) first, as the optimiser's worker does when it starts
     print(f"{'fabric':<22} {'what':<44} {'CPU ms':>10} {'x full':>8} {'changes':>8}")
     for spec in specs:

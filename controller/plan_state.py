@@ -4,7 +4,11 @@
 holds the same value and changes only what an event affects, returning the switches whose rules changed:
 
 * a new transport flow adds its counting rule on its ingress switch (nothing else is looked at);
-* a host (learned, moved, gone) adds or removes its forwarding rules on the switches of its shortest-path DAG;
+* a host (learned, moved, gone) adds or removes its forwarding rules on the switches of its shortest-path DAG
+  (compact forwarding on a Clos: a new host that falls inside an entry of its own next hops, or that a
+  host-facing switch's default serves, changes nothing there; elsewhere, and after any host is gone, the
+  switch's compact table is recomputed by ``forwarding.compact_table`` itself: per run of addresses behind one
+  switch, not per host);
 * a link / port / switch change updates, per destination switch, the BFS distances only where they can have
   changed (a removed link whose farther end keeps another parent one hop closer changes nothing but that end's
   next hops; an added link between adjacent levels only adds a next hop; anything else re-runs that
@@ -28,7 +32,7 @@ import networkx as nx
 from controller import forwarding, te
 from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import FlowKey
-from controller.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, SwitchRules
+from controller.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
 from controller.tiers import TierInference
 from controller.topology import Host, Topology
 
@@ -106,6 +110,15 @@ class PlanState:
         # per switch of the last update: (flow keys, group ids) it changed, or None for "all of it" (new)
         self.changed: dict[int, tuple[set, set] | None] = {}
         self._writes = 0
+        # compact forwarding (a recognised Clos: forwarding.compact_plan): what it holds per switch
+        self._compact = False
+        self._addresses = forwarding.Addresses.of(())
+        self._owned: dict[int, set[RuleKey]] = {}  # switch -> its compact forwarding rule keys
+        self._tables: dict[int, forwarding.CompactTable] = {}  # switch -> its compact table
+        self._redo: set[int] = set()  # switches whose compact table must be recomputed in this update
+        self._restagger: set[int] = set()  # ... of which those whose level changed (every entry rewritten)
+        self._redo_all = False
+        self._new_hosts: list[Host] = []
 
     # -- the one entry point ----------------------------------------------------------------------------------
     def update(self, topology: Topology, graph: nx.Graph, tiers: TierInference | None,
@@ -120,14 +133,20 @@ class PlanState:
         what it is: flowcopy.py); None keeps it.
         """
         self._dirty, self.changed = set(), {}
+        self._redo, self._redo_all, self._new_hosts, self._restagger = set(), False, [], set()
         hosts = dict(topology.hosts)
         pinned = dict(pinned)
         tiers_changed = tiers is not self._tiers and self._apply_tiers(tiers)
         graph_changed = graph is not self._graph
+        adj = adjacency(graph) if graph_changed else self._adj
+        compact = forwarding.is_clos_levels(self._levels, adj)
+        if compact != self._compact:  # on the state as it was, before this update's links and hosts
+            self._convert(compact)
         if graph_changed:
             self._graph = graph
-            self._apply_graph(adjacency(graph))
+            self._apply_graph(adj)
         hosts_changed = self._apply_hosts(hosts)
+        self._finish_forwarding(hosts_changed)
         if copy is not None and copy != self.copy:
             self._apply_copy(copy, pinned)
         if flows is None:
@@ -158,6 +177,9 @@ class PlanState:
             for dst in list(self._dist):
                 for s in self._update_destination(dst, removed, added, moved):
                     self._write_host_entries(dst, s)
+            if self._compact:  # a host-facing switch next to a link or distance change may turn transit
+                for uv in self._touched:
+                    self._redo_near(uv)
         for s in gone:  # only now: the updates above needed the old distances through them
             for dist in self._dist.values():
                 dist.pop(s, None)
@@ -213,6 +235,8 @@ class PlanState:
         if rerun:
             new = _bfs(adj, dst)
             old_hops = self._hops[dst]
+            if self._compact:
+                self._redo_near(s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s))
             self._dist[dst] = new
             hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
             self._hops[dst] = hops
@@ -233,12 +257,14 @@ class PlanState:
         self._gid[dpid], self._taken[dpid], self._grefs[dpid] = {}, {}, {}
         for holders in self._te.get(dpid, {}).values():
             rules.add_flow(next(reversed(holders.values())))
+        self._owned[dpid] = set()
+        self._redo.add(dpid)
         self._dirty.add(dpid)
         self.changed[dpid] = None
 
     def _drop_switch(self, dpid: int) -> None:
         del self.desired[dpid]
-        for table in (self._gid, self._taken, self._grefs):
+        for table in (self._gid, self._taken, self._grefs, self._owned, self._tables):
             table.pop(dpid, None)
         self._dirty.discard(dpid)
         self.changed.pop(dpid, None)
@@ -251,7 +277,10 @@ class PlanState:
         changed = tier_of != self._tier_of or levels != self._levels
         moved = {s for s in levels.keys() | self._levels.keys() if levels.get(s, 0) != self._levels.get(s, 0)}
         self._levels, self._tier_of = levels, tier_of
-        if self.stagger:
+        if self._compact:  # a level decides the host-port default and the staggering
+            self._redo |= moved
+            self._restagger |= moved
+        elif self.stagger:
             for dst in self._dist:
                 for s in moved & self._hops[dst].keys():
                     self._write_host_entries(dst, s)
@@ -277,6 +306,11 @@ class PlanState:
             self._dist[dst] = _bfs(self._adj, dst)
             self._hops[dst] = {s: _hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
         self._ips_at.setdefault(dst, set()).add(host.ip)
+        self._set_miss_rules(host)
+        if self._compact:
+            self._new_hosts.append(host)
+            self._redo.add(dst)
+            return
         matches = forwarding.host_matches(host.ip)
         for m in matches:
             self._set_forward(dst, m, (("output", host.port),))
@@ -284,7 +318,6 @@ class PlanState:
             actions = self._actions(s, ports)
             for m in matches:
                 self._set_forward(s, m, actions)
-        self._set_miss_rules(host)
 
     def _set_miss_rules(self, host: Host) -> None:
         """A host's own TE rules (guards, new-flow copies at its port) under the copy policy in force."""
@@ -309,10 +342,13 @@ class PlanState:
         if ips is None or host.ip not in ips:
             return
         ips.discard(host.ip)
-        for m in forwarding.host_matches(host.ip):
-            self._set_forward(host.dpid, m, None)
-            for s in self._hops.get(host.dpid, {}):
-                self._set_forward(s, m, None)
+        if self._compact:
+            self._redo_all = True  # prefixes may grow anywhere
+        else:
+            for m in forwarding.host_matches(host.ip):
+                self._set_forward(host.dpid, m, None)
+                for s in self._hops.get(host.dpid, {}):
+                    self._set_forward(s, m, None)
         if not ips:  # no host left behind this switch: its BFS is no longer needed
             del self._ips_at[host.dpid]
             self._dist.pop(host.dpid, None)
@@ -320,6 +356,9 @@ class PlanState:
 
     def _write_host_entries(self, dst: int, s: int) -> None:
         """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed)."""
+        if self._compact:
+            self._redo.add(s)
+            return
         if s == dst or s not in self.desired:
             return
         ports = self._hops[dst].get(s)
@@ -337,38 +376,138 @@ class PlanState:
             gid = forwarding.group_id_for(buckets, self._taken[s])
         return (("group", gid, buckets),)  # the bucket list travels until _set_forward refcounts it
 
-    def _set_forward(self, s: int, m: tuple, actions: tuple | None) -> None:
-        """Set (or with None, remove) the forwarding rule toward one host on switch ``s``. ``actions`` may
-        carry a group's bucket list as a third element of its group action (see ``_actions``)."""
+    def _set_forward(self, s: int, m: tuple, actions: tuple | None, priority: int = PRIO_HOST) -> None:
+        """Set (or with None, remove) one forwarding rule (toward a host, a prefix, or a host port's default) on
+        switch ``s``. ``actions`` may carry a group's bucket list as a third element of its group action (see
+        ``_actions``)."""
         rules = self.desired.get(s)
         if rules is None:
             return
         flows = rules.flows
-        key = (TABLE_FORWARD, PRIO_HOST, m)
+        key = (TABLE_FORWARD, priority, m)
         old = flows.get(key)
         group = None
-        if actions is not None and len(actions[0]) == 3:
+        if actions and len(actions[0]) == 3:
             _, gid, buckets = actions[0]
             group = (gid, buckets)
             actions = (("group", gid),)
         if old is not None:
             if old.actions == actions:
                 return
-            if old.actions[0][0] == "group":
+            if old.actions and old.actions[0][0] == "group":
                 if group is not None:
                     self._ref_group(s, *group)  # before the old one goes: it may be the same list
                     group = None
                 self._unref_group(s, old.actions[0][1])
+        elif actions is None:
+            return
         if group is not None:
             self._ref_group(s, *group)
         if actions is None:
             del flows[key]
         else:
-            flows[key] = FlowRule(s, PRIO_HOST, m, actions)
+            flows[key] = FlowRule(s, priority, m, actions)
         self._touch(s, flow=key)
         self._writes += 1
         if self._writes % PAUSE_EVERY == 0:
             self.pause()
+
+    # -- compact forwarding (forwarding.compact_plan, kept per event) ------------------------------------------
+    def _redo_near(self, switches: Iterable[int]) -> None:
+        """Host-facing switches at or next to these (their transit flags may have changed) are recomputed."""
+        adj, levels = self._adj, self._levels
+        for s in switches:
+            for t in (s, *adj.get(s, ())):
+                if levels.get(t, 0) == 0:
+                    self._redo.add(t)
+
+    def _finish_forwarding(self, hosts_changed: bool) -> None:
+        """Recompute the compact tables this update touched."""
+        if not self._compact:
+            return
+        if hosts_changed or self._redo_all:
+            self._addresses = forwarding.Addresses.of(self._hosts[ip] for ips in self._ips_at.values() for ip in ips)
+        if self._redo_all:
+            redo = set(self.desired)
+        else:
+            redo = self._redo & self.desired.keys()
+            for host in self._new_hosts:
+                redo |= {s for s in self.desired if s not in redo and not self._unchanged_by(s, host)}
+        for s in sorted(redo):
+            self._recompute(s)
+
+    def _unchanged_by(self, s: int, host: Host) -> bool:
+        """Does switch ``s``'s compact table stay as it is with ``host`` learned (nothing else changed)? Yes if
+        the host falls inside an entry of its own next hops there, or (host-facing switch) the default serves
+        it and it cannot arrive over a fabric link."""
+        table = self._tables.get(s)
+        if table is None or host.dpid == s:
+            return False
+        label = self._hops.get(host.dpid, {}).get(s) or None
+        hit = table.covering(forwarding.ip_int(host.ip))
+        if hit is not None:
+            return hit[2] == label and (self._levels.get(s, 0) != 0 or label == table.default)
+        if self._levels.get(s, 0) != 0:
+            return label is None
+        return label == table.default and (label is None or not forwarding.is_transit(
+            self._adj, self._dist.get(host.dpid, {}), s))
+
+    def _recompute(self, s: int) -> None:
+        """Recompute switch ``s``'s compact table and rewrite only the entries that differ from its last one
+        (all of them where its level changed: the same next hops stagger differently)."""
+        hops, dist, adj = self._hops, self._dist, self._adj
+        table = forwarding.compact_table(
+            self._addresses, s, lambda d: hops.get(d, {}).get(s) or None, self._levels.get(s, 0) == 0,
+            lambda d: forwarding.is_transit(adj, dist.get(d, {}), s), adj.get(s, {}).values())
+        old = self._tables.get(s)
+        self._tables[s] = table
+        owned = self._owned.setdefault(s, set())
+        if old is None or s in self._restagger:
+            write, gone = table, None
+        else:
+            before, after = set(old.entries), set(table.entries)
+            same_default = old.default == table.default
+            write = forwarding.CompactTable(
+                tuple(e for e in table.entries if e not in before), table.default,
+                tuple(p for p in table.default_ports if not same_default or p not in old.default_ports))
+            gone = forwarding.CompactTable(
+                tuple(e for e in old.entries if e not in after), old.default,
+                tuple(p for p in old.default_ports if not same_default or p not in table.default_ports))
+        keys = set()
+        for priority, m, what in forwarding.compact_rules(write):
+            actions = self._actions(s, what) if what and isinstance(what[0], int) else what
+            self._set_forward(s, m, actions, priority)
+            keys.add((TABLE_FORWARD, priority, m))
+        drop = owned - keys if gone is None else \
+            {(TABLE_FORWARD, priority, m) for priority, m, _ in forwarding.compact_rules(gone)} - keys
+        for key in drop:
+            self._set_forward(s, key[2], None, key[1])
+        owned -= drop
+        owned |= keys
+
+    def _convert(self, compact: bool) -> None:
+        """Per-host forwarding replaced by compact forwarding or back (the tiers changed)."""
+        if compact:
+            for dst, ips in self._ips_at.items():
+                for ip in ips:
+                    for m in forwarding.host_matches(ip):
+                        self._set_forward(dst, m, None)
+                        for s in self._hops.get(dst, {}):
+                            self._set_forward(s, m, None)
+            self._compact, self._redo_all = True, True
+            return
+        for s, keys in self._owned.items():
+            for key in keys:
+                self._set_forward(s, key[2], None, key[1])
+            keys.clear()
+        self._tables.clear()
+        self._compact = False
+        for dst, ips in self._ips_at.items():
+            for ip in ips:
+                for m in forwarding.host_matches(ip):
+                    self._set_forward(dst, m, (("output", self._hosts[ip].port),))
+            for s in self._hops.get(dst, {}):
+                self._write_host_entries(dst, s)
 
     def _ref_group(self, s: int, gid: int, buckets: tuple) -> None:
         refs = self._grefs[s]

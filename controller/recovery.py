@@ -1,15 +1,16 @@
 """What a restarted controller learns back from the switches' own tables, so it re-learns in one poll.
 
 Every mlroute rule says what it is by its cookie and match: a counting rule (cookie ``COOKIE_FLOW``) names a
-transport flow and its ingress port, and its output action (if any) an elephant's pinned first hop; a pinned
-hop (``COOKIE_ELEPHANT``) names the next hop above; a host rule in the forwarding table with a single output
-says where packets for that IP leave the switch. Hosts are only known for sure once links are: the host's own
-switch is the one whose output port carries no fabric link, so host candidates are resolved against the
-topology as LLDP fills it in. LLDP lags behind the read-back (a neighbour not reconnected yet leaves a fabric
-port looking like a host port), so the tables' own word on which ports face switches counts too: a fabric
-port's ARP rule, a SELECT group's buckets, a pinned hop. A host is never bound at a port that is, or may be,
-a fabric port, and one known only from a forwarding rule waits until its switch has been up long enough for
-LLDP to have classified its ports. While a restarted controller is still recovering, ``sync`` only adds rules (see
+transport flow and its ingress port, and its output action (if any) an elephant's pinned first hop; a pinned hop
+(``COOKIE_ELEPHANT``) names the next hop above; a host rule in the forwarding table with a single output says where
+packets for that IP leave the switch (an exact IPv4 destination only: compact forwarding's prefixes and host-port
+defaults name no host; a switch keeps exact entries for its own hosts). Hosts are only known for sure once links
+are: the host's own switch is the one whose output port carries no fabric link, so host candidates are resolved
+against the topology as LLDP fills it in. LLDP lags behind the read-back (a neighbour not reconnected yet leaves a
+fabric port looking like a host port), so the tables' own word on which ports face switches counts too: a fabric
+port's ARP rule, a SELECT group's buckets, a pinned hop. A host is never bound at a port that is, or may be, a
+fabric port, and one known only from a forwarding rule waits until its switch has been up long enough for LLDP to
+have classified its ports. While a restarted controller is still recovering, ``sync`` only adds rules (see
 ``controller.core``), so nothing the switches hold is deleted before the controller knows as much as they do.
 """
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from controller.flowkey import FlowKey, key_from_fields
-from controller.forwarding import PRIO_ARP_FABRIC, fabric_arp_rule
+from controller.forwarding import PRIO_ARP_FABRIC, PRIO_EXACT, fabric_arp_rule
 from controller.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
@@ -71,8 +72,10 @@ class Recovered:
                 fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
             elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
                 self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
-            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD and rule.priority == PRIO_HOST
-                  and len(rule.actions) == 1 and outputs and "ipv4_dst" in fields):
+            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
+                  and rule.priority in (PRIO_HOST, PRIO_EXACT)
+                  and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
+                # an exact host rule only: a compact plan's prefix (address, mask) names no host
                 self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
         return counting
 

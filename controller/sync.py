@@ -100,10 +100,11 @@ def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int,
 
 def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list[Step]:
     """Only the steps' additions (nothing modified or deleted), recorded in ``installed`` as they go: what a
-    controller that is still learning from the switches may safely send."""
+    controller that is still learning from the switches may safely send. A switch that disconnected while the
+    steps were planned (the plan yields) is left out: its state is read back when it returns."""
     out = []
     for step in steps:
-        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add"]
+        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add" and dpid in installed]
         for dpid, change in adds:
             held = installed[dpid]
             if isinstance(change.rule, GroupRule):

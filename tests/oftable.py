@@ -1,9 +1,11 @@
 """A small simulated OpenFlow pipeline over planned rules (in the spirit of Faucet's fakeoftable).
 
-``trace`` injects a packet at a host port and follows matching rules, groups (every bucket) and links, and
-reports where copies were delivered, whether any copy looped, and whether any went to the controller.
+``trace`` injects a packet at a port and follows matching rules (exact and masked matches: ``(address, mask)``
+on ipv4_dst / arp_tpa), groups (every bucket) and links, and reports where copies were delivered, whether any
+copy looped (entered a switch at a port it had entered before), and whether any went to the controller.
 """
 
+import ipaddress
 from dataclasses import dataclass, field
 
 from controller.flowcopy import learned_fields
@@ -19,9 +21,14 @@ class Trace:
     paths: list = field(default_factory=list)  # switch sequences, one per delivered copy
 
 
+def _number(value):
+    """An IPv4 address as an integer (masked matches on ipv4_dst / arp_tpa are (address, mask) strings)."""
+    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else value
+
+
 def _matches(have, want):
     if isinstance(want, tuple):  # (value, mask)
-        return have is not None and have & want[1] == want[0]
+        return have is not None and _number(have) & _number(want[1]) == _number(want[0])
     return have == want
 
 
@@ -55,7 +62,7 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
             if kind == "output":
                 outputs.append(arg[0])
             elif kind == "group":
-                outputs.extend(desired[dpid].groups[arg[0]].ports)
+                outputs.extend(dict.fromkeys(desired[dpid].groups[arg[0]].ports))  # staggered: each port once
             elif kind == "controller":
                 result.to_controller.append(dpid)
             elif kind == "goto":
@@ -69,10 +76,14 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
         return goto
     links = {(link.src, link.src_port): link for link in topology.live_links()}
 
-    def visit(dpid, in_port, path):
-        if len(path) > max_hops or dpid in path:
+    def visit(dpid, in_port, path, seen=frozenset()):
+        # a copy that enters a switch at a port it entered before meets the same rules again: a loop (a packet
+        # may pass a switch twice at different ports: an unknown address sent up by a host port's default and
+        # back down by a prefix ends in the table miss there)
+        if len(path) > max_hops or (dpid, in_port) in seen:
             result.looped = True
             return
+        seen = seen | {(dpid, in_port)}
         path = path + [dpid]
         pkt = dict(packet, in_port=in_port)
         table, outputs = 0, []
@@ -93,7 +104,7 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
                 result.delivered.add((dpid, port))
                 result.paths.append(path)
             else:
-                visit(link.dst, link.dst_port, path)
+                visit(link.dst, link.dst_port, path, seen)
 
     visit(dpid, in_port, [])
     return result

@@ -30,18 +30,19 @@ class _Builder:
         self.topo.add_link(a, pa, b, pb)
         self.topo.add_link(b, pb, a, pa)
 
-    def host(self, dpid, learn=True):
+    def host(self, dpid, learn=True, ip=None):
         self.host_n += 1
         n = self.host_n
         port = self._port(dpid)
         if learn:
-            self.topo.learn_host(host_ip(n), host_mac(n), dpid, port)
+            self.topo.learn_host(ip or host_ip(n), host_mac(n), dpid, port)
         return port
 
 
-def fat_tree(k=4, hosts=True):
+def fat_tree(k=4, hosts=True, aligned=False):
     """k-ary fat-tree numbered like mininet_topos/fattree.py (core 3001+i, aggregation 2000+100*pod+i, edge
-    1000+100*pod+i up to k=10); hosts 10.0.0.1.. in pod -> edge -> host order."""
+    1000+100*pod+i up to k=10); hosts 10.0.0.1.. in pod -> edge -> host order, or with ``aligned``
+    10.pod.edge.host (host from 1: per-rack subnets, as a real fabric numbers them)."""
     b, half = _Builder(), k // 2
     core_ids, agg_ids, edge_ids = fat_tree_dpids(k)
     cores = [b.switch(n) for n in core_ids]
@@ -53,23 +54,24 @@ def fat_tree(k=4, hosts=True):
                 b.link(agg, cores[i * half + j])
             for edge in edges:
                 b.link(edge, agg)
-        for edge in edges:
-            for _ in range(half):
-                b.host(edge, learn=hosts)
+        for e, edge in enumerate(edges):
+            for h in range(half):
+                b.host(edge, learn=hosts, ip=f"10.{pod}.{e}.{h + 1}" if aligned else None)
     return b.topo
 
 
-def leaf_spine(spines=4, leaves=4, hosts_per_leaf=2, hosts=True):
-    """Leaf-spine numbered like mininet_topos/leafspine.py (spine 201.., leaf 101.. up to 99 of each)."""
+def leaf_spine(spines=4, leaves=4, hosts_per_leaf=2, hosts=True, aligned=False):
+    """Leaf-spine numbered like mininet_topos/leafspine.py (spine 201.., leaf 101.. up to 99 of each); hosts
+    10.0.0.1.. in leaf order, or with ``aligned`` 10.leaf.0.host (a subnet per leaf)."""
     b = _Builder()
     spine_dpids, leaf_dpids = leaf_spine_dpids(spines, leaves)
     spine_ids = [b.switch(n) for n in spine_dpids]
-    for n in leaf_dpids:
+    for i, n in enumerate(leaf_dpids):
         leaf = b.switch(n)
         for spine in spine_ids:
             b.link(leaf, spine)
-        for _ in range(hosts_per_leaf):
-            b.host(leaf, learn=hosts)
+        for h in range(hosts_per_leaf):
+            b.host(leaf, learn=hosts, ip=f"10.{i}.0.{h + 1}" if aligned else None)
     return b.topo
 
 

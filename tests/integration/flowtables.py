@@ -3,6 +3,7 @@
 Used to check traffic engineering from the data plane, not from the controller's account of it.
 """
 
+import ipaddress
 import re
 import subprocess
 
@@ -38,8 +39,19 @@ def parse_flow(line):
             "n_bytes": int(re.search(r"n_bytes=(\d+)", line).group(1))}
 
 
+def _field_matches(have, want):
+    """``want`` as ovs-ofctl prints it: a value, or an address prefix (``10.0.0.0/30``, compact forwarding)."""
+    if "/" in want and have is not None:
+        try:
+            return ipaddress.ip_address(have) in ipaddress.ip_network(want, strict=False)
+        except ValueError:
+            return False
+    return have == want
+
+
 def _lookup(rules, table, pkt):
-    cands = [r for r in rules if r["table"] == table and all(pkt.get(k) == v for k, v in r["match"].items())]
+    cands = [r for r in rules if r["table"] == table
+             and all(_field_matches(pkt.get(k), v) for k, v in r["match"].items())]
     return max(cands, key=lambda r: r["priority"]) if cands else None
 
 

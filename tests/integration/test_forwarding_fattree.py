@@ -73,7 +73,8 @@ def test_fattree_reconnecting_switch_gets_its_tables_back(fattree):
     assert wait_until(lambda: ping_all(fattree.net) == 0 or None, timeout=20, interval=0.5)
     flows = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "e0_0"], capture_output=True,
                            text=True).stdout
-    assert "nw_dst=10.0.0.16" in flows
+    # compact forwarding (a Clos): its own hosts' exact entries and the host ports' default up are back
+    assert "nw_dst=10.0.0.1 " in flows and "nw_dst=10.0.0.2 " in flows and "priority=5,in_port" in flows, flows
 
 
 def test_fattree_no_storm_in_the_first_minute(fattree):

@@ -1,11 +1,15 @@
+import ipaddress
 import itertools
+import random
 
+import networkx as nx
 import pytest
 
 from controller import forwarding
-from controller.rules import ETH_ARP, ETH_IPV4, ETH_IPV6
+from controller.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, diff_switch, match
+from controller.tiers import infer_tiers
 from tests import topologies
-from tests.oftable import trace
+from tests.oftable import lookup, trace
 
 
 def ipv4(src, dst):
@@ -87,26 +91,32 @@ def test_group_ids_are_stable_across_recomputation():
 def test_staggered_buckets_break_hash_polarisation():
     """Model a switch that picks bucket hash mod n_buckets with the same hash at every tier (OVS's default):
     with plain groups an aggregation switch sends everything it gets to one core; staggered, all four."""
-    from controller.tiers import infer_tiers
     topo = topologies.fat_tree(4)
     tiers = infer_tiers(topo.graph(), topo.access_switches())
     links = {(link.src, link.src_port): link.dst for link in topo.live_links()}
     dst = topo.hosts["10.0.0.16"]
     rule_match = forwarding.match(eth_type=ETH_IPV4, ipv4_dst=dst.ip)
 
+    src = topo.hosts["10.0.0.1"]
+    by_link = {(link.src, link.src_port): link for link in topo.live_links()}
+
     def cores_reached(desired):
         reached = set()
         for h in range(64):  # one hash value per flow
-            switch = 1000  # edge of pod 0
+            switch, in_port = src.dpid, src.port  # edge of pod 0
             for _ in range(2):  # edge -> aggregation -> core
-                action = desired[switch].flows[(1, 10, rule_match)].actions[0]
+                packet = {"eth_type": ETH_IPV4, "ipv4_dst": dst.ip, "in_port": in_port}
+                action = lookup(desired[switch], 1, packet).actions[0]
                 buckets = desired[switch].groups[action[1]].ports
-                switch = links[(switch, buckets[h % len(buckets)])]
+                link = by_link[(switch, buckets[h % len(buckets)])]
+                switch, in_port = link.dst, link.dst_port
             reached.add(switch)
         return reached
 
-    assert len(cores_reached(forwarding.plan(topo, tiers.levels, stagger=False))) == 2
-    assert cores_reached(forwarding.plan(topo, tiers.levels, stagger=True)) == {3001, 3002, 3003, 3004}
+    assert links and rule_match
+    for plan in (forwarding.plan, forwarding.per_host_plan):  # compact on a Clos, and per host
+        assert len(cores_reached(plan(topo, tiers.levels, False, topo.graph()))) == 2
+        assert cores_reached(plan(topo, tiers.levels, True, topo.graph())) == {3001, 3002, 3003, 3004}
     assert_all_pairs_delivered(topo)
 
 
@@ -114,3 +124,195 @@ def test_staggering_stays_within_the_bucket_budget():
     assert forwarding.staggered_buckets((1, 2), 1) == (1, 1, 2, 2)
     assert forwarding.staggered_buckets((1, 2, 3), 0) == (1, 2, 3)
     assert forwarding.staggered_buckets(tuple(range(24)), 1) == tuple(range(24))  # 576 > 64: plain
+
+
+# -- compact forwarding (a recognised Clos) --------------------------------------------------------------------
+def clos_plan(topo):
+    graph = topo.graph()
+    tiers = infer_tiers(graph, topo.access_switches(), previous=None)
+    assert tiers.is_clos
+    return forwarding.plan(topo, tiers.levels, True, graph), tiers
+
+
+def table1_ports(desired, dpid, packet):
+    """The ports table 1 of ``dpid`` sends ``packet`` to (every bucket of a group), or None on no / a miss."""
+    rule = lookup(desired[dpid], 1, packet)
+    if rule is None or rule.priority <= forwarding.PRIO_TABLE_MISS + 1:
+        return None
+    ports = set()
+    for kind, *arg in rule.actions:
+        if kind == "output":
+            ports.add(arg[0])
+        elif kind == "group":
+            ports.update(desired[dpid].groups[arg[0]].ports)
+    return ports or None
+
+
+def assert_same_next_hops_as_per_host(topo):
+    """For every switch and known host, from every port traffic toward that host can arrive at (its host ports,
+    and the fabric ports of neighbours one hop farther from the host's switch), IPv4 and ARP take exactly the
+    per-host plan's next hops."""
+    desired, _ = clos_plan(topo)
+    graph = topo.graph()
+    reference = forwarding.per_host_plan(topo, {}, False, graph)
+    bound: dict[int, set[int]] = {}
+    for h in topo.hosts.values():
+        bound.setdefault(h.dpid, set()).add(h.port)
+    into: dict[int, list[tuple[int, int]]] = {}  # switch -> (its port, the neighbour there)
+    for link in topo.live_links():
+        into.setdefault(link.dst, []).append((link.dst_port, link.src))
+    for host in topo.hosts.values():
+        dist = nx.single_source_shortest_path_length(graph, host.dpid)
+        for dpid in topo.ports:
+            arrivals = bound.get(dpid, set()) | {p for p, src in into.get(dpid, ())
+                                                 if dpid in dist and dist.get(src) == dist[dpid] + 1}
+            rule = reference[dpid].flows.get((1, forwarding.PRIO_HOST, forwarding.host_matches(host.ip)[0]))
+            want = None if rule is None else {p for kind, *arg in rule.actions for p in (
+                reference[dpid].groups[arg[0]].ports if kind == "group" else arg)}
+            for in_port in arrivals:
+                for packet in ({"eth_type": ETH_IPV4, "ipv4_dst": host.ip}, {"eth_type": ETH_ARP, "arp_tpa": host.ip}):
+                    got = table1_ports(desired, dpid, dict(packet, in_port=in_port))
+                    assert got == want, (host, dpid, in_port, packet, got, want)
+    return desired
+
+
+def unknown_addresses(topo, n=24):
+    known = sorted(int(ipaddress.IPv4Address(h.ip)) for h in topo.hosts.values())
+    gaps = [a for a in range(known[0] - 2, known[-1] + 3) if a not in set(known)]
+    picks = gaps[:: max(1, len(gaps) // n)] + gaps[-3:]
+    return [str(ipaddress.IPv4Address(a)) for a in picks] + ["10.9.9.9", "10.255.255.254", "192.168.0.1"]
+
+
+def assert_unknown_addresses_end_without_loops(topo, desired, n=24):
+    """An unknown address, entering at any host port or over any link, is never looped or delivered: it ends in
+    a packet-in or a drop."""
+    starts = [(h.dpid, h.port) for h in topo.hosts.values()] + [(k.dst, k.dst_port) for k in topo.live_links()]
+    for address in unknown_addresses(topo, n):
+        for packet in ({"eth_type": ETH_IPV4, "ipv4_dst": address}, {"eth_type": ETH_ARP, "arp_tpa": address}):
+            for dpid, port in starts:
+                t = trace(desired, topo, dpid, port, packet)
+                assert not t.looped and not t.delivered, (address, dpid, port, t)
+                assert t.to_controller or t.dropped
+
+
+def fail_links(topo, n, seed):
+    rng = random.Random(seed)
+    for _ in range(n):
+        link = rng.choice(topo.live_links())
+        topo.port_down(link.src, link.src_port)
+        topo.port_down(link.dst, link.dst_port)
+
+
+CLOS = {"fattree4": lambda: topologies.fat_tree(4), "fattree4-aligned": lambda: topologies.fat_tree(4, aligned=True),
+        "leafspine": lambda: topologies.leaf_spine(4, 4, 2),
+        "leafspine-aligned": lambda: topologies.leaf_spine(4, 4, 3, aligned=True)}
+
+
+@pytest.mark.parametrize("name", sorted(CLOS))
+def test_compact_forwarding_delivers_every_pair_on_the_per_host_next_hops(name):
+    topo = CLOS[name]()
+    desired = assert_same_next_hops_as_per_host(topo)
+    assert_all_delivered(topo, desired)
+    assert_unknown_addresses_end_without_loops(topo, desired)
+
+
+@pytest.mark.parametrize("name", sorted(CLOS))
+@pytest.mark.parametrize("seed", range(4))
+def test_compact_forwarding_after_link_failures(name, seed):
+    topo = CLOS[name]()
+    fail_links(topo, 1 + seed, seed)
+    if not infer_tiers(topo.graph(), topo.access_switches()).is_clos:
+        pytest.skip("the failures left no Clos")
+    desired = assert_same_next_hops_as_per_host(topo)
+    assert_all_delivered(topo, desired, reachable_only=True)
+    assert_unknown_addresses_end_without_loops(topo, desired)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_compact_forwarding_on_a_k8_fat_tree_with_failures(aligned):
+    topo = topologies.fat_tree(8, aligned=aligned)
+    desired = assert_same_next_hops_as_per_host(topo)
+    assert_unknown_addresses_end_without_loops(topo, desired, 6)
+    fail_links(topo, 3, 8)
+    desired = assert_same_next_hops_as_per_host(topo)
+    assert_unknown_addresses_end_without_loops(topo, desired, 6)
+
+
+def assert_all_delivered(topo, desired, reachable_only=False):
+    graph = topo.graph()
+    for src, dst in itertools.permutations(topo.hosts.values(), 2):
+        if reachable_only and not nx.has_path(graph, src.dpid, dst.dpid):
+            continue
+        for packet in (ipv4(src, dst), {"eth_type": ETH_ARP, "arp_tpa": dst.ip}):
+            t = trace(desired, topo, src.dpid, src.port, packet)
+            assert not t.looped and t.delivered == {(dst.dpid, dst.port)}, (src, dst, packet, t)
+
+
+def test_an_aggregation_switch_without_core_links_sends_through_its_edges():
+    """The edges below it become transit (traffic from above goes back up): they get entries from any port."""
+    topo = topologies.fat_tree(4)
+    for link in [k for k in topo.live_links() if k.src == 2000 and k.dst > 3000]:
+        topo.port_down(link.src, link.src_port)
+        topo.port_down(link.dst, link.dst_port)
+    desired = assert_same_next_hops_as_per_host(topo)
+    assert_all_delivered(topo, desired)
+    assert_unknown_addresses_end_without_loops(topo, desired)
+
+
+def test_a_core_that_lost_a_pod_gets_specific_entries_elsewhere():
+    """Pod-aligned k=8: a core-aggregation link failure costs a handful of prefixes, not a rule per host."""
+    topo = topologies.fat_tree(8, aligned=True)
+    before, tiers = clos_plan(topo)
+    old_before = forwarding.per_host_plan(topo, tiers.levels, True, topo.graph())
+    link = next(k for k in topo.live_links() if k.src == 2000 and k.dst == 3001)
+    topo.port_down(link.src, link.src_port)
+    topo.port_down(link.dst, link.dst_port)
+    after = assert_same_next_hops_as_per_host(topo)
+    old_after = forwarding.per_host_plan(topo, tiers.levels, True, topo.graph())
+    changed = sum(len(diff_switch(before[d], after[d])) for d in after)
+    per_host = sum(len(diff_switch(old_before[d], old_after[d])) for d in old_after)
+    assert 0 < changed * 5 <= per_host
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_compact_tables_stay_within_the_issue_budgets(aligned):
+    """k=8: a host-facing switch's table 1 <= 2 x its hosts + 16; pod-aligned, every switch <= 8k + 32."""
+    k = 8
+    desired, tiers = clos_plan(topologies.fat_tree(k, aligned=aligned))
+    for dpid, rules in desired.items():
+        forward = sum(1 for r in rules.flows.values() if r.table == 1)
+        if tiers.levels[dpid] == 0:
+            assert forward <= 2 * (k // 2) + 16
+        if aligned:
+            assert forward <= 8 * k + 32
+    per_host = forwarding.per_host_plan(topologies.fat_tree(k), {}, False, topologies.fat_tree(k).graph())
+    assert max(len(r.flows) for r in desired.values()) * 3 < max(len(r.flows) for r in per_host.values())
+
+
+def test_off_a_clos_forwarding_stays_per_host():
+    topo = topologies.ring(5)
+    graph = topo.graph()
+    levels = {d: 0 for d in list(graph.nodes)[:-1]}  # not every switch placed: not a Clos
+    assert forwarding.plan(topo, levels, True, graph) == forwarding.per_host_plan(topo, levels, True, graph)
+    assert not any(isinstance(v, tuple) for r in forwarding.plan(topo).values() for f in r.flows.values()
+                   for _, v in f.match)
+
+
+def test_a_port_without_a_bound_host_sends_ipv4_to_the_controller_at_its_switch():
+    """The host-port default exists only where a host is bound: an unknown sender's IPv4 reaches the controller
+    at its own switch (from a host port, where it is learned), not somewhere up the fabric."""
+    topo = topologies.fat_tree(4)
+    h = topo.hosts.pop("10.0.0.1")
+    topo._by_port.pop((h.dpid, h.port), None)
+    desired, _ = clos_plan(topo)
+    dst = topo.hosts["10.0.0.16"]
+    t = trace(desired, topo, h.dpid, h.port, {"eth_type": ETH_IPV4, "ipv4_src": h.ip, "ipv4_dst": dst.ip})
+    assert t.to_controller == [h.dpid] and not t.delivered
+    t = trace(desired, topo, h.dpid, h.port + 1, {"eth_type": ETH_IPV4, "ipv4_dst": dst.ip})  # h2, bound
+    assert t.delivered == {(dst.dpid, dst.port)}
+
+
+def test_prefix_matches_read_back_as_ryu_writes_them():
+    assert forwarding.prefix_matches(forwarding.ip_int("10.1.0.0"), 16)[0] == \
+        match(eth_type=ETH_IPV4, ipv4_dst=("10.1.0.0", "255.255.0.0"))
+    assert forwarding.prefix_matches(forwarding.ip_int("10.1.0.7"), 32) == forwarding.host_matches("10.1.0.7")

@@ -136,7 +136,7 @@ def check(world, state, flows=None):
 
 
 FABRICS = {"fattree4": lambda: topologies.fat_tree(4), "leafspine": lambda: topologies.leaf_spine(3, 4, 2),
-           "ring": lambda: topologies.ring(5)}
+           "ring": lambda: topologies.ring(5), "fattree4-aligned": lambda: topologies.fat_tree(4, aligned=True)}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -181,12 +181,34 @@ def test_a_link_failure_rewrites_only_the_switches_whose_rules_change():
 
 
 def test_a_new_host_and_an_unchanged_graph_rebuild_nothing_else():
-    world = World(topologies.fat_tree(4))
-    gone = world.topo.hosts.pop("10.0.0.5")
+    """Off a Clos every switch gets the new host's entries; on a Clos (compact forwarding) only the switches
+    whose compact table changes are touched."""
+    for topo, every in ((topologies.ring(5), True), (topologies.fat_tree(4), False)):
+        world = World(topo)
+        gone = world.topo.hosts.pop("10.0.0.5" if not every else "10.0.0.3")
+        state = PlanState(stagger=True, idle_timeout=IDLE)
+        state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned)
+        assert state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, ()) == set()
+        before = snapshot(state.desired)
+        world.topo.learn_host(gone.ip, gone.mac, gone.dpid, gone.port)
+        dirty = state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, ())
+        assert state.desired == world.reference()
+        assert dirty == {d for d in before if before[d] != state.desired[d]}
+        if every:
+            assert dirty == set(world.topo.ports)  # every switch routes toward it, its own switch delivers
+        else:
+            assert gone.dpid in dirty and len(dirty) < len(world.topo.ports)
+
+
+def test_a_host_that_falls_inside_its_prefixes_changes_only_its_own_switch():
+    """Pod-aligned addresses: a host learned inside its edge's prefix changes no other switch's table."""
+    world = World(topologies.fat_tree(4, aligned=True))
+    gone = world.topo.hosts.pop("10.1.0.2")
     state = PlanState(stagger=True, idle_timeout=IDLE)
     state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned)
-    assert state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, ()) == set()
     world.topo.learn_host(gone.ip, gone.mac, gone.dpid, gone.port)
     dirty = state.update(world.topo, world.graph, world.tiers, world.accounting, world.pinned, ())
     assert state.desired == world.reference()
-    assert dirty == set(world.topo.ports)  # every switch routes toward it, its own switch delivers
+    assert dirty == {gone.dpid}
+
+
