@@ -863,25 +863,7 @@ class ControllerCore:
         self.dirty = False
         if self._audited:
             self._judge_audits()
-        for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology, self._lldp_settled()):
-            self.topology.learn_host(ip, mac, dpid, port)
-            LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
-        fresh = self._graph is None
-        graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
-        host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
-        if fresh or host_switches != self._host_switches or self.tiers is None:
-            self._host_switches = host_switches
-            self._update_tiers(graph)
-        if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
-            # a job event, or a failure under an elephant: decide now, not at the next period (the decision loop
-            # takes the request; without a worker it is decided here, and this sync installs it)
-            self.decide_now = False
-            self.request_decision()
-            if self.runner is None:
-                self.decision_tick()
-                self.dirty = False
-        if self.sflow is not None:
-            self._sflow_pins()
+        graph = self._inputs_settled()
         flows = self.accounting.take_changed()
         stale, self._stale = self._stale, set()
         changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows,
@@ -904,26 +886,56 @@ class ControllerCore:
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
             self.dirty = True
         else:
-            for step in steps if only else ():
-                for dpid, change in step.changes:
-                    if dpid in only:
-                        apply_change(self.installed[dpid], change)
-            for dpid in ready:  # the others: a snapshot (the plan changes its own dicts in place)
-                if dpid not in only:
-                    self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
-                    self.pause()
-            for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
-                if dpid in ready and dpid not in only:
-                    apply_change(self.installed[dpid], _undone(change))
-            for dpid, held in self.over_budget.items():  # ... and what their tables have no room for
-                if dpid in ready and dpid not in only:
-                    for change in held.values():
-                        apply_change(self.installed[dpid], _undone(change))
+            self._believe(steps, ready, only, desired)
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
         self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
         return steps
+
+    def _inputs_settled(self) -> nx.Graph:
+        """Before a sync plans: hosts recovered from the tables learned, tiers current, a decision requested
+        where a job event or a failure under an elephant asks for one now; returns the live graph's snapshot."""
+        for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology, self._lldp_settled()):
+            self.topology.learn_host(ip, mac, dpid, port)
+            LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
+        fresh = self._graph is None
+        graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
+        host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
+        if fresh or host_switches != self._host_switches or self.tiers is None:
+            self._host_switches = host_switches
+            self._update_tiers(graph)
+        if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
+            # a job event, or a failure under an elephant: decide now, not at the next period (the decision loop
+            # takes the request; without a worker it is decided here, and this sync installs it)
+            self.decide_now = False
+            self.request_decision()
+            if self.runner is None:
+                self.decision_tick()
+                self.dirty = False
+        if self.sflow is not None:
+            self._sflow_pins()
+        return graph
+
+    def _believe(self, steps: list[Step], ready: list[int], only: Mapping[int, Any],
+                 desired: Mapping[int, SwitchRules]) -> None:
+        """What the switches hold once ``steps`` are sent: the steps applied where only the plan's changes were
+        diffed, a snapshot of the desired state elsewhere, less what switches refused or have no room for."""
+        for step in steps if only else ():
+            for dpid, change in step.changes:
+                if dpid in only:
+                    apply_change(self.installed[dpid], change)
+        for dpid in ready:  # the others: a snapshot (the plan changes its own dicts in place)
+            if dpid not in only:
+                self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
+                self.pause()
+        for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
+            if dpid in ready and dpid not in only:
+                apply_change(self.installed[dpid], _undone(change))
+        for dpid, held in self.over_budget.items():  # ... and what their tables have no room for
+            if dpid in ready and dpid not in only:
+                for change in held.values():
+                    apply_change(self.installed[dpid], _undone(change))
 
     def _within_budget(self, steps: list[Step], ready: list[int]) -> list[Step]:
         """``steps`` less the additions the switches' tables have no room for (table_budget.py), which are

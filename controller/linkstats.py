@@ -19,7 +19,7 @@ from typing import Any
 import networkx as nx
 
 from controller.flowkey import FlowKey
-from controller.monitor import MalformedStats
+from controller.monitor import MalformedStatsError
 from controller.te import port_toward
 from controller.topology import Topology
 
@@ -41,13 +41,13 @@ class PortSample:
 
 def sample_from_port_stat(dpid: int, port_no: Any, tx_bytes: Any, rx_bytes: Any, duration_sec: Any,
                           duration_nsec: Any) -> PortSample:
-    """A PortSample from one port-stats entry's fields; MalformedStats when they are not usable counters."""
+    """A PortSample from one port-stats entry's fields; MalformedStatsError when they are not usable counters."""
     try:
         port, tx, rx, sec, nsec = int(port_no), int(tx_bytes), int(rx_bytes), int(duration_sec), int(duration_nsec)
     except (TypeError, ValueError) as exc:
-        raise MalformedStats(f"switch {dpid}: port-stats entry without usable counters: {exc!r}") from None
+        raise MalformedStatsError(f"switch {dpid}: port-stats entry without usable counters: {exc!r}") from None
     if min(port, tx, rx, sec, nsec) < 0:
-        raise MalformedStats(f"switch {dpid}: negative counter in port-stats entry for port {port}")
+        raise MalformedStatsError(f"switch {dpid}: negative counter in port-stats entry for port {port}")
     duration = None if sec == DURATION_UNKNOWN else sec + nsec / 1e9
     return PortSample(dpid, port, tx, rx, duration)
 
@@ -65,7 +65,7 @@ def samples_from_reply(dpid: int, entries: Iterable[Any]) -> tuple[list[PortSamp
         except AttributeError as exc:
             problems.append(f"switch {dpid}: port-stats entry lacks a field: {exc}")
             continue
-        except MalformedStats as exc:
+        except MalformedStatsError as exc:
             problems.append(str(exc))
             continue
         if sample.port < OFPP_MAX:

@@ -29,20 +29,21 @@ class FlowSample:
     duration_s: float
 
 
-class MalformedStats(ValueError):
+class MalformedStatsError(ValueError):
     """A stats entry that cannot be turned into a sample (missing field, wrong type, negative counter)."""
 
 
 def sample_from_stat(dpid: int, fields: Mapping[str, Any], byte_count: int, duration_sec: int,
                      duration_nsec: int) -> FlowSample:
-    """A FlowSample from one flow-stats entry's match fields and counters; MalformedStats if it is not one."""
+    """A FlowSample from one flow-stats entry's match fields and counters; MalformedStatsError if it is not one."""
     try:
         key = key_from_fields(fields)
         byte_count, duration = int(byte_count), int(duration_sec) + int(duration_nsec) / 1e9
     except (KeyError, TypeError, ValueError) as exc:
-        raise MalformedStats(f"switch {dpid}: flow-stats entry without a usable 5-tuple/counters: {exc!r}") from None
+        raise MalformedStatsError(f"switch {dpid}: flow-stats entry without a usable 5-tuple/counters: {exc!r}") \
+            from None
     if byte_count < 0 or duration < 0:
-        raise MalformedStats(f"switch {dpid}: negative counter in flow-stats entry for {key}")
+        raise MalformedStatsError(f"switch {dpid}: negative counter in flow-stats entry for {key}")
     return FlowSample(key, dpid, byte_count, duration)
 
 

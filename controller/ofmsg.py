@@ -15,7 +15,7 @@ from typing import Any
 from controller import capabilities, ofstats
 from controller.flowcopy import learned_fields
 from controller.flowkey import L4_PREFIX, FlowKey, key_from_fields, present_fields
-from controller.monitor import FlowSample, MalformedStats, sample_from_stat
+from controller.monitor import FlowSample, MalformedStatsError, sample_from_stat
 from controller.packet_in import ArpReply, PacketIn
 from controller.rules import (
     COOKIE_BASE,
@@ -295,7 +295,7 @@ class LazyTableFeatures:
         entry = cls()
         entry.length, entry.table_id, entry.max_entries = cls.FIXED.unpack_from(buf, offset)
         if entry.length < cls.FIXED.size:
-            raise MalformedStats(f"table-features entry of {entry.length} bytes")
+            raise MalformedStatsError(f"table-features entry of {entry.length} bytes")
         return entry
 
 
@@ -313,7 +313,7 @@ class TableCounts:
     def parser(cls, buf, offset):
         body = memoryview(buf)[offset:]
         if len(body) % cls.ENTRY.size:
-            raise MalformedStats(f"table-stats body of {len(body)} bytes is no whole number of entries")
+            raise MalformedStatsError(f"table-stats body of {len(body)} bytes is no whole number of entries")
         entry = cls()
         entry.length = len(body)
         entry.counts = dict(cls.ENTRY.iter_unpack(body))
@@ -359,6 +359,6 @@ def poll_samples(dpid: int, msg: Any) -> list[FlowSample]:
         try:
             samples.append(sample_from_stat(dpid, stats_fields(stat), stat.byte_count, stat.duration_sec,
                                             stat.duration_nsec))
-        except (MalformedStats, AttributeError) as exc:
+        except (MalformedStatsError, AttributeError) as exc:
             LOG.warning("skipping flow-stats entry: %s", exc)
     return samples

@@ -39,7 +39,7 @@ FIELDS = {0: ("in_port", _INT), 10: ("ip_proto", _INT), 11: ("ipv4_src", _IPV4),
 CACHE_LIMIT = 1 << 18
 
 
-class MalformedReply(ValueError):
+class MalformedReplyError(ValueError):
     """Bytes that are not a well-formed OpenFlow 1.3 flow-stats reply."""
 
 
@@ -83,22 +83,22 @@ def match_key(oxm: bytes) -> FlowKey | None:
 
 
 def parse_flow_stats_reply(dpid: int, data: bytes) -> FlowStatsReply:
-    """One flow-stats reply message (header included) as samples; MalformedReply if the bytes are not one."""
+    """One flow-stats reply message (header included) as samples; MalformedReplyError if the bytes are not one."""
     if len(data) < HEADER.size:
-        raise MalformedReply(f"switch {dpid}: {len(data)} bytes is shorter than a multipart reply header")
+        raise MalformedReplyError(f"switch {dpid}: {len(data)} bytes is shorter than a multipart reply header")
     version, msg_type, msg_len, xid, mp_type, flags = HEADER.unpack_from(data)
     if (version, msg_type, mp_type) != (OFP_VERSION, OFPT_MULTIPART_REPLY, OFPMP_FLOW) or msg_len > len(data):
-        raise MalformedReply(f"switch {dpid}: not an OpenFlow 1.3 flow-stats reply (version {version}, type "
+        raise MalformedReplyError(f"switch {dpid}: not an OpenFlow 1.3 flow-stats reply (version {version}, type "
                              f"{msg_type}, multipart type {mp_type}, length {msg_len} of {len(data)} bytes)")
     reply = FlowStatsReply(xid, bool(flags & OFPMPF_REPLY_MORE))
     samples = reply.samples
     offset = HEADER.size
     while offset < msg_len:
         if offset + ENTRY_FIXED + 4 > msg_len:
-            raise MalformedReply(f"switch {dpid}: truncated flow-stats entry at byte {offset}")
+            raise MalformedReplyError(f"switch {dpid}: truncated flow-stats entry at byte {offset}")
         length, _table, sec, nsec = ENTRY.unpack_from(data, offset)
         if length < ENTRY_FIXED + 4 or offset + length > msg_len:
-            raise MalformedReply(f"switch {dpid}: flow-stats entry length {length} at byte {offset}")
+            raise MalformedReplyError(f"switch {dpid}: flow-stats entry length {length} at byte {offset}")
         _packets, byte_count = COUNTERS.unpack_from(data, offset + 32)
         match_type, match_len = MATCH_HEAD.unpack_from(data, offset + ENTRY_FIXED)
         key = None

@@ -21,7 +21,7 @@ PARSER = ofproto_v1_3_parser
 _XIDS = itertools.count(1)
 
 
-class Killed(Exception):
+class KilledError(Exception):
     """The controller process died at this message: the switch keeps what it received before it."""
 
 
@@ -35,7 +35,7 @@ class MessageBudget:
     def take(self) -> None:
         if self.left is not None:
             if self.left <= 0:
-                raise Killed
+                raise KilledError
             self.left -= 1
 
 

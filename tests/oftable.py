@@ -50,30 +50,32 @@ def seen_entry(dpid, pkt, proto, hold_s):
                     cookie=COOKIE_SEEN)
 
 
+def _apply(desired, result, rule, dpid, pkt, outputs):
+    """Run one rule's actions on ``pkt`` at ``dpid``: its outputs into ``outputs``; returns its goto table."""
+    goto = None
+    for kind, *arg in rule.actions:
+        if kind == "output":
+            outputs.append(arg[0])
+        elif kind == "group":
+            outputs.extend(dict.fromkeys(desired[dpid].groups[arg[0]].ports))  # staggered: each port once
+        elif kind == "controller":
+            result.to_controller.append(dpid)
+        elif kind == "goto":
+            goto = arg[0]
+        elif kind == "resubmit":
+            hit = lookup(desired[dpid], arg[0], pkt)
+            if hit is not None:
+                _apply(desired, result, hit, dpid, pkt, outputs)
+        elif kind == "learn_seen":
+            desired[dpid].add_flow(seen_entry(dpid, pkt, *arg))
+    return goto
+
+
 def trace(desired, topology, dpid, in_port, packet, max_hops=16):
     """Follow ``packet`` from a host port. Open vSwitch's ``resubmit`` runs the target table's actions in
     place, and ``learn_seen`` adds its exact entry to ``desired`` (as the switch would: a second trace of the
     same 5-tuple meets it)."""
     result = Trace()
-
-    def apply(rule, dpid, pkt, outputs):
-        goto = None
-        for kind, *arg in rule.actions:
-            if kind == "output":
-                outputs.append(arg[0])
-            elif kind == "group":
-                outputs.extend(dict.fromkeys(desired[dpid].groups[arg[0]].ports))  # staggered: each port once
-            elif kind == "controller":
-                result.to_controller.append(dpid)
-            elif kind == "goto":
-                goto = arg[0]
-            elif kind == "resubmit":
-                hit = lookup(desired[dpid], arg[0], pkt)
-                if hit is not None:
-                    apply(hit, dpid, pkt, outputs)
-            elif kind == "learn_seen":
-                desired[dpid].add_flow(seen_entry(dpid, pkt, *arg))
-        return goto
     links = {(link.src, link.src_port): link for link in topology.live_links()}
 
     def visit(dpid, in_port, path, seen=frozenset()):
@@ -92,7 +94,7 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
             if rule is None:
                 result.dropped.append(dpid)
                 return
-            goto = apply(rule, dpid, pkt, outputs)
+            goto = _apply(desired, result, rule, dpid, pkt, outputs)
             if goto is None:
                 break
             table = goto

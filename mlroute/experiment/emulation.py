@@ -183,7 +183,7 @@ def start_network(topo: Any, controller: Controller, jumbo: bool = False) -> Any
     from mininet.node import OVSSwitch, RemoteController
 
     class Remote(RemoteController):
-        def checkListening(self) -> None:
+        def checkListening(self) -> None:  # noqa: N802 (Mininet's method name)
             """Mininet probes the port with telnet and decodes Ryu's binary HELLO as UTF-8, which fails at
             random; the controller's REST answered already (Controller.wait_ready), so it is listening."""
 

@@ -187,7 +187,7 @@ def _water_fill_events(flat, owner, lens, caps, dem, rate, active, frozen_load):
     _water_fill_events_reference(flat, owner, lens, caps, dem, rate, active, frozen_load)
 
 
-def _water_fill_events_reference(flat, owner, lens, caps, dem, rate, active, frozen_load):
+def _water_fill_events_reference(flat, owner, lens, caps, dem, rate, active, frozen_load):  # noqa: C901 (the kernel's twin)
     """:func:`_water_fill_events` in pure Python: the specification of the compiled kernel, and its fallback."""
     import heapq
 

@@ -169,11 +169,11 @@ class Chaos:
     def forged_lldp(self):
         from controller.southbound import topology
 
-        LLDPPacket = topology()[0].LLDPPacket
+        lldp = topology()[0].LLDPPacket  # (Ryu's or os-ken's LLDP frame builder)
         attacker = self.rng.choice(self.net.hosts)
         links = self.fab.controller.get("/mlroute/topology")["links"]
         claims = self.rng.sample(links, min(4, len(links))) if links else []
-        frames = [LLDPPacket.lldp_packet(x["src"], x["src_port"], attacker.MAC(), 120).hex() for x in claims]
+        frames = [lldp.lldp_packet(x["src"], x["src_port"], attacker.MAC(), 120).hex() for x in claims]
         if frames:
             self._host_runs(attacker, FORGE_LLDP, 20, 3, *frames)
         return f"{attacker.name} forges LLDP naming {len(frames)} real ports"

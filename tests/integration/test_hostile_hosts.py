@@ -99,7 +99,7 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fab):
     of links the controller holds never changes, and the refused frames are counted."""
     from controller.southbound import topology
 
-    LLDPPacket = topology()[0].LLDPPacket
+    lldp = topology()[0].LLDPPacket  # (Ryu's or os-ken's LLDP frame builder)
 
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=30, interval=0)
 
@@ -110,7 +110,7 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fab):
     assert real, links()
     claims = sorted(real)[::5][:12]  # 12 real ports across the tiers, each the source of a real link
     h1 = fab.net.get("h1")
-    frames = [LLDPPacket.lldp_packet(src, port, h1.MAC(), 120).hex() for src, port, _, _ in claims]
+    frames = [lldp.lldp_packet(src, port, h1.MAC(), 120).hex() for src, port, _, _ in claims]
     attack = h1.popen([sys.executable, "-c", FORGE_LLDP, h1.defaultIntf().name, "50", "12", *frames])
     samples, missing = 0, []
     try:

@@ -14,7 +14,7 @@ from controller.linkstats import (
     samples_from_reply,
 )
 from controller.metrics import Metrics
-from controller.monitor import MalformedStats
+from controller.monitor import MalformedStatsError
 from tests.topologies import fat_tree, leaf_spine
 
 MBPS = 1e6
@@ -89,7 +89,7 @@ def test_reply_parsing_skips_reserved_ports_and_reports_malformed_entries():
     samples, problems = samples_from_reply(7, entries)
     assert samples == [PortSample(7, 1, 10, 20, 3.5)]
     assert len(problems) == 3 and all("switch 7" in p for p in problems)
-    with pytest.raises(MalformedStats, match="negative"):
+    with pytest.raises(MalformedStatsError, match="negative"):
         sample_from_port_stat(7, 1, 0, -5, 1, 0)
 
 

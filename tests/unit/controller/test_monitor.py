@@ -4,7 +4,7 @@ from controller.monitor import (
     FlowKey,
     FlowMonitor,
     FlowSample,
-    MalformedStats,
+    MalformedStatsError,
     MonitorConfig,
     StatsAssembler,
     sample_from_stat,
@@ -128,7 +128,7 @@ def test_multipart_replies_are_reassembled_per_switch_and_request():
     ({"ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.2", "ip_proto": 6, "tcp_src": 1, "tcp_dst": 2}, ("x", 1, 0)),
 ])
 def test_malformed_stats_entries_are_rejected_clearly(fields, counters):
-    with pytest.raises(MalformedStats, match="switch 3"):
+    with pytest.raises(MalformedStatsError, match="switch 3"):
         sample_from_stat(3, fields, *counters)
 
 

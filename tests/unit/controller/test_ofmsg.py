@@ -7,7 +7,7 @@ import pytest
 
 from controller import ofmsg, sync, te
 from controller.flowkey import FlowKey
-from controller.monitor import MalformedStats
+from controller.monitor import MalformedStatsError
 from controller.packet_in import ArpReply
 from controller.rules import Change, FlowRule, match
 from controller.southbound import ofproto_parser
@@ -118,9 +118,9 @@ def test_table_features_are_read_to_max_entries_and_their_properties_skipped():
 
 
 def test_a_table_stats_body_that_is_no_whole_number_of_entries_is_refused():
-    with pytest.raises(MalformedStats):
+    with pytest.raises(MalformedStatsError):
         ofmsg.TableCounts.parser(b"\x00" * 30, 0)
-    with pytest.raises(MalformedStats):
+    with pytest.raises(MalformedStatsError):
         ofmsg.LazyTableFeatures.parser(b"\x00" * 64, 0)  # length 0 < the fixed part
 
 

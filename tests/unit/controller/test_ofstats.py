@@ -7,7 +7,7 @@ import pytest
 
 from controller import ofmsg, ofstats
 from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
-from controller.monitor import MalformedStats, sample_from_stat
+from controller.monitor import MalformedStatsError, sample_from_stat
 from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 from tests.flowstats_bytes import counting_entry, replies, stats_entry
 
@@ -24,7 +24,7 @@ def ryu_samples(raw):
         try:
             out.append(sample_from_stat(DPID, ofmsg.stats_fields(stat), stat.byte_count, stat.duration_sec,
                                         stat.duration_nsec))
-        except MalformedStats:
+        except MalformedStatsError:
             pass
     return msg.xid, bool(msg.flags & 1), out
 
@@ -76,13 +76,13 @@ def test_entries_that_name_no_flow_are_skipped_as_the_shell_skips_them():
 
 def test_bytes_that_are_not_a_flow_stats_reply_are_refused():
     (raw,) = replies([counting_entry(flows(1)[0], 1, 1, 1.0)], xid=1)
-    with pytest.raises(ofstats.MalformedReply):
+    with pytest.raises(ofstats.MalformedReplyError):
         ofstats.parse_flow_stats_reply(DPID, raw[:10])
-    with pytest.raises(ofstats.MalformedReply, match="not an OpenFlow 1.3 flow-stats"):
+    with pytest.raises(ofstats.MalformedReplyError, match="not an OpenFlow 1.3 flow-stats"):
         ofstats.parse_flow_stats_reply(DPID, raw[:1] + bytes([20]) + raw[2:])  # another message type
-    with pytest.raises(ofstats.MalformedReply, match="length"):
+    with pytest.raises(ofstats.MalformedReplyError, match="length"):
         ofstats.parse_flow_stats_reply(DPID, raw[:16] + struct.pack("!H", 9) + raw[18:])
-    with pytest.raises(ofstats.MalformedReply):
+    with pytest.raises(ofstats.MalformedReplyError):
         ofstats.parse_flow_stats_reply(DPID, raw[:-8])  # shorter than its header says
 
 

@@ -41,6 +41,12 @@ class World:
         self.tiers = infer_tiers(self.graph, self.topo.access_switches())
 
     def apply(self, op, rng):
+        if op in ("fail_link", "restore_link", "drop_switch", "restore_switch"):
+            self._topology_op(op, rng)
+        else:
+            self._state_op(op, rng)
+
+    def _topology_op(self, op, rng):
         t = self.topo
         if op == "fail_link":
             (a, pa), (b, pb) = rng.choice(self.cables)
@@ -68,7 +74,10 @@ class World:
                     t.add_link(a, pa, b, pb)
                     t.add_link(b, pb, a, pa)
             self.graph_changed()
-        elif op in ("new_flow", "flow_moves") and len(t.hosts) >= 2:
+
+    def _state_op(self, op, rng):
+        t = self.topo
+        if op in ("new_flow", "flow_moves") and len(t.hosts) >= 2:
             src, dst = rng.sample(sorted(t.hosts.values(), key=lambda h: h.ip), 2)
             key = FlowKey(src.ip, dst.ip, rng.choice((PROTO_TCP, PROTO_UDP)), rng.randrange(1000, 1010), 5201)
             where = (src.dpid, src.port) if op == "new_flow" else (dst.dpid, dst.port)

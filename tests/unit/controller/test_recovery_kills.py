@@ -20,7 +20,7 @@ from controller import southbound
 from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
 from tests import topologies
 from tests.clock import FakeClock
-from tests.fakeswitch import FakeSwitch, Killed, MessageBudget
+from tests.fakeswitch import FakeSwitch, KilledError, MessageBudget
 from tests.lab import STRIDE4, Lab, arp_request, pin_stride4, poll, stop_apps
 
 switches, topo_event = southbound.topology()  # Ryu's or os-ken's topology app
@@ -193,7 +193,7 @@ def dies():
     """The controller process ends here: killed mid-sync, or (at the last point) just after it."""
     try:
         yield
-    except Killed:
+    except KilledError:
         pass
 
 
