@@ -20,7 +20,13 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
     """Natural demand of every flow (fraction of NIC capacity), in input order.
 
     ``flows`` are :class:`~mlroute.routing.flow.Flow` objects (only ``src`` and ``dst`` are used: host
-    identities).  Worked example: A->X, A->Y, B->Y, C->Y give [2/3, 1/3, 1/3, 1/3].
+    identities).  Worked example: A->X, A->Y, B->Y, C->Y give [2/3, 1/3, 1/3, 1/3] (Y is oversubscribed and
+    shares its NIC three ways; A gives what Y leaves it to X):
+
+    >>> from mlroute.routing.flow import Flow
+    >>> [round(float(d), 4) for d in estimate_demands([Flow("A", "X"), Flow("A", "Y"), Flow("B", "Y"),
+    ...                                                 Flow("C", "Y")])]
+    [0.6667, 0.3333, 0.3333, 0.3333]
 
     The last result is kept: the controller estimates the same elephants' demands again in the TE step's
     report, and every poll period while they are unchanged. The estimate depends only on which flows share a

@@ -49,6 +49,13 @@ def water_fill(flow_links: Sequence[np.ndarray] | np.ndarray, capacities: np.nda
     numpy (O(levels x incidences)); a big instance that needs many levels finishes event-driven with a heap
     (O(incidences x log links)); ``events`` runs event-driven from the start (small instances with many
     levels, e.g. flows capped by distinct demands: one numpy round per level costs more there).
+
+    Worked example: flows 0 and 1 share link 0 (capacity 10), flow 1 also crosses link 1 (capacity 4), flow 2
+    crosses link 1 only. Link 1 saturates first (flows 1 and 2 at 2 each); flow 0 then takes what is left of
+    link 0:
+
+    >>> [float(r) for r in water_fill([np.array([0]), np.array([0, 1]), np.array([1])], np.array([10.0, 4.0]))]
+    [8.0, 2.0, 2.0]
     """
     n = len(flow_links)
     if isinstance(flow_links, np.ndarray) and flow_links.ndim == 2:
