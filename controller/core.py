@@ -422,15 +422,12 @@ class ControllerCore:
         for dpid in sorted(set(self.capabilities) | self.connected):
             caps = self.capabilities.get(dpid) or SwitchCapabilities(dpid)
             held = self.installed.get(dpid)
-            believed: dict[int, int] = {}
-            for key in held.flows if held is not None else ():
-                believed[key[0]] = believed.get(key[0], 0) + 1
-            view = caps.to_json(believed, TABLES_USED)
+            view = caps.to_json(table_budget.table_counts(held) if held is not None else {}, TABLES_USED)
             view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
                         refused=sum(1 for (d, _) in self.refused if d == dpid),
                         over_budget=len(self.over_budget.get(dpid, {})),
                         profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
-                        limits={str(t): n for t, n in self.table_limits().get(dpid, {}).items()},
+                        limits={str(t): n for t, n in (self._limits_of(dpid) if dpid in self.connected else {}).items()},
                         audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
             out.append(view)
         return out

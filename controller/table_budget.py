@@ -85,4 +85,4 @@ def admit(steps: list[Step], installed: Mapping[int, SwitchRules], limits: Mappi
 
 def has_room(rules: SwitchRules, table: int, table_limit: int) -> bool:
     """Whether one more entry fits in ``table`` (a counting rule sent at once, outside a sync)."""
-    return sum(1 for key in rules.flows if key[0] == table) < table_limit
+    return table_counts(rules).get(table, 0) < table_limit
