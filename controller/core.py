@@ -427,7 +427,8 @@ class ControllerCore:
                         refused=sum(1 for (d, _) in self.refused if d == dpid),
                         over_budget=len(self.over_budget.get(dpid, {})),
                         profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
-                        limits={str(t): n for t, n in (self._limits_of(dpid) if dpid in self.connected else {}).items()},
+                        limits={str(t): n for t, n in self._limits_of(dpid).items()} if dpid in self.connected
+                        else {},
                         audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
             out.append(view)
         return out
