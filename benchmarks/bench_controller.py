@@ -97,14 +97,14 @@ class Yields:
         return 1e3 * self.longest
 
 
-def core_for(topo, held_back, yields):
+def core_for(topo, held_back, yields, config=None, clock=time.monotonic):
     """A ControllerCore that learned ``topo`` through its own event calls, with its switches read back empty.
     ``held_back`` hosts are left unlearned (the new-host row learns one)."""
-    config = mlconfig.load(None)
+    config = config or mlconfig.load(None)
     try:
-        core = ControllerCore(config, time.monotonic, pause=yields)
+        core = ControllerCore(config, clock, pause=yields)
     except TypeError:  # a core without the pause hook (before issue 11): a sync is one event-loop step
-        core = ControllerCore(config, time.monotonic)
+        core = ControllerCore(config, clock)
     for dpid, ports in topo.ports.items():
         core.switch_connected(dpid, sorted(ports))
     for link in topo.links.values():
@@ -357,6 +357,61 @@ def poll_with_ofstats(core, messages):
                 core.flow_stats(dpid, entries)
 
 
+def sflow_period(topo, n, samples_per_window, windows=2):
+    """The datagrams of one poll period (``windows`` sFlow windows) in which ``n`` elephants each give
+    ``samples_per_window`` samples at their ingress port (1-in-1024, 1,500-byte frames, 7 samples a datagram
+    as Open vSwitch packs them), window by window; ifIndex = dpid * 1000 + port, one data source per switch."""
+    from tests.sflow_datagrams import datagram, ethernet_frame, flow_sample, header_record
+
+    where = {h.ip: h for h in topo.hosts.values()}
+    seq, periods = {}, []
+    for _ in range(windows):
+        per_switch = {}
+        for key in elephant_keys(list(where.values()), n, seed=7):
+            src = where[key.src_ip]
+            frame = ethernet_frame(src_ip=key.src_ip, dst_ip=key.dst_ip, src_port=key.src_port,
+                                   dst_port=key.dst_port, payload=1448)
+            for _ in range(samples_per_window):
+                seq[src.dpid] = seq.get(src.dpid, 0) + 1
+                per_switch.setdefault(src.dpid, []).append(flow_sample(
+                    [header_record(frame)], sequence=seq[src.dpid], source_type=2, source_index=src.dpid,
+                    sampling_rate=1024, input_value=src.dpid * 1000 + src.port, output_value=1))
+        window = []
+        for samples in per_switch.values():
+            window += [datagram(samples[i:i + 7], agent="127.0.0.1", sequence=len(window) + 1)
+                       for i in range(0, len(samples), 7)]
+        periods.append(window)
+    return periods
+
+
+def bench_sflow(name, topo, n, samples_per_window, rows):
+    """Issue 21: the controller's CPU per poll period in ``te.detection: sflow`` at ``n`` elephants (decoding
+    the period's datagrams, the ingest, the windows' ticks with the monitor's update), against a flow-stats poll
+    of the same ``n`` counting rules (the row before it)."""
+    from controller.sflow_decoder import decode
+
+    clock = [0.0]
+    config = mlconfig.parse("te:\n  detection: sflow\n  poll_interval_s: 2\n")
+    core = core_for(topo, set(), None, config, lambda: clock[0])
+    for dpid, ports in topo.ports.items():
+        for port in ports:
+            core.sflow.agents.add("127.0.0.1", dpid * 1000 + port, dpid, port)
+    warm, period = sflow_period(topo, n, samples_per_window), sflow_period(topo, n, samples_per_window)
+
+    def run(windows):
+        for window in windows:
+            for raw in window:
+                core.sflow_datagram(clock[0], decode(raw))
+            clock[0] += 1.0
+            core.sflow_tick()
+    run(warm)  # the estimator and the monitor hold the n flows, as in steady state
+    t, _ = cpu(run, period)
+    elephants = len(core.monitor.elephants())
+    rows.append((name, f"sFlow period, {n} elephants x {2 * samples_per_window} samples", t, None))
+    print(f"  ({name}: {n * 2 * samples_per_window} samples in {sum(len(w) for w in period)} datagrams, "
+          f"{elephants} elephants judged)", flush=True)
+
+
 def bench_stats(name, core, topo, n, rows):
     core.monitor.flows.clear()
     first, second = poll_messages(topo, n, 1), poll_messages(topo, n, 2)
@@ -441,7 +496,10 @@ def main(argv=None):
     ap.add_argument("--te", default=None, help="comma-separated elephant counts (default 1000,10000)")
     ap.add_argument("--stats", default=None, help="comma-separated poll sizes (default 10000,100000)")
     ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, worker, python (the worker on "
-                                           "the pure-Python references), stats")
+                                           "the pure-Python references), stats, sflow")
+    ap.add_argument("--sflow-samples", type=int, default=4, help="samples per elephant per sFlow window in the "
+                                                                   "sflow rows (2 in a 2-window period is the least "
+                                                                   "that judges one)")
     ap.add_argument("--tables", action="store_true", help="entries per tier and rule changes per link failure, "
                                                           "per-host against compact forwarding (issue 20)")
     ap.add_argument("--no-reference", action="store_true", help="with --tables: the compact plan only")
@@ -472,6 +530,10 @@ def main(argv=None):
         if "stats" not in skip:
             for n in stats_sizes:
                 bench_stats(name, core, topo, n, rows)
+        if "sflow" not in skip:
+            for n in te_sizes:
+                bench_stats(name, core, topo, n, rows)  # the flow-stats poll of the same n, for the ratio
+                bench_sflow(name, topo, n, args.sflow_samples, rows)
         for fabric, what, ms, n_changes in rows:
             print(f"{fabric:<22} {what:<44} {ms:>10.2f} {ms / base:>8.4f} {'' if n_changes is None else n_changes:>8}",
                   flush=True)

@@ -617,14 +617,17 @@ class ControllerCore:
 
     def sflow_tick(self, collector_stats: Mapping[str, int] | None = None) -> bool:
         """The shell's sFlow loop, a few times a window: a completed window goes to the flow monitor (a window
-        is a poll); returns True when a new elephant appeared (a decision is requested at once)."""
+        is a poll); returns True when a new elephant or elephant host pair appeared (a decision is requested at
+        once)."""
         if self.sflow is None:
             return False
         now = self.clock()
         self.sflow.publish(collector_stats)
         rates = self.sflow.tick(now)
         if rates is None:
-            return False
+            if self.sflow.pairs_added:  # a heavy pair judged within the window: routed now, not at the next period
+                self.request_decision()
+            return self.sflow.pairs_added
         before = {st.key for st in self.monitor.elephants()}
         self.monitor.sampled({key: (dpid, bps, above) for key, (dpid, _, bps, above) in rates.items()}, now)
         for key, (dpid, port, bps, _) in rates.items():
@@ -634,7 +637,7 @@ class ControllerCore:
             st = self.monitor.flows.get(key)
             if st is not None and st.rate_bps >= self.monitor.config.threshold_bps:
                 st.elephant = True
-        new = any(st.key not in before for st in self.monitor.elephants())
+        new = self.sflow.pairs_added or any(st.key not in before for st in self.monitor.elephants())
         if new:
             self.request_decision()
         return new

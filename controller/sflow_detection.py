@@ -43,6 +43,7 @@ class SflowDetection:
         self.metrics = metrics
         self._window: int | None = None  # the window in progress at the last tick
         self._pairs: set[tuple[str, str]] = set()  # host pairs judged elephants (until the estimator forgets them)
+        self.pairs_added = False  # the last tick judged a host pair an elephant that was not one before
         self._published: dict[tuple[str, str], int] = {}  # (metric, outcome) -> value last published
 
     def feed(self, now: float, datagram: Datagram) -> None:
@@ -52,7 +53,9 @@ class SflowDetection:
     def tick(self, now: float) -> dict[FlowKey, tuple[int, int, float, bool | None]] | None:
         """Close the windows ended by ``now``; when one did, each tracked flow's (ingress dpid, port, bit/s over
         its last ``windows_needed`` windows, whether that is above the threshold by one standard error: None
-        while it has been tracked for fewer windows) -- the monitor's input -- else None.
+        while it has been tracked for fewer windows) -- the monitor's input -- else None. ``pairs_added``
+        says whether this tick judged a new host pair an elephant: at a completed window, or within the window
+        in progress once the pair has sent what the whole windows ask (``SampleRates.heavy_in_progress``).
 
         Why an average over the windows and not a streak of windows each above the threshold: at 1-in-N a
         window holds few samples of a flow (10 Mb/s of 9,000-byte frames at 1-in-64: about 2 a second), so a
@@ -61,6 +64,10 @@ class SflowDetection:
         took 11.6 s to pin 8 stride elephants)."""
         with self.ingest.lock:
             self.rates.advance(now)
+            before = len(self._pairs)
+            if self.config["pairs"]:  # a pair heavy enough within the window in progress is one at once
+                self._pairs.update(self.rates.heavy_in_progress(pairs=True))
+            self.pairs_added = len(self._pairs) > before
             if self.rates.window == self._window:
                 return None
             first, self._window = self._window is None, self.rates.window
@@ -73,9 +80,10 @@ class SflowDetection:
                 if where is not None:
                     out[key] = (where[0], where[1], rate.bps, above(rate, threshold) if full else None)
             tracked = self.rates.pairs.tracks
-            self._pairs = {p for p in self._pairs if p in tracked}
-            self._pairs |= {p for p, (rate, full) in self.rates.recent(needed, pairs=True).items()
-                            if full and above(rate, threshold)}
+            kept = {p for p in self._pairs if p in tracked}
+            self._pairs = kept | {p for p, (rate, full) in self.rates.recent(needed, pairs=True).items()
+                                  if full and above(rate, threshold)}
+            self.pairs_added = self.pairs_added or len(self._pairs) > len(kept)
             return out
 
     def ingress_of(self, key: FlowKey) -> PortRef | None:

@@ -138,6 +138,20 @@ def test_many_connections_between_two_hosts_become_one_host_pair_demand():
     assert lab.core.sflow.elephant_pairs([]) == [pair]
 
 
+def test_a_storm_between_two_hosts_asks_for_a_decision_within_a_quarter_window():
+    """Issue 21's storm: many new 5-tuples from one host to another, each a mouse. The pair has sent what the
+    whole windows ask within the first quarter window, so the tick asks for a decision at once (before: only at
+    a completed window, and then only at the next period) and the decision routes it as one demand."""
+    lab = Fabric("sflow")
+    storm = [(FlowKey("10.0.0.1", "10.0.0.5", 17, 10000 + i, 9), 4e6) for i in range(40)]
+    requests = lab.core.decisions.requests
+    assert lab.send(storm, seconds=0.25) is True
+    assert lab.core.decisions.requests == requests + 1 and lab.core.monitor.elephants() == []
+    lab.core.te_step()
+    assert set(lab.core.te.pinned) == {HostPair("10.0.0.1", "10.0.0.5")}
+    assert lab.send(storm, seconds=0.25) is False  # judged once
+
+
 def test_a_pair_with_an_elephant_5_tuple_is_routed_by_its_flow():
     lab = Fabric("sflow")
     key = stride_keys()[0]

@@ -73,3 +73,24 @@ def test_counters_growth_is_published_once():
     det.publish({"received": 5, "dropped_version": 1}, on=lambda *a: seen.append(a))
     assert ("datagrams", "received", 3) in seen and ("datagrams", "received", 2) in seen
     assert seen.count(("datagrams", "dropped_version", 1)) == 1
+
+
+def test_a_storm_between_two_hosts_is_a_pair_demand_within_the_window_in_progress():
+    det, _ = detection()
+    det.tick(0.0)
+    seq = 1
+    for i in range(12):  # 12 new connections of 2 samples each within 0.2 s: 2.2 MB, the 2 windows ask 0.25 MB
+        seq = feed(det, 0.01 * i, FlowKey("10.0.0.1", "10.0.0.5", 17, 1024 + i, 9), 2, seq)
+    assert det.tick(0.25) is None and det.pairs_added  # no window completed, the pair judged already
+    assert det.elephant_pairs([]) == [HostPair("10.0.0.1", "10.0.0.5")]
+    assert det.tick(0.5) is None and not det.pairs_added  # said once
+    first = det.tick(1.0)  # the window completes: the pair stays one, not new again; each 5-tuple is a mouse
+    assert not det.pairs_added and all(judged is None for *_, judged in first.values())
+    assert det.elephant_pairs([]) == [HostPair("10.0.0.1", "10.0.0.5")]
+
+
+def test_no_early_pairs_when_pairs_are_off():
+    det, _ = detection(pairs=False)
+    det.tick(0.0)
+    feed(det, 0.1, FlowKey("10.0.0.1", "10.0.0.5", 17, 1024, 9), 40, 1)
+    assert det.tick(0.25) is None and not det.pairs_added and det.elephant_pairs([]) == []

@@ -131,3 +131,28 @@ def test_error_bound_covers_the_true_rate_95_percent_of_trials():
     assert 0.93 <= coverage(lambda r: r.rel_error) <= 0.975
     # the bare binomial 1/sqrt(n) understates the error of mixed packet sizes: the stated formula is needed
     assert coverage(lambda r: 1 / math.sqrt(r.samples)) < 0.91
+
+
+def test_a_pair_that_sent_the_whole_windows_worth_is_heavy_within_the_window_in_progress():
+    rates = SampleRates(threshold_bps=8e6, windows_needed=2)  # the rule asks 2 x 1 MB
+    rates.advance(0.0)
+    for port in range(40):  # a storm of new connections: 40 x 6 samples x 10 kB = 2.4 MB within 0.5 s
+        feed(rates, 0.01 * port, key(port), 6, frame_bytes=1000, sampling_rate=10, span=0.1)
+    assert rates.heavy_in_progress(pairs=True) == [("10.0.0.1", "10.0.0.2")]
+    assert rates.heavy_in_progress() == []  # no 5-tuple of it sent that much
+    assert rates.elephant_pairs() == []  # the window rule still waits for its windows
+
+
+def test_what_only_nears_the_whole_windows_worth_waits_for_them():
+    rates = SampleRates(threshold_bps=8e6, windows_needed=2)
+    rates.advance(0.0)
+    feed(rates, 0.0, key(), 190, span=0.9)  # 1.9 MB: short of 2 MB
+    assert rates.heavy_in_progress(pairs=True) == []
+    feed(rates, 0.9, key(), 20, span=0.05)  # 2.1 MB, but one standard error (sqrt(210) x 10 kB) takes it below
+    assert rates.heavy_in_progress(pairs=True) == []
+    feed(rates, 0.95, key(), 20, span=0.04)  # 2.3 MB less 0.152 MB
+    assert rates.heavy_in_progress(pairs=True) == [("10.0.0.1", "10.0.0.2")]
+    assert rates.heavy_in_progress() == [key()]
+    one = SampleRates(threshold_bps=8e3, windows_needed=1)
+    feed(one, 0.0, key(), 1, frame_bytes=9000, sampling_rate=1024)  # one sample stands for 9.2 MB: never enough
+    assert one.heavy_in_progress(pairs=True) == []
