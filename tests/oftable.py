@@ -5,6 +5,7 @@ on ipv4_dst / arp_tpa), groups (every bucket) and links, and reports where copie
 copy looped (entered a switch at a port it had entered before), and whether any went to the controller.
 """
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -23,7 +24,13 @@ class Trace:
 
 def _number(value):
     """An IPv4 address as an integer (masked matches on ipv4_dst / arp_tpa are (address, mask) strings)."""
-    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else value
+    return _address(value) if isinstance(value, str) else value
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _address(text):
+    """(the same few hundred addresses and masks are compared millions of times in a k=8 trace)"""
+    return int(ipaddress.IPv4Address(text))
 
 
 def _matches(have, want):
