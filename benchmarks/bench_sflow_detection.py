@@ -1,11 +1,12 @@
 """Detection latency and table cost, flow statistics vs sFlow (issue 21's measurement), live: k=4 fat-tree at
 10 Mb/s (jumbo frames, as every emulation here), the 8 stride-4 iperf3 elephants h1..h8 -> h5..h12, and meanwhile
-200 short TCP connections (20 kB each) h13 -> h15.
+short TCP connections (20 kB each, 50 ms apart: 200 at least, then on for the whole run) h13 -> h15.
 
 Per setting (``flowstats``, ``sflow:N`` at 1-in-N, ``sflow:N:W`` with sflow.window_s W) it prints: when
 each elephant was first shown pinned (seconds after the flows started), when all 8 were, false elephants (a
-short connection shown as an elephant), whether the h13 -> h15 pair was routed as one demand, and the most
-entries h13's edge switch held in table 0 during the background connections against the count before them.
+short connection shown as an elephant) in all and per minute, whether the h13 -> h15 pair was routed as one
+demand, and the most entries h13's edge switch held in table 0 during the background connections against the
+count before them. ``--seconds 60`` gives false elephants over a minute.
 
 Run as root after scripts/setup_env.sh (one emulated network at a time: wrap it in flock /tmp/mininet.lock):
     .venv/bin/python benchmarks/bench_sflow_detection.py [--settings flowstats,sflow:64,sflow:256,sflow:1024]
@@ -24,7 +25,7 @@ PAIRS = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
 SERVER = """
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen(64)
-for _ in range(200):
+while True:
     c, _ = s.accept()
     while c.recv(65536):
         pass
@@ -32,11 +33,14 @@ for _ in range(200):
 """
 CLIENT = """
 import socket, time
-for i in range(200):
+deadline, opened = time.time() + {seconds}, 0
+while opened < 200 or time.time() < deadline:  # 200 at least, then on until the run ends
     c = socket.create_connection(("{dst}", 7000), timeout=5)
     c.sendall(b"x" * 20000)
     c.close()
+    opened += 1
     time.sleep(0.05)
+print(opened)
 """
 
 
@@ -79,7 +83,7 @@ def run(setting, seconds, workdir):
                 time.sleep(0.5)
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        client = net.get("h13").popen(["python3", "-c", CLIENT.format(dst=net.get("h15").IP())])
+        client = net.get("h13").popen(["python3", "-c", CLIENT.format(dst=net.get("h15").IP(), seconds=seconds)])
         started = time.time()
         flows = Iperf3Flows(net, PAIRS, seconds)
         first, false = {}, set()
@@ -91,13 +95,15 @@ def run(setting, seconds, workdir):
                     first.setdefault(e["dst_port"], round(time.time() - started, 1))
             time.sleep(0.2)
         flows.results_mbps()
-        client.wait(timeout=30)
+        opened = int(client.communicate(timeout=30)[0].decode().strip() or 0)
+        elapsed = time.time() - started
         server.kill()
         done.set()
         times = sorted(first.values())
         return {"setting": setting, "pinned_s": times, "all_pinned_s": times[-1] if len(times) == 8 else None,
-                "false_elephants": len(false), "h13_h15_pair_routed": paired[0], "edge_table0_before": before,
-                "edge_table0_most": most[0]}
+                "short_connections": opened, "false_elephants": len(false),
+                "false_per_minute": round(60 * len(false) / elapsed, 2), "h13_h15_pair_routed": paired[0],
+                "edge_table0_before": before, "edge_table0_most": most[0]}
     finally:
         if net is not None:
             emulation.stop_network(net)
