@@ -883,7 +883,9 @@ class ControllerCore:
                 for dpid, change in step.changes:
                     self.audit.touched(dpid, _rule_id(change.rule))
         if self.recovering():
-            steps = sync.additions_only(steps, self.installed)  # keeps what the switches hold, for now
+            # (a switch read back forwarding keeps it while the links found so far make no Clos: sync.additions_only)
+            keep = self.recovered.forwarding if self.tiers is None or not self.tiers.is_clos else ()
+            steps = sync.additions_only(steps, self.installed, keep)  # keeps what the switches hold, for now
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
             self.dirty = True
         else:

@@ -11,7 +11,9 @@ fabric port looking like a host port), so the tables' own word on which ports fa
 port's ARP rule, a SELECT group's buckets, a pinned hop. A host is never bound at a port that is, or may be, a
 fabric port, and one known only from a forwarding rule waits until its switch has been up long enough for LLDP to
 have classified its ports. While a restarted controller is still recovering, ``sync`` only adds rules (see
-``controller.core``), so nothing the switches hold is deleted before the controller knows as much as they do.
+``controller.core``), so nothing the switches hold is deleted before the controller knows as much as they do,
+and none to the forwarding of a switch that was read back forwarding (``forwarding``): a plan made on the links
+found so far is not the fabric's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from controller.rules import (
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
     PRIO_HOST,
+    PRIO_IPV4_MISS,
     TABLE_FORWARD,
     FlowRule,
     GroupRule,
@@ -46,12 +49,15 @@ class Recovered:
     host_routes: dict[str, dict[int, int]] = field(default_factory=dict)  # ip -> {dpid: single output port}
     bound: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # ip -> (mac, dpid, port): host guards
     fabric: dict[int, set[int]] = field(default_factory=dict)  # dpid -> ports its rules use toward switches
+    forwarding: set[int] = field(default_factory=set)  # switches read back forwarding toward hosts (table 1)
 
     def read(self, dpid: int, flows: Iterable[FlowRule]) -> dict[FlowKey, int]:
         """Fold in one switch's read-back rules; returns the counting rules found there (key -> in_port)."""
         counting: dict[FlowKey, int] = {}
         fabric = self.fabric.setdefault(dpid, set())
         for rule in flows:
+            if rule.table == TABLE_FORWARD and rule.priority > PRIO_IPV4_MISS:  # more than its misses
+                self.forwarding.add(dpid)
             fields = dict(rule.match)
             outputs = [a[1] for a in rule.actions if a[0] == "output"]
             if rule.cookie == COOKIE_FLOW and "in_port" in fields:

@@ -17,7 +17,7 @@ by the same diff as any change, so nothing that is still right is deleted or re-
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -30,6 +30,7 @@ from controller.rules import (
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
     COOKIE_SEEN,
+    TABLE_FORWARD,
     Change,
     FlowRule,
     GroupRule,
@@ -98,13 +99,20 @@ def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int,
     return [step for step in steps.values() if step.changes]
 
 
-def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list[Step]:
+def additions_only(steps: list[Step], installed: dict[int, SwitchRules], keep: Container[int] = ()) -> list[Step]:
     """Only the steps' additions (nothing modified or deleted), recorded in ``installed`` as they go: what a
     controller that is still learning from the switches may safely send. A switch that disconnected while the
-    steps were planned (the plan yields) is left out: its state is read back when it returns."""
+    steps were planned (the plan yields) is left out: its state is read back when it returns. The switches in
+    ``keep`` (read back forwarding, while the links found so far make no Clos) keep their forwarding as it is,
+    no table-1 entry or group added: the plan of a fabric LLDP has only begun to find is shortest-path
+    forwarding over the links seen so far, and its per-host entries, above the compact plan's host-port
+    defaults, moved live traffic onto it for the rest of the recovery (measured: 315 rule changes 0.6 s after a
+    restart under 8 pinned elephants, 295 more when it ended, the aggregate at 0.7-0.8 of its rate for a 3-s
+    window)."""
     out = []
     for step in steps:
-        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add" and dpid in installed]
+        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add" and dpid in installed
+                and not (dpid in keep and (isinstance(c.rule, GroupRule) or c.rule.table == TABLE_FORWARD))]
         for dpid, change in adds:
             held = installed[dpid]
             if isinstance(change.rule, GroupRule):
