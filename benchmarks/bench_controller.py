@@ -44,7 +44,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller import config as mlconfig  # noqa: E402
-from controller import forwarding, sync, te  # noqa: E402
+from controller import forwarding, sync, te, te_rules  # noqa: E402
 from controller.core import ControllerCore, time_budget_s  # noqa: E402
 from controller.flowkey import PROTO_TCP, FlowKey  # noqa: E402
 from controller.monitor import FlowState  # noqa: E402
@@ -374,7 +374,7 @@ def bench_stats(name, core, topo, n, rows):
 def desired_with(plan, topo, graph, tiers):
     """The desired state (as ``sync.desired_state``) with ``plan`` as the forwarding baseline."""
     desired = plan(topo, tiers.levels, True, graph)
-    for rule in te.te_rules(topo, tiers, {}, {}, 10, graph=graph):
+    for rule in te_rules.te_rules(topo, tiers, {}, {}, 10, graph=graph):
         if rule.dpid in desired:
             desired[rule.dpid].add_flow(rule)
     return desired

@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from controller import flowcopy, switch_profiles, sync, table_budget, te
+from controller import flowcopy, switch_profiles, sync, table_budget, te, te_rules
 from controller import jobs as mljobs
 from controller.accounting import Accounting
 from controller.audit import TableAudit
@@ -551,7 +551,8 @@ class ControllerCore:
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
             return []
         graph = self.live_graph() if self.te.pinned else nx.Graph()
-        rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
+        rule = te_rules.counting_rule(graph, key, dpid, in_port, self.te.pinned,
+                                      self.config["te"]["flow_idle_timeout_s"])
         if (dpid, _rule_id(rule)) in self.refused:
             return []  # the switch refused it lately: the flow stays uncounted until the hold is over
         if dpid in self.pacing and self.pace(dpid) > 0:
@@ -640,7 +641,7 @@ class ControllerCore:
         return new
 
     def _sflow_pins(self) -> None:
-        """Sampled elephants being pinned get an exact entry at their ingress (accounting: te.counting_rule
+        """Sampled elephants being pinned get an exact entry at their ingress (accounting: te_rules.counting_rule
         carries the pinned first hop), and lose it when unpinned; with ``sflow`` no other flow has one."""
         assert self.sflow is not None
         pinned = {k for k in self.te.pinned if isinstance(k, FlowKey)}

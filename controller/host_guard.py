@@ -1,6 +1,6 @@
 """Anti-spoofing at host ports: once a port has a bound host, it only accepts IPv4 from that host's (IP, MAC).
 
-Values, emitted per host with the traffic-engineering layer's host-port rules (te.te_rules), so the full
+Values, emitted per host with the traffic-engineering layer's host-port rules (te_rules.host_miss_rules), so the full
 rebuild and the incremental plan hold them alike. Table 0 of a host's switch holds, per bound host,
 ``in_port + eth_src + ipv4_src -> goto forwarding`` and, per bound port, ``in_port + IPv4 -> drop`` one
 priority below. OpenFlow has no negative match, so every other table-0 rule that

@@ -20,8 +20,7 @@ import networkx as nx
 
 from controller.flowkey import FlowKey
 from controller.monitor import MalformedStatsError
-from controller.te import port_toward
-from controller.topology import Topology
+from controller.topology import Topology, port_toward
 
 # OpenFlow 1.3 reserved port numbers start here (OFPP_MAX = 0xffffff00): OFPP_LOCAL and friends are no links.
 OFPP_MAX = 0xFFFFFF00

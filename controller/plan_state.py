@@ -15,21 +15,21 @@ holds the same value and changes only what an event affects, returning the switc
   destination's BFS) and rewrites only the (destination host, switch) entries whose next hops changed;
 * pins (TE decisions) and tier changes recompute the TE-layer rules they feed.
 
-The TE layer is built by ``te.te_rules`` / ``te.counting_rule`` themselves over one host, flow or pin at a time,
-so there is one definition of those rules. Group ids come from ``forwarding.group_id_for`` per switch; they
-equal the reference's whenever no two bucket lists of a switch share a crc32 slot (a collision still gets a
-unique, stable id, possibly another one than a from-scratch build would pick).
+The TE layer is built by ``te_rules.host_miss_rules`` / ``counting_rule`` / ``pin_rules`` themselves over one
+host, flow or pin at a time, so there is one definition of those rules. Group ids come from
+``forwarding.group_id_for`` per switch; they equal the reference's whenever no two bucket lists of a switch share
+a crc32 slot (a collision still gets a unique, stable id, possibly another one than a from-scratch build would
+pick).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
-from controller import forwarding, te
+from controller import forwarding, te_rules
 from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import FlowKey
 from controller.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
@@ -38,13 +38,6 @@ from controller.topology import Host, Topology
 
 Adjacency = dict[int, dict[int, int]]  # switch -> {neighbour: own port toward it}
 PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
-
-
-@dataclass
-class _HostsOnly:
-    """The part of a Topology that ``te.te_rules`` reads (its hosts), restricted to some hosts."""
-
-    hosts: dict[str, Host] = field(default_factory=dict)
 
 
 def adjacency(graph: nx.Graph) -> Adjacency:
@@ -321,8 +314,7 @@ class PlanState:
 
     def _set_miss_rules(self, host: Host) -> None:
         """A host's own TE rules (guards, new-flow copies at its port) under the copy policy in force."""
-        self._set_source(("miss", host.ip), te.te_rules(_HostsOnly({host.ip: host}), None, {}, {},
-                                                         self.idle_timeout, graph=self._graph, copy=self.copy))
+        self._set_source(("miss", host.ip), te_rules.host_miss_rules(host, self.copy))
 
     def _apply_copy(self, copy: NewFlowCopy, pinned: Mapping[Any, tuple]) -> None:
         """Re-plan what the copy policy shapes (host-port copy rules, a declared pair's ingress) on the switches
@@ -547,8 +539,8 @@ class PlanState:
             return
         self._accounting[key] = where
         self._by_pair.setdefault(pair, set()).add(key)
-        self._set_source(("count", key), [te.counting_rule(self._graph, key, where[0], where[1], pinned,
-                                                           self.idle_timeout)])
+        self._set_source(("count", key), [te_rules.counting_rule(self._graph, key, where[0], where[1], pinned,
+                                                                 self.idle_timeout)])
 
     def _apply_pins(self, pinned: dict[Any, tuple], touched: set[frozenset] | None, hosts_changed: bool) -> None:
         """``touched``: the links that changed (None: everything, the tiers changed)."""
@@ -576,11 +568,7 @@ class PlanState:
             self._apply_flow(k, self._accounting[k], pinned, force=True)
 
     def _pin_rules(self, key: Any, path: tuple) -> list[FlowRule]:
-        hosts = {}
-        if not isinstance(key, FlowKey) and key.src_ip in self._hosts:
-            hosts[key.src_ip] = self._hosts[key.src_ip]  # te_rules adds its flow-miss rules too: same values
-        return te.te_rules(_HostsOnly(hosts), self._tiers, {}, {key: path}, self.idle_timeout, graph=self._graph,
-                           copy=self.copy)
+        return te_rules.pin_rules(self._hosts, self._graph, self._tiers, key, path, self.copy)
 
     def _set_source(self, source: Any, rules: list[FlowRule]) -> None:
         """Replace the TE-layer rules one source (a host's flow misses, a flow, a pin) contributes."""

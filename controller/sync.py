@@ -23,7 +23,7 @@ from enum import IntEnum
 
 import networkx as nx
 
-from controller import forwarding, te
+from controller import forwarding, te_rules
 from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.flowkey import FlowKey, five_tuple_match
 from controller.rules import (
@@ -117,19 +117,19 @@ def additions_only(steps: list[Step], installed: dict[int, SwitchRules]) -> list
 
 
 def desired_state(topology: Topology, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
-                  pinned: Mapping[te.RouteKey, Path], *, stagger: bool, idle_timeout: int,
+                  pinned: Mapping[te_rules.RouteKey, Path], *, stagger: bool, idle_timeout: int,
                   graph: nx.Graph | None = None, copy: NewFlowCopy = CONTROLLER_COPY) -> dict[int, SwitchRules]:
     """Every switch's desired rules: the forwarding baseline plus the traffic-engineering layer."""
     graph = graph if graph is not None else topology.graph()
     levels = tiers.levels if tiers is not None else {}
     desired = forwarding.plan(topology, levels, stagger=stagger, graph=graph)
-    for rule in te.te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=graph, copy=copy):
+    for rule in te_rules.te_rules(topology, tiers, accounting, pinned, idle_timeout, graph=graph, copy=copy):
         if rule.dpid in desired:
             desired[rule.dpid].add_flow(rule)
     return desired
 
 
-def pinned_paths_broken(pinned: Mapping[te.RouteKey, Path], graph: nx.Graph) -> bool:
+def pinned_paths_broken(pinned: Mapping[te_rules.RouteKey, Path], graph: nx.Graph) -> bool:
     """Does any pinned path cross a switch or link that is no longer live?"""
     return any(any(d not in graph for d in p) or not all(graph.has_edge(a, b) for a, b in zip(p, p[1:]))
                for p in pinned.values())

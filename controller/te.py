@@ -1,7 +1,8 @@
 """The traffic-engineering step: elephants + fabric -> optimiser -> (hysteresis) -> pinned paths -> rules.
 
-Plain data and a clock-free class; app.py calls ``TrafficEngineer.step`` every period and on failures, then
-merges ``te_rules`` into the switches' desired state. Design choices, and why:
+Plain data and a clock-free class; the core calls ``TrafficEngineer.step`` every period and on failures, then
+plans the rules of the pins in force (``controller.te_rules``) into the switches' desired state. Design choices,
+and why:
 
 * Every elephant is pinned once known: ECMP's real choice for an unpinned flow is a switch-internal hash the
   controller cannot see, so "leave it where it is" is not a known state. Before/after reports show ECMP's
@@ -23,8 +24,9 @@ merges ``te_rules`` into the switches' desired state. Design choices, and why:
   itself (mlroute's ``fixpoint``), the next period with the same inputs (fabric, elephants, demands, jobs) and
   the same pins gets the same answer without the search (at 10k elephants that search is 0.5-2 s of CPU every
   period).
-* An elephant's route is fixed by exact 5-tuple rules on its upward hops only: the ingress rule's action picks
-  the first hop, one more rule per upper tier below the top; the top switch (spine / core) has one way down.
+* An elephant's route is fixed by exact 5-tuple rules on its upward hops only (``controller.te_rules``): the
+  ingress rule's action picks the first hop, one more rule per upper tier below the top; the top switch (spine /
+  core) has one way down.
 """
 
 from __future__ import annotations
@@ -34,33 +36,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
-import networkx as nx
 import numpy as np
 
-from controller.flowcopy import CONTROLLER_COPY, NewFlowCopy
-from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
-from controller.host_guard import admitted_source, host_rules
 from controller.jobs import HostPair
-from controller.rules import (
-    COOKIE_ELEPHANT,
-    COOKIE_FLOW,
-    COOKIE_FLOW_MISS,
-    ETH_IPV4,
-    PRIO_ELEPHANT,
-    PRIO_FLOW,
-    PRIO_FLOW_MISS,
-    PRIO_PAIR,
-    PRIO_PAIR_HOP,
-    TABLE_CLASSIFY,
-    TABLE_FORWARD,
-    FlowRule,
-    Match,
-    match,
-)
+from controller.te_rules import Path, RouteKey
 from controller.tiers import TierInference
-from controller.topology import Host, Topology
+from controller.topology import Topology
 from mlroute.routing import metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
@@ -68,21 +51,12 @@ from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import Problem, Routing
 from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.repair import repair
-from mlroute.routing.tiers import TIER_RANK
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
+__all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEResult", "TrafficEngineer", "fabric_from_topology",
+           "in_force", "paths_in_force"]
+
 LOG = logging.getLogger("mlroute.te")
-
-RouteKey = FlowKey | HostPair  # what the traffic engineer routes: a transport flow or a declared host pair
-Path = tuple[int, ...]  # dpids, ingress switch first
-
-
-class HostTable(Protocol):
-    """The part of a Topology that ``te_rules`` reads when it is given the graph: its hosts."""
-
-    @property
-    def hosts(self) -> Mapping[str, Host]: ...
-
 
 def fabric_from_topology(topology: Topology, tiers: TierInference | None, host_bps: float,
                          fabric_bps: float) -> Fabric | None:
@@ -307,93 +281,3 @@ def _same_paths(a: Sequence[Sequence[int] | None], b: Sequence[Sequence[int] | N
     """Whether two routings put every flow on the same path (an unroutable flow: ``None`` in both)."""
     return len(a) == len(b) and all(p is q or (p is not None and q is not None and tuple(p) == tuple(q))
                                     for p, q in zip(a, b))
-
-
-def port_toward(graph: nx.Graph, a: int, b: int) -> int | None:
-    if not graph.has_edge(a, b):
-        return None
-    return graph.edges[a, b]["ports"][a]
-
-
-def counting_rule(graph: nx.Graph, key: FlowKey, dpid: int, in_port: int, pinned: Mapping[RouteKey, Sequence[int]],
-                  idle_timeout: int) -> FlowRule:
-    """One transport flow's exact counting rule at its ingress switch: on to the ECMP table, or to the pinned
-    first hop when the flow (or its host pair) is pinned."""
-    actions = (("goto", TABLE_FORWARD),)
-    path = pinned.get(key) or pinned.get(HostPair(key.src_ip, key.dst_ip))
-    if path and path[0] == dpid and len(path) > 1:
-        port = port_toward(graph, path[0], path[1])
-        if port is not None:
-            actions = (("output", port),)
-    return FlowRule(dpid, PRIO_FLOW, five_tuple_match(key, in_port), actions, table=TABLE_CLASSIFY,
-                    cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
-
-
-def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],
-             pinned: Mapping[RouteKey, Sequence[int]], idle_timeout: int,
-             graph: nx.Graph | None = None, copy: NewFlowCopy = CONTROLLER_COPY) -> list[FlowRule]:
-    """Rules of the traffic-engineering layer for all switches (a flat list of FlowRule).
-
-    * per host port, TCP and UDP misses are copied to the controller (once per new 5-tuple: ``copy``, see
-      flowcopy.py) and forwarded;
-    * per known transport flow, an exact rule at its ingress switch counts it (idle timeout bounds the table)
-      and, for a pinned elephant (or a flow of a pinned host pair), sends it to the pinned first hop instead
-      of the ECMP table;
-    * per pinned elephant, exact rules on its upward hops above the ingress;
-    * per pinned host pair (a declared job's send, before its flows are known): at the ingress, TCP and UDP
-      from the host to the peer are copied to the controller (cookie of the flow-miss copy, so the new flow
-      gets its counting rule) and sent to the pinned first hop; IPv4 src/dst rules on the upward hops.
-    """
-    graph = graph if graph is not None else cast(Topology, topology).graph()  # only a Topology comes without one
-    rules: list[FlowRule] = []
-    for h in topology.hosts.values():
-        rules.extend(host_rules(h))  # anti-spoofing at the host's port (host_guard.py)
-        for proto in (PROTO_TCP, PROTO_UDP) if copy.enabled else ():  # (sFlow detection: no copies)
-            # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
-            rules.append(FlowRule(h.dpid, PRIO_FLOW_MISS, match(in_port=h.port, eth_type=ETH_IPV4, ip_proto=proto,
-                                                                **admitted_source(h)),
-                                  (copy.action(h.dpid), ("goto", TABLE_FORWARD)),
-                                  table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
-        rules.extend(copy.seen_rules(h.dpid))
-    for flow_key, (dpid, in_port) in accounting.items():
-        rules.append(counting_rule(graph, flow_key, dpid, in_port, pinned, idle_timeout))
-    tier_of = tiers.tiers if tiers is not None else {}
-    for key, path in pinned.items():
-        if isinstance(key, HostPair):
-            rules += _pair_ingress(topology, graph, key, path, copy)
-        ranks = [TIER_RANK.get(tier_of.get(d, ""), 0) for d in path]  # ("" is no tier)
-        top = ranks.index(max(ranks))
-        for i in range(1, top):
-            port = port_toward(graph, path[i], path[i + 1])
-            if port is None:
-                continue
-            if isinstance(key, HostPair):
-                rules.append(FlowRule(path[i], PRIO_PAIR_HOP, pair_match(key), (("output", port),),
-                                      table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
-            else:
-                rules.append(FlowRule(path[i], PRIO_ELEPHANT, five_tuple_match(key), (("output", port),),
-                                      table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
-    return rules
-
-
-def pair_match(pair: HostPair, in_port: int | None = None, proto: int | None = None) -> Match:
-    """IPv4 traffic of a host pair (of one transport protocol and from one port, for the ingress rule)."""
-    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ipv4_src": pair.src_ip, "ipv4_dst": pair.dst_ip}
-    if proto is not None:
-        fields["ip_proto"] = proto
-    if in_port is not None:
-        fields["in_port"] = in_port
-    return match(**fields)
-
-
-def _pair_ingress(topology: HostTable, graph: nx.Graph, pair: HostPair, path: Sequence[int],
-                  copy: NewFlowCopy) -> list[FlowRule]:
-    host = topology.hosts.get(pair.src_ip)
-    if host is None or host.dpid != path[0] or len(path) < 2:
-        return []
-    port = port_toward(graph, path[0], path[1])
-    if port is None:
-        return []
-    actions = ((copy.action(host.dpid),) if copy.enabled else ()) + (("output", port),)
-    return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto), actions, table=TABLE_CLASSIFY,
-                     cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

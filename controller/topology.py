@@ -369,3 +369,10 @@ class Topology:
                 for h in sorted(self.hosts.values(), key=lambda h: (h.dpid, h.port, h.ip))
             ],
         }
+
+
+def port_toward(graph: nx.Graph, a: int, b: int) -> int | None:
+    """Switch ``a``'s port toward its neighbour ``b`` in a topology graph, or None when they are not linked."""
+    if not graph.has_edge(a, b):
+        return None
+    return graph.edges[a, b]["ports"][a]

@@ -2,7 +2,7 @@ import itertools
 import random
 from copy import deepcopy
 
-from controller import sync, te
+from controller import sync, te, te_rules
 from controller.jobs import HostPair
 from controller.monitor import FlowKey
 from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
@@ -94,7 +94,7 @@ def test_rules_pin_only_upward_hops_and_count_at_the_ingress():
     keys = stride4_keys()
     engineer.step(fabric, [(k, None) for k in keys])
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
-    rules = te.te_rules(topo, tiers, accounting, engineer.pinned, 10)
+    rules = te_rules.te_rules(topo, tiers, accounting, engineer.pinned, 10)
     pinned_hops = [r for r in rules if r.cookie == COOKIE_ELEPHANT]
     assert len(pinned_hops) == 8  # one aggregation hop per inter-pod elephant; cores need none
     assert all(tiers.tiers[r.dpid] == "aggregation" for r in pinned_hops)
@@ -229,7 +229,7 @@ def test_declared_host_pairs_are_routed_before_any_packet():
         src, dst = topo.hosts[p.src_ip], topo.hosts[p.dst_ip]
         t = trace(desired, topo, src.dpid, src.port, packet(k))
         assert t.delivered == {(dst.dpid, dst.port)} and [tuple(x) for x in t.paths] == [engineer.pinned[p]]
-    ingress = [r for r in te.te_rules(topo, tiers, {}, engineer.pinned, 10) if r.priority == PRIO_PAIR]
+    ingress = [r for r in te_rules.te_rules(topo, tiers, {}, engineer.pinned, 10) if r.priority == PRIO_PAIR]
     assert len(ingress) == 2 * len(pairs) and all(r.actions[0][0] == "controller" for r in ingress)
 
 
@@ -246,7 +246,7 @@ def test_a_detected_flow_of_a_pinned_pair_inherits_its_path_without_moving():
     # and a counting rule of a not-yet-elephant flow of a pinned pair outputs to the pair's first hop
     engineer.pinned = by_pair
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
-    counting = [r for r in te.te_rules(topo, tiers, accounting, by_pair, 10) if r.cookie == COOKIE_FLOW]
+    counting = [r for r in te_rules.te_rules(topo, tiers, accounting, by_pair, 10) if r.cookie == COOKIE_FLOW]
     assert all(r.actions[0][0] == "output" for r in counting)
 
 
