@@ -1,10 +1,10 @@
 """The OpenFlow application: a thin shell around ``controller.core.ControllerCore``, on Ryu or os-ken.
 
 Run it with ``ryu-manager controller/app.py`` (Ryu) or ``mlroute controller`` (either framework; LLDP link
-discovery is switched on here, no other flags needed). The framework comes from ``controller.southbound``, the
+discovery is switched on here, no other flags needed). The framework comes from ``controller.southbound.framework``, the
 only module that imports one. Each handler turns one OpenFlow or topology event into one core call;
-``controller.ofmsg`` turns the core's values into messages and parsed replies back into values;
-``controller.rest`` serves the REST API. Four loops (green threads under Ryu, native threads holding the core's
+``controller.southbound.ofmsg`` turns the core's values into messages and parsed replies back into values;
+``controller.web.rest`` serves the REST API. Four loops (green threads under Ryu, native threads holding the core's
 turn under os-ken): the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats,
 then a TE decision requested), the decision loop (the only one that talks to the optimiser's worker) and the
 event-loop lag probe (/metrics).
@@ -17,18 +17,19 @@ import threading
 import time
 
 from controller import config as mlconfig
-from controller import lldp_guard, lldp_loop, ofmsg, southbound
 from controller.core import ControllerCore, time_budget_s
-from controller.linkstats import LinkLoad
-from controller.monitor import StatsAssembler
-from controller.openflow_errors import SentChanges
-from controller.optimiser_runner import OptimiserRunner
-from controller.packet_in import ArpProbe, ArpReply, Forward
-from controller.rest import RestController
-from controller.rest_limits import ClientRateLimit
-from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
-from controller.sflow_collector import SflowCollector
-from controller.southbound import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
+from controller.decide.optimiser_runner import OptimiserRunner
+from controller.decide.packet_in import ArpProbe, ArpReply, Forward
+from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.southbound import framework as southbound
+from controller.southbound import lldp_guard, lldp_loop, ofmsg
+from controller.southbound.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
+from controller.southbound.openflow_errors import SentChanges
+from controller.southbound.sflow_collector import SflowCollector
+from controller.state.linkstats import LinkLoad
+from controller.state.monitor import StatsAssembler
+from controller.web.rest import RestController
+from controller.web.rest_limits import ClientRateLimit
 
 LOG = logging.getLogger("mlroute")
 CONF = southbound.cfg.CONF

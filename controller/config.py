@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller import flowcopy, switch_profiles
-from controller import jobs as mljobs
-from controller.tiers import TIER_NAMES
+from controller.desired import flowcopy, switch_profiles
+from controller.state import jobs as mljobs
+from controller.state.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
 from mlroute.routing.optimisers import ALGORITHMS
 
@@ -65,8 +65,9 @@ DEFAULTS: dict[str, Any] = {
         "rcvbuf_bytes": 8388608,  # the collector's socket receive buffer
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
-    "switches": [],  # [{dpid | description, profile, overrides}]: switch profiles (controller/switch_profiles.py)
-    "audit": {  # installed state verified (controller/audit.py): each switch's tables read back and compared
+    # [{dpid | description, profile, overrides}]: switch profiles (controller/desired/switch_profiles.py)
+    "switches": [],
+    "audit": {  # installed state verified (controller/desired/audit.py): each switch's tables read back and compared
         "period_s": 60.0,  # every switch at least this often (and at once when its table stats come up short)
         "entries_per_s": 5000,  # entries read back per second at most (~20 us of event loop each: bench_audit.py)
     },
@@ -383,7 +384,7 @@ JOB_KEYS = ("hosts", "name", "nodes", "rings", "stages", "traffic", "weight")
 
 def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None = None,
           files: bool = True) -> list[dict[str, Any]]:
-    """The job list: ``name``; ``hosts`` and/or collective structure (controller.jobs): ``rings`` (ordered
+    """The job list: ``name``; ``hosts`` and/or collective structure (controller.state.jobs): ``rings`` (ordered
     host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IPv4
     addresses or node ids mapped by ``nodes``); optional ``weight`` > 0 for the job-level objective."""
     if not isinstance(value, list):

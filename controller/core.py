@@ -16,25 +16,17 @@ from typing import Any
 
 import networkx as nx
 
-from controller import flowcopy, switch_profiles, sync, table_budget, te, te_rules
-from controller import jobs as mljobs
-from controller.accounting import Accounting
-from controller.audit import TableAudit
-from controller.budget import TokenBucket
-from controller.capabilities import SwitchCapabilities, table_short
-from controller.decision_requests import DecisionRequests
-from controller.flowcopy import NewFlowCopy
-from controller.flowkey import FlowKey, key_from_fields
-from controller.host_ageing import HostAgeing
-from controller.log_throttle import LogThrottle
-from controller.metrics import Metrics
-from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
-from controller.openflow_errors import names as error_names
-from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
-from controller.packet_in import Decision, Limited, PacketIn, PacketInHandler
-from controller.plan_state import PlanState
-from controller.recovery import Recovered
-from controller.rules import (
+from controller.decide import te
+from controller.decide.decision_requests import DecisionRequests
+from controller.decide.host_ageing import HostAgeing
+from controller.decide.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
+from controller.decide.packet_in import Decision, Limited, PacketIn, PacketInHandler
+from controller.desired import flowcopy, switch_profiles, sync, table_budget, te_rules
+from controller.desired.audit import TableAudit
+from controller.desired.flowcopy import NewFlowCopy
+from controller.desired.plan_state import PlanState
+from controller.desired.recovery import Recovered
+from controller.desired.rules import (
     TABLE_CLASSIFY,
     TABLE_FORWARD,
     TABLE_SEEN,
@@ -44,11 +36,20 @@ from controller.rules import (
     SwitchRules,
     apply_change,
 )
-from controller.sflow_decoder import Datagram
-from controller.sflow_detection import SflowDetection
-from controller.sync import Step
-from controller.tiers import TierInference, infer_tiers
-from controller.topology import Topology
+from controller.desired.sync import Step
+from controller.southbound.log_throttle import LogThrottle
+from controller.southbound.openflow_errors import names as error_names
+from controller.southbound.sflow_decoder import Datagram
+from controller.southbound.sflow_detection import SflowDetection
+from controller.state import jobs as mljobs
+from controller.state.accounting import Accounting
+from controller.state.budget import TokenBucket
+from controller.state.capabilities import SwitchCapabilities, table_short
+from controller.state.flowkey import FlowKey, key_from_fields
+from controller.state.monitor import FlowMonitor, FlowSample, MonitorConfig
+from controller.state.tiers import TierInference, infer_tiers
+from controller.state.topology import Topology
+from controller.web.metrics import Metrics
 from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow

@@ -8,8 +8,8 @@ copy looped (entered a switch at a port it had entered before), and whether any 
 import ipaddress
 from dataclasses import dataclass, field
 
-from controller.flowcopy import learned_fields
-from controller.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
+from controller.desired.flowcopy import learned_fields
+from controller.desired.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
 
 
 @dataclass

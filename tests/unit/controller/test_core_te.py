@@ -5,10 +5,10 @@ import pytest
 
 from controller import config
 from controller.core import ControllerCore
-from controller.decision_requests import Ticket
-from controller.flowkey import FlowKey
-from controller.monitor import FlowSample
-from controller.optimiser_runner import DONE, OptimiserRunner, Outcome
+from controller.decide.decision_requests import Ticket
+from controller.decide.optimiser_runner import DONE, OptimiserRunner, Outcome
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import FlowSample
 from mlroute.routing import demand
 from tests import topologies
 

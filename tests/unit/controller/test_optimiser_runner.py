@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from controller import te
-from controller.flowkey import FlowKey
-from controller.monitor import PROTO_TCP
-from controller.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
-from controller.tiers import infer_tiers
+from controller.decide import te
+from controller.decide.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import PROTO_TCP
+from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.clock import FakeClock as Clock
 
@@ -115,8 +115,8 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
     script = textwrap.dedent("""
         import eventlet
         eventlet.monkey_patch()
-        from controller import te
-        from controller.optimiser_runner import DONE, OptimiserRunner
+        from controller.decide import te
+        from controller.decide.optimiser_runner import DONE, OptimiserRunner
         from tests.unit.controller.test_optimiser_runner import setting
         fabric, elephants = setting()
         r = OptimiserRunner(budget_s=0.5)

@@ -2,11 +2,12 @@ import itertools
 import random
 from copy import deepcopy
 
-from controller import sync, te, te_rules
-from controller.jobs import HostPair
-from controller.monitor import FlowKey
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
-from controller.tiers import infer_tiers
+from controller.decide import te
+from controller.desired import sync, te_rules
+from controller.desired.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
+from controller.state.jobs import HostPair
+from controller.state.monitor import FlowKey
+from controller.state.tiers import infer_tiers
 from mlroute.routing import metric
 from mlroute.routing.flow import Flow
 from tests import topologies
@@ -239,7 +240,7 @@ def test_a_detected_flow_of_a_pinned_pair_inherits_its_path_without_moving():
     pairs, keys = pair_keys(), stride4_keys()
     engineer.step(fabric, [(p, None) for p in pairs])
     by_pair = dict(engineer.pinned)
-    # the 5-tuples appear and replace their pairs (controller.jobs.uncovered_pairs): same paths, nothing moves
+    # the 5-tuples appear and replace their pairs (controller.state.jobs.uncovered_pairs): same paths, nothing moves
     result = engineer.step(fabric, [(k, None) for k in keys])
     assert result.moved == [] and {k: engineer.pinned[k] for k in keys} == \
         {k: by_pair[HostPair(k.src_ip, k.dst_ip)] for k in keys}
