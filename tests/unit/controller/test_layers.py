@@ -25,6 +25,7 @@ RANK = {
     "core": 4,
     "launcher": 4,  # `mlroute controller`: chooses the framework, starts ryu-manager / osken-manager
     "app": 5,
+    "app_loops": 5,  # the app's loops and sending (a mixin of MlrouteApp)
 }
 WINGS = ("state", "desired", "decide", "southbound", "web")
 
