@@ -23,6 +23,10 @@ RANK = {
     "southbound": 3,
     "web": 3,
     "core": 4,
+    "core_state": 4,  # the core's state (ControllerCore's base) and the methods of its seams:
+    "core_switches": 4,  # each switch's tables (read-back, audit, refusals, table budget)
+    "core_sflow": 4,  # the sFlow wiring
+    "core_views": 4,  # what REST and the web view show
     "launcher": 4,  # `mlroute controller`: chooses the framework, starts ryu-manager / osken-manager
     "app": 5,
     "app_loops": 5,  # the app's loops and sending (a mixin of MlrouteApp)
