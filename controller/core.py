@@ -31,7 +31,7 @@ from controller.core_switches import REFUSED_HOLD_S as REFUSED_HOLD_S
 from controller.core_switches import SwitchTables, _rule_id, _undone
 from controller.core_views import CoreViews
 from controller.decide import te
-from controller.decide.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
+from controller.decide.optimiser_runner import DONE, LATE, Outcome
 from controller.decide.packet_in import Decision, Limited, PacketIn
 from controller.desired import sync, table_budget, te_rules
 from controller.desired.rules import (
@@ -263,17 +263,18 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             return ended  # warming up, or a fresh worker after a late decision: the requests wait
         if self.decisions.start() is None:
             return ended
-        args, keys = self._decision_inputs()
+        task, keys = self._decision_inputs()
         if runner is None:
             try:
-                result = self.te.step(*args)
+                decision = te.decide(task, self.te.clock)
             except Exception:
                 self._decided(None)  # its callers are answered; the shell logs the error
                 raise
-            self._demands_taken(keys, result)
-            return self._decided(result)
+            self.te.take(decision)
+            self._demands_taken(keys, decision.result)
+            return self._decided(decision.result)
         # the decision's elephants ride along as its generation: the keys of the demands it estimates
-        if not runner.submit(self.te, *args, generation=keys):
+        if not runner.submit(task, generation=keys):
             return self._decided(None)  # the worker died: a fresh one for the next decision
         return ended
 
@@ -294,8 +295,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         return result or te.TEResult(False, elephants=len(self.monitor.elephants()),
                                      reason="deciding in the optimiser worker")
 
-    def _decision_inputs(self) -> tuple[tuple, list]:
-        """What a decision starting now is taken on, as ``TrafficEngineer.step``'s arguments, and its keys."""
+    def _decision_inputs(self) -> tuple[te.TEInput, list]:
+        """What a decision starting now is taken on (over the pins in force), and its keys."""
         self.decide_now = False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
@@ -305,9 +306,9 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
         self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
-        self._decided_on = fabric = self.fabric()
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
-        return (fabric, [(k, None) for k in keys], self.jobs_by_host(), declared_jobs.weights(self.jobs), True), keys
+        return self.te.input(self.fabric(), [(k, None) for k in keys], self.jobs_by_host(),
+                             declared_jobs.weights(self.jobs), estimate=True), keys
 
     def _decided(self, result: te.TEResult | None) -> te.TEResult:
         """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):
@@ -343,26 +344,29 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
     def _take(self, outcome: Outcome | None) -> te.TEResult | None:
         if outcome is None:
             return None
-        if outcome.status == DONE:
-            stale = self._stale_pin(outcome.pinned)
+        decision = outcome.decision
+        if outcome.status == DONE and decision is not None:
+            pinned = self.te.pinned if decision.unchanged else decision.pinned
+            stale = self._stale_pin(pinned, decision.identity)
             if stale is not None:  # taken on a topology that changed meanwhile: it must not be installed
                 LOG.info("te: a decision taken before a topology change pins %s on %s, no longer live: dropped, "
-                         "deciding again", stale, outcome.pinned[stale] if outcome.pinned else None)
+                         "deciding again", stale, pinned[stale] if pinned else None)
                 self.request_decision()
                 return te.TEResult(False, elephants=self._started[1], reason="the topology changed during the "
                                    "decision: dropped, deciding again")
-            OptimiserRunner.apply(self.te, outcome)
-            if outcome.result is not None:
-                self._demands_taken(outcome.generation, outcome.result)
-            return outcome.result
+            self.te.take(decision)
+            self._demands_taken(outcome.generation, decision.result)
+            return decision.result
         LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
                     "ran late" if outcome.status == LATE else "failed", outcome.error)
         return None
 
-    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None) -> te.RouteKey | None:
+    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None, identity: Any) -> te.RouteKey | None:
         """A pin of a decision that ended which the topology no longer supports (a switch or link gone, an end
-        host moved), when the topology changed while it was decided; else None (still valid: applied)."""
-        if not pinned or self.fabric() is self._decided_on:
+        host moved), when the fabric's identity changed while it was decided (``identity``: the one it was
+        computed for); else None (still valid: applied)."""
+        fabric = self.fabric()
+        if not pinned or (None if fabric is None else fabric.identity) == identity:
             return None
         graph, hosts = self.live_graph(), self.topology.hosts
         for key, path in pinned.items():

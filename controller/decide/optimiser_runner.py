@@ -1,5 +1,6 @@
-"""Traffic-engineering decisions off the event loop: a worker process runs ``TrafficEngineer.step``, the loop
-applies its result, and a decision that runs past its deadline is dropped (the routing in force stays).
+"""Traffic-engineering decisions off the event loop: a worker process runs ``te.decide`` on a ``TEInput`` and
+answers a ``TEDecision`` (values both ways: no engineer, no pin table of its own), the loop takes it over, and a
+decision that runs past its deadline is dropped (the routing in force stays).
 
 Why a process: Ryu's single event loop must keep answering echo requests, LLDP and packet-ins while an
 optimiser searches (a 60 s ILP inside it disconnects every switch), and under Ryu's eventlet monkey-patching
@@ -9,7 +10,7 @@ would do) started once and kept: it imports the routing core once and then serve
 its stdin / stdout. A late decision costs its worker (terminated, respawned for
 the next one); the loop never waits: ``submit`` and ``poll`` return at once.
 
-The fabric (a step's first argument) is sent once: while its ``identity`` is unchanged the loop sends a
+The fabric (the input's ``fabric``) is sent once: while its ``identity`` is unchanged the loop sends a
 ``SameFabric`` marker and the worker uses the copy it kept (pickling a k=16 fat-tree's fabric cost the event
 loop 63 ms and the worker 250 ms per decision); a new topology, or a fresh worker, gets the fabric again.
 
@@ -23,12 +24,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from controller.decide.te import Path, RouteKey, Settled, TEResult, TrafficEngineer
+    from controller.decide.te import TEDecision, TEInput, TEResult, TrafficEngineer
 
 DONE = "done"  # the decision came back: apply it
 LATE = "late"  # past its deadline: the worker was stopped, the routing in force stays
@@ -42,15 +43,12 @@ _PRELOAD = ("controller.decide.te", "mlroute.routing.optimisers.mlroute", "mlrou
 class Outcome:
     status: str  # DONE, LATE or FAILED
     generation: Any  # what ``submit`` was given (the core: the decision's elephants, for their demands)
-    pinned: dict[RouteKey, Path] | None = None  # the engineer's pins after the decision (DONE)
-    result: TEResult | None = None  # the decision's TEResult (DONE)
+    decision: TEDecision | None = None  # the decision (DONE); ``unchanged``: the pins in force stand
     error: str = ""
-    settled: Settled | None = None  # the engineer's settled decision after it (DONE): the next may be skipped
 
-
-#: in place of the pins and the settled decision a decision left as they were (a settled period): the loop's
-#: own copies stand, and 10k pins are not pickled back and re-hashed in the event loop every period
-UNCHANGED = "unchanged"
+    @property
+    def result(self) -> TEResult | None:
+        return None if self.decision is None else self.decision.result
 
 
 @dataclass(frozen=True)
@@ -61,12 +59,13 @@ class SameFabric:
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
-    """Worker: import the routing core once, say so, then run each engineer's step it is sent."""
+    """Worker: import the routing core once, say so, then decide each input it is sent."""
     import gc
     import importlib
 
     for name in _PRELOAD:
         importlib.import_module(name)
+    from controller.decide.te import decide
     from mlroute.routing import kernels
 
     kernels.warm()  # compiled (or loaded from numba's cache) before the first decision, not during it
@@ -86,26 +85,21 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if task is None:
             return
-        engineer, args, kwargs = task
+        fabric, inp = task
         try:
-            if args and isinstance(args[0], SameFabric):
-                if kept is None or kept.identity != args[0].identity:
+            if isinstance(fabric, SameFabric):
+                if kept is None or kept.identity != fabric.identity:
                     raise RuntimeError("the worker does not hold the fabric it was told to reuse")
-                args = (kept, *args[1:])
-            elif args and getattr(args[0], "identity", None) is not None:
+                fabric = kept
+            elif getattr(fabric, "identity", None) is not None:
                 if kept is not None:  # the fabric it replaces (and its caches) may be collected now
                     kept = None
                     gc.unfreeze()
                     gc.collect()
-                kept = args[0]
-            before = engineer.settled
-            result = engineer.step(*args, **kwargs)
-            if before is not None and engineer.settled is before:  # settled: the loop holds both already
-                outbox.send((DONE, UNCHANGED, result, "", UNCHANGED))
-            else:
-                outbox.send((DONE, engineer.pinned, result, "", engineer.settled))
+                kept = fabric
+            outbox.send((DONE, decide(replace(inp, fabric=fabric)), ""))
         except Exception as exc:  # reported to the loop, which keeps the routing in force
-            outbox.send((FAILED, None, None, f"{type(exc).__name__}: {exc}", None))
+            outbox.send((FAILED, None, f"{type(exc).__name__}: {exc}"))
 
 
 # the worker's program: messages on stdin / stdout, anything printed goes to stderr
@@ -132,7 +126,6 @@ class OptimiserRunner:
         self._conn: Connection | None = None  # ... and from it
         self._ready = False
         self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
-        self._sent: tuple[Any, Any] = ({}, None)  # (pins, settled decision) of the engineer sent with it
         self._held: Any = None  # identity of the fabric the worker holds (None: send the next one whole)
         self.late = 0  # decisions dropped for running late (a metric for the shell)
         self.fabrics_sent = 0  # fabrics pickled to the worker (the others were SameFabric markers)
@@ -196,15 +189,15 @@ class OptimiserRunner:
                 self.close()
 
     # -- decisions -----------------------------------------------------------------------------------------
-    def submit(self, engineer: TrafficEngineer, *args: Any, generation: Any = None, **kwargs: Any) -> bool:
-        """Send ``engineer.step(*args, **kwargs)`` to the worker. False (nothing sent) while one is in flight
-        or the worker is still warming up: the routing in force stays meanwhile."""
+    def submit(self, task: TEInput, generation: Any = None) -> bool:
+        """Send ``te.decide(task)`` to the worker. False (nothing sent) while one is in flight or the worker is
+        still warming up: the routing in force stays meanwhile."""
         if not self.ready or self._send is None:
             return False
-        identity = getattr(args[0], "identity", None) if args else None
+        identity = task.identity
         reuse = identity is not None and identity == self._held
         try:
-            self._send.send((engineer, (SameFabric(identity), *args[1:]) if reuse else args, kwargs))
+            self._send.send((SameFabric(identity) if reuse else task.fabric, replace(task, fabric=None)))
         except (OSError, ValueError):  # the worker died: a fresh one for the next period
             self.close()
             return False
@@ -212,7 +205,6 @@ class OptimiserRunner:
             self._held = identity
             self.fabrics_sent += 1
         self._task = (generation, self.clock())
-        self._sent = (engineer.pinned, engineer.settled)  # what an UNCHANGED answer stands for
         return True
 
     def poll(self) -> Outcome | None:
@@ -222,13 +214,11 @@ class OptimiserRunner:
         generation, started = self._task
         try:
             if self._conn.poll(0):
-                status, pinned, result, error, settled = self._conn.recv()
+                status, decision, error = self._conn.recv()
                 self._task = None
-                if isinstance(pinned, str) and pinned == UNCHANGED:
-                    pinned, settled = self._sent
                 if status != DONE:
                     self._held = None  # whatever went wrong, the next decision sends its fabric whole
-                return Outcome(status, generation, pinned, result, error, settled)
+                return Outcome(status, generation, decision, error)
         except (EOFError, OSError):
             self.close()
             return Outcome(FAILED, generation, error="the optimiser worker died")
@@ -260,10 +250,9 @@ class OptimiserRunner:
 
     @staticmethod
     def apply(engineer: TrafficEngineer, outcome: Outcome) -> bool:
-        """Take a DONE decision over into the loop's engineer. True when applied."""
-        if outcome.status != DONE or outcome.pinned is None:
+        """Take a DONE decision over into the loop's engineer (its pin table is the one in force). True when
+        applied."""
+        if outcome.status != DONE or outcome.decision is None:
             return False
-        engineer.pinned = outcome.pinned
-        engineer.last = outcome.result
-        engineer.settled = outcome.settled
+        engineer.take(outcome.decision)
         return True

@@ -110,7 +110,65 @@ class Settled:
                 and self.paths == tuple(pinned.values()))
 
 
+@dataclass(frozen=True)
+class TESettings:
+    """How the traffic engineer decides (config ``te``): the optimiser, its objective, hysteresis, seed and budget."""
+
+    mode: str = "mlroute"
+    objective: str = "flow"
+    hysteresis: bool = True
+    seed: int = 0
+    time_limit: float | None = None  # seconds the optimiser may search (config te.time_budget_s)
+
+
+@dataclass(frozen=True)
+class TEInput:
+    """Everything one decision is taken on, as a value (it crosses to the optimiser's worker): the fabric (its
+    ``identity`` names it), the elephants as (key, demand fraction or None) pairs, the declared jobs and their
+    weights, whether to estimate the demands, the pins in force and the settled record, and the settings."""
+
+    fabric: Fabric | None
+    elephants: tuple[tuple[RouteKey, float | None], ...]
+    jobs: Mapping[str, str]
+    weights: Mapping[str, float]
+    estimate: bool
+    pinned: Mapping[RouteKey, Path]
+    settled: Settled | None
+    settings: TESettings
+
+    @property
+    def identity(self) -> Any:
+        """The identity of the fabric the decision is taken on (None: no known Clos)."""
+        return None if self.fabric is None else self.fabric.identity
+
+
+@dataclass(frozen=True)
+class TEDecision:
+    """What one decision answers, as a value: its result (reports, moved keys, estimated demands), the new pins and
+    settled record, or ``unchanged`` (a settled period: the pins and the record in force stand, and 10k pins are
+    not sent back), and the identity of the fabric it was computed for."""
+
+    identity: Any
+    result: TEResult
+    pinned: dict[RouteKey, Path] | None = None  # None when unchanged
+    settled: Settled | None = None
+    unchanged: bool = False
+
+
+def decide(task: TEInput, clock: Callable[[], float] = time.perf_counter) -> TEDecision:
+    """One traffic-engineering decision: a pure function of ``task`` (nothing it is given is changed), the same
+    in the optimiser's worker and in-process. ``clock`` times the optimiser (the result's ``runtime_s``)."""
+    step = _Step(task.settings, task.pinned, task.settled, clock)
+    result = step.step(task.fabric, task.elephants, task.jobs, task.weights, task.estimate)
+    if task.settled is not None and step.settled is task.settled:  # a settled period: nothing moved
+        return TEDecision(task.identity, result, unchanged=True)
+    return TEDecision(task.identity, result, dict(step.pinned), step.settled)
+
+
 class TrafficEngineer:
+    """The pins in force, the last result and the settled record (the one pin table: the core holds this), and
+    the settings; ``step`` decides (:func:`decide`) and takes the decision over."""
+
     def __init__(self, mode: str = "mlroute", objective: str = "flow", hysteresis: bool = True, seed: int = 0,
                  clock: Callable[[], float] = time.perf_counter, time_limit: float | None = None) -> None:
         self.mode = mode
@@ -122,6 +180,24 @@ class TrafficEngineer:
         self.pinned: dict[RouteKey, Path] = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
         self.last: TEResult | None = None  # last TEResult
         self.settled: Settled | None = None  # the last decision that changed nothing after a complete search
+
+    @property
+    def settings(self) -> TESettings:
+        return TESettings(self.mode, self.objective, self.hysteresis, self.seed, self.time_limit)
+
+    def input(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+              jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
+              estimate: bool = False) -> TEInput:
+        """The decision's input over the pins and the settled record in force (see :meth:`step`)."""
+        return TEInput(fabric, tuple(elephants), dict(jobs or {}), dict(weights or {}), estimate, self.pinned,
+                       self.settled, self.settings)
+
+    def take(self, decision: TEDecision) -> None:
+        """A decision's pins and settled record become the ones in force (unless it left them unchanged)."""
+        if not decision.unchanged:
+            self.pinned = decision.pinned if decision.pinned is not None else {}
+            self.settled = decision.settled
+        self.last = decision.result
 
     def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
              jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
@@ -139,7 +215,25 @@ class TrafficEngineer:
         is at least as good in that order (strictly better once every elephant is pinned, with hysteresis);
         a worse one is never applied, first decision included: the routing in force is kept.
         """
-        jobs, weights = jobs or {}, weights or {}
+        decision = decide(self.input(fabric, elephants, jobs, weights, estimate), self.clock)
+        self.take(decision)
+        return decision.result
+
+
+class _Step:
+    """One decision's working state (:func:`decide` makes one per decision): the pins and the settled record it
+    starts from, replaced (never changed in place) as it decides."""
+
+    def __init__(self, settings: TESettings, pinned: Mapping[RouteKey, Path], settled: Settled | None,
+                 clock: Callable[[], float]) -> None:
+        self.mode, self.objective, self.hysteresis = settings.mode, settings.objective, settings.hysteresis
+        self.seed, self.time_limit, self.clock = settings.seed, settings.time_limit, clock
+        self.pinned: Mapping[RouteKey, Path] = pinned
+        self.settled = settled
+        self.last: TEResult | None = None
+
+    def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+             jobs: Mapping[str, str], weights: Mapping[str, float], estimate: bool) -> TEResult:
         demands = None
         if estimate:
             elephants = list(elephants)

@@ -5,6 +5,7 @@ import pytest
 
 from controller import config
 from controller.core import ControllerCore
+from controller.decide import te
 from controller.decide.decision_requests import Ticket
 from controller.decide.optimiser_runner import DONE, OptimiserRunner, Outcome
 from controller.state.flowkey import FlowKey
@@ -81,9 +82,9 @@ class SlowRunner:
     def ready(self):
         return self.task is None
 
-    def submit(self, engineer, *args, generation=None, **kwargs):
+    def submit(self, task, generation=None):
         assert self.task is None, "a second decision submitted while one is in flight"
-        self.task, self.polls, self.submitted = (engineer, args, kwargs, generation), 0, self.submitted + 1
+        self.task, self.polls, self.submitted = (task, generation), 0, self.submitted + 1
         return True
 
     def poll(self):
@@ -92,10 +93,9 @@ class SlowRunner:
         self.polls += 1
         if self.polls < 3:
             return None
-        engineer, args, kwargs, generation = self.task
+        task, generation = self.task
         self.task = None
-        result = engineer.step(*args, **kwargs)
-        return Outcome(DONE, generation, dict(engineer.pinned), result, "", engineer.settled)
+        return Outcome(DONE, generation, te.decide(task))
 
 
 def test_a_burst_of_requests_is_answered_by_a_few_decisions_all_taken_by_the_decision_loop():

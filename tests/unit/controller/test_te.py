@@ -400,3 +400,25 @@ def test_a_settled_decision_holds_only_for_the_same_pins_in_the_same_table_order
     moved[keys[0]] = tuple(reversed(pins[keys[0]]))
     assert not settled.holds(inputs, moved) and not settled.holds(inputs, {k: pins[k] for k in keys[1:]})
     assert not settled.holds(inputs[:-1] + (123.0,), pins)
+
+
+def test_a_decision_is_a_value_exchange_that_changes_nothing_it_is_given():
+    """``te.decide(TEInput) -> TEDecision`` is a pure function: the pins and the settled record it is given stay
+    as they were; the decision carries the new ones and the fabric identity it was computed for, and a settled
+    period answers ``unchanged`` (the pins in force stand) instead of sending them back."""
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
+    keys = stride4_keys()
+    first = engineer.input(fabric, [(k, None) for k in keys])
+    decision = te.decide(first)
+    assert first.pinned == {} and first.settled is None and engineer.pinned == {}  # nothing given is changed
+    assert decision.identity == fabric.identity and not decision.unchanged and len(decision.pinned) == 8
+    engineer.take(decision)
+    assert engineer.pinned == decision.pinned and engineer.last is decision.result
+    # the applied routing is mlroute's own fixpoint: the next period with the same inputs is settled
+    assert engineer.settled is not None
+    pins, settled = engineer.pinned, engineer.settled
+    again = te.decide(engineer.input(fabric, [(k, None) for k in keys]))
+    assert again.unchanged and again.pinned is None and again.result.reason == te.SETTLED
+    engineer.take(again)
+    assert engineer.pinned is pins and engineer.settled is settled
