@@ -7,11 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core_switches import TABLES_USED, SwitchTables
-from controller.decide import te
 from controller.desired import table_budget
 from controller.state.capabilities import SwitchCapabilities
-from mlroute.routing import metric
-from mlroute.routing.flow import Flow
 
 
 class CoreViews(SwitchTables):
@@ -44,27 +41,20 @@ class CoreViews(SwitchTables):
                 for st in self.monitor.elephants()]
 
     def routing_json(self) -> dict:
-        """The routing-core report of the installed routing and of what ECMP would give (estimated)."""
+        """The last decision's own routing-core reports (computed with it, in the optimiser's worker): of the
+        routing it left in force and of what ECMP alone would give (estimated); nothing is computed here, so a
+        REST read or a /metrics scrape costs no routing. ``elephants``: those on the fabric now."""
         fabric = self.fabric()
         elephants = [st for st in self.monitor.elephants()
                      if fabric is not None and st.key.src_ip in fabric.hosts and st.key.dst_ip in fabric.hosts]
-        out: dict[str, Any] = {"mode": self.te.mode, "elephants": len(elephants), "units": "bits per second",
-                               "fabric": self.tiers.kind if self.tiers else "unknown", "installed": None,
-                               "ecmp": None, "last_decision": None}
         last = self.te.last
+        out: dict[str, Any] = {"mode": self.te.mode, "elephants": len(elephants), "units": "bits per second",
+                               "fabric": self.tiers.kind if self.tiers else "unknown",
+                               "installed": last.after if last is not None else None,
+                               "ecmp": last.ecmp if last is not None else None, "last_decision": None}
         if last is not None:
             out["last_decision"] = {"applied": last.applied, "reason": last.reason, "moved": len(last.moved),
                                     "optimiser_ms": 1e3 * last.runtime_s,
                                     "max_link_load_before": (last.before or {}).get("max_link_load"),
                                     "max_link_load_after": (last.after or {}).get("max_link_load")}
-        if not elephants or fabric is None:  # (elephants are only taken on a known fabric)
-            return out
-        jobs = self.jobs_by_host()
-        flows = [Flow(st.key.src_ip, st.key.dst_ip, demand=st.demand_bps / self.host_bps or None,
-                      job=jobs.get(st.key.src_ip), key=st.key) for st in elephants]
-        objective = "job" if jobs else self.te.objective
-        ecmp = te.run_optimiser("ecmp", fabric, flows).paths
-        installed, _ = te.paths_in_force(fabric, flows, self.te.pinned, ecmp)
-        out["installed"] = metric.report(fabric, flows, installed, objective=objective)
-        out["ecmp"] = metric.report(fabric, flows, ecmp, objective=objective)
         return out

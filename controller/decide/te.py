@@ -81,6 +81,9 @@ class TEResult:
     reason: str = ""
     # the demand fractions the step estimated (``step(estimate=True)``), one per elephant it was given, in order
     demands: tuple[float, ...] | None = None
+    # routing-core report of what ECMP alone would give these elephants (estimated by the routing core's hash):
+    # with ``after``, what REST (GET /mlroute/routing) and /metrics show, the decision's own
+    ecmp: dict[str, Any] | None = None
 
 
 KEPT = "no improvement: routing kept"
@@ -264,8 +267,8 @@ class _Step:
             self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
             return self.last
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
-        current, valid, current_choice = in_force(problem, self.pinned,
-                                                  run_optimiser("ecmp", fabric, problem, seed=self.seed))
+        ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed)
+        current, valid, current_choice = in_force(problem, self.pinned, ecmp)
         # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
         # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
@@ -274,9 +277,15 @@ class _Step:
         ideal = estimate_demands(flows)  # the reports' non-blocking rates (once per step)
         r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal,
                                           links=problem.incidences(current_choice))
+        # ECMP's own report: the routing in force when nothing is pinned, else assessed once here (in the worker,
+        # not for every REST read and scrape)
+        ecmp_report = before if not any(valid) else metric.assess(
+            fabric, flows, ecmp.paths, objective, ideal=ideal,
+            links=None if ecmp.choice is None else problem.incidences(ecmp.choice))[1]
         if self.mode == "ecmp":
             self.pinned = {}
-            self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation")
+            self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation",
+                                 ecmp=ecmp_report)
             return self.last
         t0 = self.clock()
         # the optimiser keeps flows on the paths known to carry them (valid pins); ECMP's estimate is no such
@@ -309,19 +318,22 @@ class _Step:
                      "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
                      before["min_rate"], proposed["min_rate"])
             return self._kept(TEResult(False, [], before, before, runtime, len(flows),
-                                       "worse than the routing in force: kept"), inputs, routing.info)
+                                       "worse than the routing in force: kept", ecmp=ecmp_report), inputs,
+                              routing.info)
         if not must and self.hysteresis and order == 0:
-            return self._kept(TEResult(False, [], before, before, runtime, len(flows), KEPT), inputs, routing.info)
+            return self._kept(TEResult(False, [], before, before, runtime, len(flows), KEPT, ecmp=ecmp_report),
+                              inputs, routing.info)
         # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
         moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
         self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
         after = proposed
         reason = "new or broken paths" if must else "better objective"
-        self.last = TEResult(True, moved, before, after, runtime, len(flows), reason)
+        self.last = TEResult(True, moved, before, after, runtime, len(flows), reason, ecmp=ecmp_report)
         if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths and None not in new:
             # the optimiser's own routing, which it returns again from itself on these inputs: the next period
             # with the same inputs (every elephant pinned) would search only to keep it (~1 s at 10k elephants)
-            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT))
+            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT,
+                                                                    ecmp=ecmp_report))
         return self.last
 
 

@@ -81,8 +81,8 @@ class Metrics:
                                   "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)
 
     def estimate_ecmp_from(self, routing_view: Callable[[], Mapping[str, Any]]) -> None:
-        """ECMP's estimated max link load, computed from ``routing_view()`` (the GET /mlroute/routing body) when
-        scraped rather than every period: it costs one ECMP routing and one report, and only Prometheus reads it."""
+        """ECMP's estimated max link load, read from ``routing_view()`` (the GET /mlroute/routing body: the last
+        decision's own report) when scraped."""
         def value() -> float:
             try:
                 ecmp = routing_view().get("ecmp") or {}
