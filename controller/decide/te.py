@@ -1,8 +1,11 @@
 """The traffic-engineering step: elephants + fabric -> optimiser -> (hysteresis) -> pinned paths -> rules.
 
-Plain data and a clock-free class; the core calls ``TrafficEngineer.step`` every period and on failures, then
-plans the rules of the pins in force (``controller.desired.te_rules``) into the switches' desired state. Design choices,
-and why:
+The decision is a value exchange: :func:`decide` takes a :class:`TEInput` (the fabric, the elephants, the jobs,
+the pins in force, the settled record, the settings) and answers a :class:`TEDecision` (the result and its
+reports, the new pins or "unchanged", the fabric identity it was computed for), a pure function that runs in
+the optimiser's worker (optimiser_runner.py) or in-process alike. :class:`TrafficEngineer` holds the one pin
+table (the core's) and takes decisions over; the core then plans the rules of the pins in force
+(``controller.desired.te_rules``) into the switches' desired state. Design choices, and why:
 
 * Every elephant is pinned once known: ECMP's real choice for an unpinned flow is a switch-internal hash the
   controller cannot see, so "leave it where it is" is not a known state. Before/after reports show ECMP's
@@ -53,8 +56,8 @@ from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.repair import repair
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
-__all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEResult", "TrafficEngineer", "fabric_from_topology",
-           "in_force", "paths_in_force"]
+__all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEDecision", "TEInput", "TEResult", "TESettings",
+           "TrafficEngineer", "decide", "fabric_from_topology", "in_force", "paths_in_force"]
 
 LOG = logging.getLogger("mlroute.te")
 
