@@ -241,17 +241,20 @@ class _Step:
     def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
              jobs: Mapping[str, str], weights: Mapping[str, float], estimate: bool) -> TEResult:
         demands = None
+        elephants = list(elephants)
         if estimate:
-            elephants = list(elephants)
             demands = tuple(float(x) for x in estimate_demands([Flow(k.src_ip, k.dst_ip) for k, _ in elephants]))
             elephants = [(k, d) for (k, _), d in zip(elephants, demands)]
-        result = self._step(fabric, elephants, jobs, weights)
+        result = self._step(fabric, elephants, jobs, weights, demands)
         if demands is not None:
             self.last = result = replace(result, demands=demands)
         return result
 
-    def _step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
-              jobs: Mapping[str, str], weights: Mapping[str, float]) -> TEResult:
+    def _step(self, fabric: Fabric | None, elephants: Sequence[tuple[RouteKey, float | None]],
+              jobs: Mapping[str, str], weights: Mapping[str, float],
+              estimated: tuple[float, ...] | None = None) -> TEResult:
+        """``estimated``: the natural demands of all of ``elephants`` when ``step`` estimated them (the reports'
+        non-blocking rates, when every elephant is on the fabric: estimated once per decision)."""
         flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=(job := jobs.get(k.src_ip)), key=k,
                       weight=1.0 if job is None else weights.get(job, 1.0)) for k, d in elephants
                  if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
@@ -277,7 +280,9 @@ class _Step:
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         job_list = metric.job_labels(flows)
-        ideal = estimate_demands(flows)  # the reports' non-blocking rates (once per step)
+        # the reports' non-blocking rates: the estimate made above when it was of these very flows
+        ideal = np.array(estimated) if estimated is not None and len(flows) == len(elephants) \
+            else estimate_demands(flows)
         r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal,
                                           links=problem.incidences(current_choice))
         # ECMP's own report: the routing in force when nothing is pinned, else assessed once here (in the worker,

@@ -422,3 +422,19 @@ def test_a_decision_is_a_value_exchange_that_changes_nothing_it_is_given():
     assert again.unchanged and again.pinned is None and again.result.reason == te.SETTLED
     engineer.take(again)
     assert engineer.pinned is pins and engineer.settled is settled
+
+
+def test_a_decision_estimates_the_natural_demands_once(monkeypatch):
+    """The demands a decision estimates are the reports' non-blocking rates too: one estimate per decision, not
+    a second one hidden by the estimator's memo."""
+    _, _, fabric = setup()
+    calls = []
+
+    def counted(flows, *args, **kwargs):
+        calls.append(len(flows))
+        return estimate(flows, *args, **kwargs)
+
+    estimate = te.estimate_demands
+    monkeypatch.setattr(te, "estimate_demands", counted)
+    result = te.TrafficEngineer("mlroute").step(fabric, [(k, None) for k in stride4_keys()], estimate=True)
+    assert result.applied and calls == [8]
