@@ -305,7 +305,9 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             pairs += [p for p in self.sflow.elephant_pairs(st.key for st in elephants) if p not in pairs]
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
-        self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
+        # the pin table itself, not a copy: a decision taken over replaces it (te.TrafficEngineer.take), and
+        # nothing changes it in place while a decision is in flight (restored pins go in just above)
+        self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), self.te.pinned)
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
         return self.te.input(self.fabric(), [(k, None) for k in keys], self.jobs_by_host(),
                              declared_jobs.weights(self.jobs), estimate=True), keys
@@ -317,7 +319,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if result is None:
             result = te.TEResult(False, elephants=elephants, reason="no decision (the optimiser failed or ran "
                                  "late): routing in force kept")
-        if self.te.pinned != previous_pins:
+        if self.te.pinned is not previous_pins and self.te.pinned != previous_pins:
             self.dirty = True
         self._record(result, elephants)
         self.metrics.te_decisions.inc()

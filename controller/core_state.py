@@ -76,7 +76,8 @@ class CoreState:
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         rest = config["rest"]
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
-        self._started: tuple[int, int, dict] = (0, 0, {})  # the decision in flight's elephants before, now; pins
+        # the decision in flight's elephants before, now; the pin table in force when it started
+        self._started: tuple[int, int, dict] = (0, 0, {})
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
