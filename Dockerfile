@@ -1,6 +1,7 @@
 # mlroute in Docker (docs/docker.md). Stages:
 #   deps        Debian 12 + its Python 3.11, /opt/mlroute/.venv with the OpenFlow framework (build argument FRAMEWORK:
-#               ryu, the default, with its Python 3.11 fix, python -m controller.platform_fixes; or os-ken) and every
+#               ryu, the default, with its Python 3.11 fix, python -m controller.southbound.platform_fixes; or
+#               os-ken) and every
 #               dependency of pyproject.toml: the layout scripts/setup_env.sh makes
 #   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
 #               + the project: the docker-compose `emulation` service (privileged, host network)
@@ -29,7 +30,8 @@ WORKDIR /opt/mlroute
 # CA trusted by pip for this step only, for networks that reach PyPI through a TLS-intercepting proxy (pip uses
 # its own CA bundle, not the system's); it is not added to the image's trust store.
 COPY pyproject.toml README.md ./
-COPY controller/__init__.py controller/platform_fixes.py controller/
+COPY controller/__init__.py controller/
+COPY controller/southbound/__init__.py controller/southbound/platform_fixes.py controller/southbound/
 COPY mlroute/__init__.py mlroute/errors.py mlroute/
 COPY mininet_topos/__init__.py mininet_topos/
 ARG EXTRA_CA_CERT=""
@@ -42,7 +44,7 @@ RUN /usr/bin/python3 -m venv .venv \
  && .venv/bin/python -m pip install -q --upgrade "pip<25" "setuptools<68" wheel \
  && PIP_CONSTRAINT=/tmp/build-constraints.txt .venv/bin/python -m pip install -q -e ".[all,$FRAMEWORK]" \
  && rm -f /tmp/build-constraints.txt /tmp/build-ca.pem \
- && if [ "$FRAMEWORK" = ryu ]; then .venv/bin/python -m controller.platform_fixes \
+ && if [ "$FRAMEWORK" = ryu ]; then .venv/bin/python -m controller.southbound.platform_fixes \
       && .venv/bin/python -W ignore -c "import ryu.app.wsgi, ryu.cmd.manager"; \
     else .venv/bin/python -c "import os_ken.base.app_manager"; fi \
  && printf '%s' "${FRAMEWORK#ryu}" > .venv/.mlroute-framework
@@ -62,7 +64,7 @@ RUN apt-get update -qq \
 # The stamp tells setup_env.sh that the venv is up to date with pyproject.toml.
 COPY . .
 RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
- && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.platform_fixes; fi \
+ && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.southbound.platform_fixes; fi \
  && .venv/bin/mlroute controller --help >/dev/null \
  && cp .venv/.mlroute-framework .venv/.mlroute-installed
 # Needs --privileged and the host network (it writes a sysctl; Mininet makes namespaces, veths, qdiscs).
@@ -83,7 +85,7 @@ CMD ["sh", "-c", "exec prometheus --config.file=/etc/prometheus/prometheus.yml -
 FROM deps AS controller
 COPY . .
 RUN .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
- && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.platform_fixes; fi \
+ && if [ ! -s .venv/.mlroute-framework ]; then .venv/bin/python -m controller.southbound.platform_fixes; fi \
  && .venv/bin/mlroute controller --help >/dev/null \
  && cp .venv/.mlroute-framework .venv/.mlroute-installed
 # The configuration is mounted here (docker-compose.yml mounts examples/mlroute.docker.yaml read-only); with

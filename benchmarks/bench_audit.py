@@ -23,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller import audit, ofmsg, sync  # noqa: E402
 from controller.config import DEFAULTS  # noqa: E402
-from controller.rules import Change, SwitchRules, diff_switch  # noqa: E402
-from controller.southbound import ofproto_parser  # noqa: E402
-from controller.tiers import infer_tiers  # noqa: E402
+from controller.desired import audit, sync  # noqa: E402
+from controller.desired.rules import Change, SwitchRules, diff_switch  # noqa: E402
+from controller.southbound import ofmsg  # noqa: E402
+from controller.southbound.framework import ofproto_parser  # noqa: E402
+from controller.state.tiers import infer_tiers  # noqa: E402
 from tests import topologies  # noqa: E402
 from tests.fakeswitch import OFP, FakeSwitch  # noqa: E402
 

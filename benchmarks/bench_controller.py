@@ -18,7 +18,7 @@ aggregation-core (spine-leaf) link failure, TE decisions (first and second perio
 on the same fabric) at 1k/10k elephants, and a
 flow-stats poll of 10k/100k counting rules spread over the ingress switches. The poll starts from the reply
 bytes a switch sends (OpenFlow 1.3 multipart, split at 64 KiB): Ryu's parser + the per-entry match read-out,
-or ``controller.ofstats`` where it exists; then ``FlowMonitor.update``. Targets (issue 11): link failure at
+or ``controller.southbound.ofstats`` where it exists; then ``FlowMonitor.update``. Targets (issue 11): link failure at
 k=24 <= 0.5 s, new transport flow <= 2 ms, TE decision at 10k elephants <= 1 s, 100k-entry poll <= 2 s.
 
 ``--tables`` (issue 20 item 3, compact forwarding): per fabric, with the fixtures' sequential addresses and with
@@ -44,20 +44,21 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller import config as mlconfig  # noqa: E402
-from controller import forwarding, sync, te  # noqa: E402
 from controller.core import ControllerCore, time_budget_s  # noqa: E402
-from controller.flowkey import PROTO_TCP, FlowKey  # noqa: E402
-from controller.monitor import FlowState  # noqa: E402
-from controller.optimiser_runner import OptimiserRunner  # noqa: E402
-from controller.packet_in import PacketIn  # noqa: E402
-from controller.rules import ETH_ARP, TABLE_FORWARD, diff_switch  # noqa: E402
-from controller.tiers import infer_tiers  # noqa: E402
+from controller.decide import te  # noqa: E402
+from controller.decide.optimiser_runner import OptimiserRunner  # noqa: E402
+from controller.decide.packet_in import PacketIn  # noqa: E402
+from controller.desired import forwarding, sync, te_rules  # noqa: E402
+from controller.desired.rules import ETH_ARP, TABLE_FORWARD, diff_switch  # noqa: E402
+from controller.state.flowkey import PROTO_TCP, FlowKey  # noqa: E402
+from controller.state.monitor import FlowState  # noqa: E402
+from controller.state.tiers import infer_tiers  # noqa: E402
 from mlroute.routing import kernels  # noqa: E402
 from tests import topologies  # noqa: E402
 from tests.flowstats_bytes import counting_entry, replies  # noqa: E402
 
 try:  # the fast flow-stats parser (issue 11); absent on older trees, where Ryu's parser is all there is
-    from controller import ofstats
+    from controller.southbound import ofstats
 except ImportError:
     ofstats = None
 
@@ -328,9 +329,9 @@ def poll_messages(topo, n, poll):
 
 def poll_with_ryu(core, messages):
     """The reply path before issue 11: Ryu parses every entry (OFPMatch objects), the shell reads the fields."""
-    from controller import ofmsg
-    from controller.monitor import StatsAssembler, sample_from_stat
-    from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+    from controller.southbound import ofmsg
+    from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+    from controller.state.monitor import StatsAssembler, sample_from_stat
 
     assembler = StatsAssembler()
     for dpid, msgs in messages.items():
@@ -345,8 +346,8 @@ def poll_with_ryu(core, messages):
 
 
 def poll_with_ofstats(core, messages):
-    """The reply path with controller.ofstats: samples straight from the body bytes."""
-    from controller.monitor import StatsAssembler
+    """The reply path with controller.southbound.ofstats: samples straight from the body bytes."""
+    from controller.state.monitor import StatsAssembler
 
     assembler = StatsAssembler()
     for dpid, msgs in messages.items():
@@ -388,7 +389,7 @@ def bench_sflow(name, topo, n, samples_per_window, rows):
     """Issue 21: the controller's CPU per poll period in ``te.detection: sflow`` at ``n`` elephants (decoding
     the period's datagrams, the ingest, the windows' ticks with the monitor's update), against a flow-stats poll
     of the same ``n`` counting rules (the row before it)."""
-    from controller.sflow_decoder import decode
+    from controller.southbound.sflow_decoder import decode
 
     clock = [0.0]
     config = mlconfig.parse("te:\n  detection: sflow\n  poll_interval_s: 2\n")
@@ -429,7 +430,7 @@ def bench_stats(name, core, topo, n, rows):
 def desired_with(plan, topo, graph, tiers):
     """The desired state (as ``sync.desired_state``) with ``plan`` as the forwarding baseline."""
     desired = plan(topo, tiers.levels, True, graph)
-    for rule in te.te_rules(topo, tiers, {}, {}, 10, graph=graph):
+    for rule in te_rules.te_rules(topo, tiers, {}, {}, 10, graph=graph):
         if rule.dpid in desired:
             desired[rule.dpid].add_flow(rule)
     return desired

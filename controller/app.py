@@ -1,34 +1,31 @@
 """The OpenFlow application: a thin shell around ``controller.core.ControllerCore``, on Ryu or os-ken.
 
 Run it with ``ryu-manager controller/app.py`` (Ryu) or ``mlroute controller`` (either framework; LLDP link
-discovery is switched on here, no other flags needed). The framework comes from ``controller.southbound``, the
-only module that imports one. Each handler turns one OpenFlow or topology event into one core call;
-``controller.ofmsg`` turns the core's values into messages and parsed replies back into values;
-``controller.rest`` serves the REST API. Four loops (green threads under Ryu, native threads holding the core's
-turn under os-ken): the resync loop (sends the core's rule changes, with barriers), the poll loop (flow stats,
-then a TE decision requested), the decision loop (the only one that talks to the optimiser's worker) and the
-event-loop lag probe (/metrics).
+discovery is switched on here, no other flags needed). ryu-manager loads this file as a top-level module, so it
+imports absolutely. The framework comes from ``controller.southbound.framework``, the only module that imports
+one. Each handler turns one OpenFlow or topology event into one core call; ``controller.southbound.ofmsg`` turns
+the core's values into messages and parsed replies back into values; ``controller.web.rest`` serves the REST API.
+The loops (resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``.
 """
 
-import functools
 import logging
 import sys
-import threading
 import time
 
 from controller import config as mlconfig
-from controller import lldp_guard, lldp_loop, ofmsg, southbound
+from controller.app_loops import AppLoops
 from controller.core import ControllerCore, time_budget_s
-from controller.linkstats import LinkLoad
-from controller.monitor import StatsAssembler
-from controller.openflow_errors import SentChanges
-from controller.optimiser_runner import OptimiserRunner
-from controller.packet_in import ArpProbe, ArpReply, Forward
-from controller.rest import RestController
-from controller.rest_limits import ClientRateLimit
-from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
-from controller.sflow_collector import SflowCollector
-from controller.southbound import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
+from controller.decide.optimiser_runner import OptimiserRunner
+from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.southbound import framework as southbound
+from controller.southbound import lldp_guard, lldp_loop, ofmsg
+from controller.southbound.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
+from controller.southbound.handlers import set_ev_cls
+from controller.southbound.openflow_errors import SentChanges
+from controller.state.linkstats import LinkLoad
+from controller.state.monitor import StatsAssembler
+from controller.web.rest import RestController
+from controller.web.rest_limits import ClientRateLimit
 
 LOG = logging.getLogger("mlroute")
 CONF = southbound.cfg.CONF
@@ -56,34 +53,7 @@ if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-host"):  # R
 if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
-BARRIER_TIMEOUT_S = 1.0
-LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
-DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in flight or queued
-
-
-def set_ev_cls(ev_cls, dispatchers=None):
-    """The framework's handler registration, the handler holding the core's turn (native threads) under the
-    one exception policy of every handler (``guarded``)."""
-    return lambda handler: southbound.set_ev_cls(ev_cls, dispatchers)(southbound.serialised(guarded(handler)))
-
-
-def guarded(handler):
-    """What a handler raises is logged with its switch and event, counted (``mlroute_handler_errors_total``)
-    and goes no further: a malformed reply or packet from one switch must not take the controller down or
-    disturb the others (the framework would drop the event loop's other work for it)."""
-    @functools.wraps(handler)
-    def run(self, ev):
-        try:
-            return handler(self, ev)
-        except Exception:
-            dp = getattr(getattr(ev, "msg", None), "datapath", None) or getattr(getattr(ev, "switch", None), "dp", None)
-            self.core.metrics.handler_errors.labels(handler.__name__).inc()
-            LOG.warning("switch %s: %s skipped (%s raised)", getattr(dp, "id", "?"), type(ev).__name__,
-                        handler.__name__, exc_info=True)
-    return run
-
-
-class MlrouteApp(southbound.App):
+class MlrouteApp(AppLoops, southbound.App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = southbound.rest_contexts()
     _REQUIRED_APP = [southbound.SWITCHES_APP]
@@ -189,19 +159,6 @@ class MlrouteApp(southbound.App):
             return  # LLDP is Ryu's topology app's business; anything else is not ours
         self._send_actions(self.core.packet(pkt).actions, msg.data)
         self.wake()
-
-    def _send_actions(self, actions, data=None):
-        """Packet-outs for the core's packet decisions (replies, forwards of ``data``, probes)."""
-        for action in actions:
-            target = self.datapaths.get(action.dpid)
-            if target is None:
-                continue
-            if isinstance(action, ArpReply):
-                target.send_msg(ofmsg.packet_out(target, action.port, ofmsg.arp_reply_frame(action)))
-            elif isinstance(action, Forward) and data is not None:
-                target.send_msg(ofmsg.packet_out(target, action.port, data))
-            elif isinstance(action, ArpProbe):
-                target.send_msg(ofmsg.packet_out(target, action.port, action.frame))
 
     def _new_transport_flow(self, msg):
         try:
@@ -319,29 +276,6 @@ class MlrouteApp(southbound.App):
             self._start_sflow()
         return started
 
-    def _start_sflow(self):
-        """te.detection sflow | both: the collector in a thread of its own (green under Ryu's monkey-patching,
-        native and without the turn under os-ken: it touches only the estimator, under its lock), and a loop
-        that hands each completed window to the core."""
-        cfg = CONFIG["sflow"]
-        self.collector = SflowCollector(lambda dg, peer: self.core.sflow_datagram(time.monotonic(), dg),
-                                        cfg["host"], cfg["port"], agents=self.core.sflow.agents,
-                                        rcvbuf_bytes=cfg["rcvbuf_bytes"])
-        self._sflow_stop = threading.Event()
-        threading.Thread(target=self.collector.serve, args=(self._sflow_stop,), name="sflow", daemon=True).start()
-        self._threads.append(southbound.spawn(self._sflow_loop))
-        LOG.info("sFlow collector on %s:%s (te.detection %s)", *self.collector.address, self.core.detection)
-
-    def _sflow_loop(self):
-        tick = CONFIG["sflow"]["window_s"] / 4
-        while True:
-            southbound.sleep(tick)
-            try:
-                if self.core.sflow_tick(self.collector.stats() if self.collector is not None else None):
-                    self.wake(decide=True)
-            except Exception:
-                LOG.exception("sFlow tick failed; continuing")
-
     def release(self):
         """The optimiser's worker process and mlroute's own REST server stopped (idempotent; mlroute
         controller calls it on SIGTERM)."""
@@ -359,112 +293,3 @@ class MlrouteApp(southbound.App):
         self.release()
         super().stop()
 
-    # -- loops -----------------------------------------------------------------------------------------------
-    def wake(self, decide=False):
-        if self.core.dirty:
-            self._wake.set()
-        if decide or self.core.decisions.busy:
-            self._decide.set()
-
-    def _decision_loop(self):
-        """The only caller of the optimiser's worker (core.decision_tick): requested decisions, one at a time."""
-        while True:
-            self._decide.wait(timeout=DECISION_TICK_S if self.core.decisions.busy else 0.5)
-            self._decide.clear()
-            try:
-                if self.core.decision_tick() is not None:
-                    self.wake()
-            except Exception:
-                LOG.exception("TE decision failed; continuing")
-                southbound.sleep(0.5)
-
-    def _resync_loop(self):
-        while True:
-            self._wake.wait(timeout=1.0)
-            self._wake.clear()
-            try:
-                self._wipe_unread()
-                if self.core.dirty:
-                    self.resync()
-                self.start_audits()
-            except Exception:
-                LOG.exception("resync failed; will retry")
-                self.core.dirty = True
-                southbound.sleep(0.5)
-
-    def start_audits(self):
-        """Read back the switches whose audit is due (after a resync: every believed change has been sent)."""
-        for dpid in self.core.audits_due():
-            if dpid in self.datapaths:
-                self._read_tables(self.datapaths[dpid], self._audit_xids)
-
-    def _wipe_unread(self):
-        for dpid in self.core.readback_overdue():
-            dp = self.datapaths.get(dpid)
-            for message in ofmsg.wipe(dp) if dp is not None else ():
-                dp.send_msg(message)
-
-    def resync(self):
-        """Send the core's rule changes step by step, fencing with barriers where make-before-break needs."""
-        for step in self.core.sync():
-            for dpid, change in step.changes:
-                dp = self.datapaths.get(dpid)
-                if dp is not None:
-                    while (wait := self.core.pace(dpid)) > 0:  # its profile's max_flow_mods_per_s, in order
-                        southbound.sleep(wait)
-                    self._send_change(dp, change)
-            self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths
-                           and self.core.barriers(d)])
-
-    def _send_change(self, dp, change):
-        """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""
-        msg = ofmsg.compile_change(dp, change)
-        dp.set_xid(msg)
-        self.sent_changes.record(dp.id, msg.xid, change)
-        self.core.change_sent(dp.id, change)
-        dp.send_msg(msg)
-
-    def _barrier(self, dps):
-        """Wait (bounded) until the switches confirm they applied everything sent so far."""
-        events = []
-        for dp in dps:
-            req = ofmsg.barrier_request(dp)
-            dp.set_xid(req)
-            event = southbound.Event()
-            self._barriers[req.xid] = event
-            dp.send_msg(req)
-            events.append(event)
-        for event in events:
-            event.wait(timeout=BARRIER_TIMEOUT_S)
-
-    def _lag_loop(self):
-        """Event-loop lag for /metrics: a 0.1 s sleep that wakes late was held up by other work in this thread."""
-        while True:
-            start = time.monotonic()
-            southbound.sleep(LAG_TICK_S)
-            self.core.metrics.loop_lag.observe(max(0.0, time.monotonic() - start - LAG_TICK_S))
-
-    def _poll_loop(self):
-        """Every period: ask ingress switches for their per-flow counters and fabric switches for their port
-        counters, then take a TE decision."""
-        period = self.config["te"]["poll_interval_s"]
-        while True:
-            southbound.sleep(period)
-            try:
-                for dpid in self.core.stats_switches():
-                    dp = self.datapaths.get(dpid)
-                    if dp is not None:
-                        dp.send_msg(ofmsg.flow_stats_request(dp, COOKIE_FLOW, ofmsg.COOKIE_EXACT))
-                for dp in list(self.datapaths.values()):  # table fill: capacities, and tables wiped under us
-                    dp.send_msg(ofmsg.table_stats_request(dp))
-                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected) \
-                        if self.core.sflow is None else ():  # (sFlow: counter samples instead)
-                    if dpid in self.datapaths:
-                        self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
-                southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
-                self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
-                self.core.request_decision()  # taken by the decision loop
-                self.core.metrics.set_link_utilisation(self.links_json())
-                self.wake(decide=True)
-            except Exception:
-                LOG.exception("poll failed; continuing")

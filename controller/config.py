@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller import flowcopy, switch_profiles
-from controller import jobs as mljobs
-from controller.tiers import TIER_NAMES
+from controller.desired import flowcopy, switch_profiles
+from controller.state import jobs as declared_jobs
+from controller.state.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
 from mlroute.routing.optimisers import ALGORITHMS
 
@@ -65,8 +65,9 @@ DEFAULTS: dict[str, Any] = {
         "rcvbuf_bytes": 8388608,  # the collector's socket receive buffer
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
-    "switches": [],  # [{dpid | description, profile, overrides}]: switch profiles (controller/switch_profiles.py)
-    "audit": {  # installed state verified (controller/audit.py): each switch's tables read back and compared
+    # [{dpid | description, profile, overrides}]: switch profiles (controller/desired/switch_profiles.py)
+    "switches": [],
+    "audit": {  # installed state verified (controller/desired/audit.py): each switch's tables read back and compared
         "period_s": 60.0,  # every switch at least this often (and at once when its table stats come up short)
         "entries_per_s": 5000,  # entries read back per second at most (~20 us of event loop each: bench_audit.py)
     },
@@ -383,7 +384,7 @@ JOB_KEYS = ("hosts", "name", "nodes", "rings", "stages", "traffic", "weight")
 
 def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None = None,
           files: bool = True) -> list[dict[str, Any]]:
-    """The job list: ``name``; ``hosts`` and/or collective structure (controller.jobs): ``rings`` (ordered
+    """The job list: ``name``; ``hosts`` and/or collective structure (controller.state.jobs): ``rings`` (ordered
     host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IPv4
     addresses or node ids mapped by ``nodes``); optional ``weight`` > 0 for the job-level objective."""
     if not isinstance(value, list):
@@ -405,7 +406,7 @@ def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None
             raise ConfigError(f"{line}: jobs[{i}].{sorted(extra)[0]}: unknown key (known: {', '.join(JOB_KEYS)})")
         entry = {"name": job["name"], "hosts": _job_hosts(job.get("hosts", []), i, line, node, name)}
         entry.update(_job_structure(job, i, line, node, name, files))
-        entry["hosts"] = mljobs.job_hosts(entry["hosts"], [*entry.get("rings", ()), *entry.get("stages", ())])
+        entry["hosts"] = declared_jobs.job_hosts(entry["hosts"], [*entry.get("rings", ()), *entry.get("stages", ())])
         out.append(entry)
     return out
 
@@ -433,7 +434,8 @@ def _job_structure(job: Mapping[str, Any], i: int, line: str, node: yaml.Node | 
                 groups = job[key]
                 if not isinstance(groups, list) or not groups:
                     raise ConfigError(f"{where}: jobs[{i}].{key}: must be a non-empty list of host lists")
-                out[key] = [mljobs.check_members(g, where, f"jobs[{i}].{key}[{r}]") for r, g in enumerate(groups)]
+                out[key] = [declared_jobs.check_members(g, where, f"jobs[{i}].{key}[{r}]")
+                            for r, g in enumerate(groups)]
         if "traffic" in job:
             where = _key_line(node, name, i, "traffic") or line
             path, nodes = job["traffic"], job.get("nodes")
@@ -444,12 +446,13 @@ def _job_structure(job: Mapping[str, Any], i: int, line: str, node: yaml.Node | 
                 raise ConfigError(f"{where}: jobs[{i}].traffic: must be a file name, got {path!r}")
             if nodes is not None and not isinstance(nodes, dict):
                 raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 address")
-            kind, groups = mljobs.read_traffic(mljobs.resolve_path(path, name), f"{where}: jobs[{i}]", nodes)
+            kind, groups = declared_jobs.read_traffic(declared_jobs.resolve_path(path, name), f"{where}: jobs[{i}]",
+                                                      nodes)
             out.setdefault("rings" if kind == "allreduce" else "stages", []).extend(groups)
             out["traffic"] = path
         elif "nodes" in job:
             raise ConfigError(f"{_key_line(node, name, i, 'nodes') or line}: jobs[{i}].nodes: only with traffic")
-    except mljobs.DeclarationError as exc:
+    except declared_jobs.DeclarationError as exc:
         raise ConfigError(str(exc)) from None
     if "weight" in job:
         w = job["weight"]
@@ -473,7 +476,7 @@ def _key_line(node: yaml.Node | None, name: str | None, i: int, key: str) -> str
 def _job_hosts(hosts: Sequence[Any], i: int, line: str, node: yaml.Node | None, name: str | None) -> list[str]:
     """Each host an IPv4 address string (the flow table matches ipv4_src on it); errors at the host's line."""
     for j, host in enumerate(hosts):
-        if not mljobs.is_ipv4(host):
+        if not declared_jobs.is_ipv4(host):
             where = _item_line(node, name, i, j) or line
             raise ConfigError(f"{where}: jobs[{i}].hosts[{j}]: must be an IPv4 address, got {host!r}")
     return list(hosts)

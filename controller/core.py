@@ -5,158 +5,55 @@ each switch's installed rules) and answers the Ryu shell (app.py) with values: p
 and ``sync.Step`` lists of rule changes. The shell only translates OpenFlow events into these calls and the
 answers into messages, the way Faucet's valve answers faucet.py; the smoke test drives both with synthetic
 events.
+
+Its methods come in four modules along the core's seams: this one (switches, ports and links coming and going,
+packets and flows, the TE decision, the sync), ``core_switches`` (each switch's tables: description and profile,
+read-back, audit, refusals, the table budget), ``core_sflow`` (the sFlow wiring) and ``core_views`` (what REST
+and the web view show).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import networkx as nx
 
-from controller import flowcopy, switch_profiles, sync, table_budget, te
-from controller import jobs as mljobs
-from controller.accounting import Accounting
-from controller.audit import TableAudit
-from controller.budget import TokenBucket
-from controller.capabilities import SwitchCapabilities, table_short
-from controller.decision_requests import DecisionRequests
-from controller.flowcopy import NewFlowCopy
-from controller.flowkey import FlowKey, key_from_fields
-from controller.host_ageing import HostAgeing
-from controller.log_throttle import LogThrottle
-from controller.metrics import Metrics
-from controller.monitor import FlowMonitor, FlowSample, MonitorConfig
-from controller.openflow_errors import names as error_names
-from controller.optimiser_runner import DONE, LATE, OptimiserRunner, Outcome
-from controller.packet_in import Decision, Limited, PacketIn, PacketInHandler
-from controller.plan_state import PlanState
-from controller.recovery import Recovered
-from controller.rules import (
-    TABLE_CLASSIFY,
-    TABLE_FORWARD,
-    TABLE_SEEN,
+from controller.core_sflow import SflowWiring
+
+# the constants and the budget function callers know from here (the state and the switch tables define them)
+from controller.core_state import READBACK_TIMEOUT_S as READBACK_TIMEOUT_S
+from controller.core_state import RECOVERY_MIN_S as RECOVERY_MIN_S
+from controller.core_state import time_budget_s as time_budget_s
+from controller.core_switches import REFUSED_HOLD_S as REFUSED_HOLD_S
+from controller.core_switches import SwitchTables, _rule_id, _undone
+from controller.core_views import CoreViews
+from controller.decide import te
+from controller.decide.optimiser_runner import DONE, LATE, Outcome
+from controller.decide.packet_in import Decision, Limited, PacketIn
+from controller.desired import sync, table_budget, te_rules
+from controller.desired.rules import (
     Change,
-    FlowRule,
-    GroupRule,
     SwitchRules,
     apply_change,
 )
-from controller.sflow_decoder import Datagram
-from controller.sflow_detection import SflowDetection
-from controller.sync import Step
-from controller.tiers import TierInference, infer_tiers
-from controller.topology import Topology
-from mlroute.routing import metric
-from mlroute.routing.fabric import Fabric
-from mlroute.routing.flow import Flow
+from controller.desired.sync import Step
+from controller.state import jobs as declared_jobs
+from controller.state.capabilities import SwitchCapabilities
+from controller.state.flowkey import FlowKey, key_from_fields
+from controller.state.monitor import FlowSample
+from controller.state.tiers import infer_tiers
 
 LOG = logging.getLogger("mlroute")
 
-READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
-REFUSED_HOLD_S = 30.0  # a rule change a switch refused is not sent again for this long (a full table stays full)
-RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
-AUDIT_RECOUNT_S = 10.0  # a switch's believed rules per table are recounted at least this often (table stats)
-TABLES_USED = (TABLE_CLASSIFY, TABLE_FORWARD, TABLE_SEEN)  # the tables mlroute writes (rules.py)
 LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
 
-def time_budget_s(config: Mapping[str, Any]) -> float:
-    """How long an optimiser may search: ``te.time_budget_s``, else the poll interval."""
-    return config["te"].get("time_budget_s") or config["te"]["poll_interval_s"]
-
-
-class ControllerCore:
-    """What the controller knows and decides; ``config`` is the validated configuration (controller.config)."""
-
-    def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
-                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None) -> None:
-        """``pause`` is called now and then during long work (the shell passes a green-thread yield);
-        ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
-        event loop); without one they run in the caller."""
-        tecfg = config["te"]
-        self.config = config
-        self.clock = clock
-        self.host_bps = tecfg["host_link_mbps"] * 1e6
-        self.fabric_bps = (tecfg["fabric_link_mbps"] or tecfg["host_link_mbps"]) * 1e6
-        hosts = config["hosts"]
-        self.topology = Topology(hosts["max_per_port"], hosts["max_total"])
-        self.packet_in = PacketInHandler(self.topology, clock, new_hosts_per_s=hosts["new_per_port_per_s"],
-                                         new_hosts_burst=hosts["new_per_port_burst"])
-        self._limited_log = LogThrottle(lambda: self.clock())  # a port's refused new addresses: once a minute
-        self.ageing = HostAgeing(self.topology, lambda: self.clock(), hosts["age_after_s"], hosts["probes"],
-                                 hosts["probe_interval_s"])
-        self.metrics = metrics or Metrics()
-        self.tiers: TierInference | None = None
-        self.accounting = Accounting()
-        self.monitor = FlowMonitor(MonitorConfig(tecfg["elephant_threshold"] * self.host_bps,
-                                                 tecfg["elephant_polls"], tecfg["pattern_memory_s"]))
-        self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
-                                     time_limit=time_budget_s(config))
-        self.runner = runner if tecfg["mode"] != "ecmp" else None
-        self.jobs: list[dict] = list(config["jobs"])
-        self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
-        rest = config["rest"]
-        self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
-        self._started: tuple[int, int, dict] = (0, 0, {})  # the decision in flight's elephants before, now; pins
-        self._decided_on: Fabric | None = None  # the fabric the decision in flight was given
-        self.connected: set[int] = set()  # switches with a live OpenFlow connection
-        self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
-        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
-        # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
-        self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
-        self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
-        self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
-        audit = config["audit"]
-        self.audit = TableAudit(audit["period_s"], audit["entries_per_s"], clock)  # installed state verified
-        self._audited: dict[int, SwitchRules] = {}  # dpid -> what its audit read back, judged at the next sync
-        self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
-        self._short_log = LogThrottle(lambda: self.clock())
-        self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
-        # dpid -> table -> (entries it held when it answered TABLE_FULL, when): its capacity for REFUSED_HOLD_S
-        self.full_at: dict[int, dict[int, tuple[int, float]]] = {}
-        # dpid -> rule id -> the change the table budget held back (not believed installed; tried every poll)
-        self.over_budget: dict[int, dict[Any, Change]] = {}
-        self._small = False  # some switch has a table with a known small capacity (the budget applies)
-        self.profile_entries = [switch_profiles.entry_from(v) for v in config["switches"]]
-        self.profiles: dict[int, switch_profiles.Profile] = {}  # dpid -> the profile in force (once described)
-        self.pacing: dict[int, TokenBucket] = {}  # dpid -> its flow-mod budget (profiles with max_flow_mods_per_s)
-        self._polled: dict[int, float] = {}  # dpid -> when its counters were last asked for
-        rate = tecfg["new_flows_per_s"]
-        self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
-        self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
-        self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
-        self.found_state = False  # some switch already held mlroute rules when read back
-        self.dirty = False
-        # the desired state, kept per event (plan_state.py): the live graph is rebuilt only after a topology
-        # event, the plan is told which accounting keys changed, and only the switches whose desired rules
-        # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
-        # it changes
-        self.flow_copy = NewFlowCopy.from_config(tecfg)  # per switch once it says what it is (flowcopy.py)
-        self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
-                              pause=pause, copy=self.flow_copy)
-        self.pause = pause or (lambda: None)
-        self._graph: nx.Graph | None = None
-        self._host_switches: frozenset[int] = frozenset()
-        self._stale: set[int] = set()
-        self.syncing = False
-        self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
-        # te.detection: sflow | both: elephants from packet samples (sflow_detection.py); in sflow mode only the
-        # pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
-        self.detection = tecfg["detection"]
-        self.sflow = None if self.detection == "flowstats" else SflowDetection(
-            config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,
-            self.metrics)
-        self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
-
-    def live_graph(self) -> nx.Graph:
-        """The live switch graph, rebuilt only after a switch, port or link event."""
-        if self._graph is None:
-            self._graph = self.topology.graph()
-        return self._graph
+class ControllerCore(CoreViews, SflowWiring, SwitchTables):
+    """What the controller knows (``CoreState``, set up from the validated configuration) and decides."""
 
     # -- switches, ports, links ---------------------------------------------------------------------------------
     def switch_connected(self, dpid: int, live_ports: Iterable[int]) -> None:
@@ -188,250 +85,6 @@ class ControllerCore:
         self._forget_refused(dpid)  # the read-back will tell
         self._forget_audit(dpid)
         self.metrics.forget_switch(dpid)
-
-    def _forget_audit(self, dpid: int) -> None:
-        self.full_at.pop(dpid, None)
-        self.over_budget.pop(dpid, None)
-        self._polled.pop(dpid, None)
-        self.audit.forget(dpid)
-        self._audited.pop(dpid, None)
-        self._static_counts.pop(dpid, None)
-
-    def _forget_refused(self, dpid: int) -> None:
-        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}
-
-    def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
-        """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
-        A group added that the switch already has, or modified that it lacks, is sent again the other way (the
-        changes returned, to send now). Any other refused change is undone in what the controller believes the
-        switch holds (an add or a modify leaves the rule out of it, a delete leaves it in), held back from the
-        next resyncs for REFUSED_HOLD_S, counted and logged by name."""
-        kind, why = error_names(type_, code)
-        self.metrics.openflow_errors.labels(kind, why).inc()
-        caps = self.capabilities.get(dpid)
-        if caps is not None:
-            caps.errors[f"{kind}/{why}"] = caps.errors.get(f"{kind}/{why}", 0) + 1
-        held = self.installed.get(dpid)
-        if change is None or held is None:
-            if self._refusal_log.due((dpid, kind, why)):
-                LOG.warning("switch %s: OpenFlow error %s/%s for a message that is no rule change", dpid, kind, why)
-            return []
-        rule = change.rule
-        if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
-            return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
-        apply_change(held, _undone(change))
-        if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
-            count = table_budget.table_counts(held).get(rule.table, 0)
-            self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
-        self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
-        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
-        self.metrics.rules_refused.set(len(self.refused))
-        if self._refusal_log.due((dpid, kind, why)):
-            LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
-                        "earliest; further refusals of this kind at this switch are counted in "
-                        "mlroute_openflow_errors_total", dpid, change.op, rule, kind, why, REFUSED_HOLD_S)
-        return []
-
-    def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str, sw_desc: str | None = None) -> str | None:
-        """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
-        seen itself, any other switch copies them with plain OpenFlow 1.3. Returns an error to log when the
-        configured policy cannot work on that switch."""
-        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
-        caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
-        profile = self.profiles[dpid] = switch_profiles.resolve(self.profile_entries, dpid, mfr_desc, hw_desc,
-                                                                  sw_desc or "")
-        rate = profile.max_flow_mods_per_s
-        if rate:
-            self.pacing[dpid] = TokenBucket(rate, max(1.0, rate / 10), self.clock)
-        else:
-            self.pacing.pop(dpid, None)
-        copy = self.flow_copy.described(dpid, mfr_desc, hw_desc, None if profile.flow_copy is None
-                                        else profile.flow_copy == "learn")
-        if copy is not self.flow_copy:
-            self.flow_copy = copy
-            self.dirty = True
-        if self.flow_copy.mode == "auto":
-            LOG.info("switch %s (%s / %s): profile %s, new flows copied %s", dpid, mfr_desc, hw_desc, profile.name,
-                     "once (Open vSwitch learn)" if copy.learns(dpid) else "with plain OpenFlow 1.3")
-        idle = self.config["te"]["flow_idle_timeout_s"]
-        if profile.min_idle_timeout_s > idle:
-            return (f"switch {dpid}: its profile {profile.name} has idle timeouts of at least "
-                    f"{profile.min_idle_timeout_s} s but te.flow_idle_timeout_s is {idle}: its counting rules may "
-                    f"be refused; raise te.flow_idle_timeout_s or give it a profile in switches:")
-        return flowcopy.unsupported(self.flow_copy, dpid, mfr_desc, hw_desc)
-
-    def pace(self, dpid: int) -> float:
-        """Seconds to wait before the next flow or group mod to ``dpid`` (0: send now, its budget taken)."""
-        bucket = self.pacing.get(dpid)
-        return 0.0 if bucket is None else bucket.take_or_wait()
-
-    def barriers(self, dpid: int) -> bool:
-        profile = self.profiles.get(dpid)
-        return profile is None or profile.barriers
-
-    def flows_read_back(self, dpid: int, flows: list[FlowRule]) -> None:
-        self._read_back(dpid, self.readback.flows_read(dpid, flows))
-
-    def groups_read_back(self, dpid: int, groups: list[GroupRule]) -> None:
-        self._read_back(dpid, self.readback.groups_read(dpid, groups))
-
-    def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
-        if rules is not None and dpid in self.connected:
-            self.installed[dpid] = rules
-            self._stale.add(dpid)
-            self.found_state = self.found_state or bool(rules.flows)
-            for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
-                if key not in self.accounting:
-                    self.accounting.observe(key, dpid, in_port)
-            self.recovered.read_groups(dpid, rules.groups.values())
-            self.audit.checked(dpid)
-            LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
-                     len(rules.groups))
-            self.dirty = True
-
-    def readback_overdue(self) -> list[int]:
-        """Switches that did not report their tables in time: the shell wipes mlroute's rules there."""
-        late = [d for d in self.readback.overdue(self.clock()) if d in self.connected]
-        for dpid in late:
-            LOG.warning("switch %s did not report its tables in %.0f s: rebuilding its rules", dpid,
-                        READBACK_TIMEOUT_S)
-            self.installed[dpid] = SwitchRules()
-            self._stale.add(dpid)
-            self.dirty = True
-        return late
-
-    # -- capabilities and the audit (installed state verified, not believed) -----------------------------------
-    def table_features(self, dpid: int, max_entries: Mapping[int, int]) -> None:
-        """The switch's table features: how many entries each table holds (where it answers)."""
-        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
-        caps.max_entries = {t: n for t, n in max_entries.items() if n > 0}
-        self.metrics.table_capacity_of(dpid, caps.max_entries, TABLES_USED)
-
-    def group_features(self, dpid: int, types: frozenset[str], max_groups: Mapping[str, int]) -> None:
-        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
-        caps.group_types, caps.max_groups = types, dict(max_groups)
-        LOG.info("switch %s: group types %s", dpid, ", ".join(sorted(types)) or "none")
-
-    def table_stats(self, dpid: int, active: Mapping[int, int]) -> None:
-        """The switch's table stats (polled): its fill, and whether a table holds fewer entries than the
-        controller's permanent rules there (a table wiped while connected: audit it now)."""
-        caps = self.capabilities.get(dpid)
-        if caps is None or dpid not in self.connected:
-            return
-        caps.active, caps.active_at = {t: n for t, n in active.items() if t in TABLES_USED}, self.clock()
-        self.metrics.table_entries_of(dpid, caps.active)
-        if dpid not in self.installed or self.readback.pending(dpid) or self.audit.out(dpid):
-            return
-        short = table_short(caps.active, self._permanent_counts(dpid))
-        if short:
-            self.audit.urgent(dpid)
-            self.dirty = True
-            if self._short_log.due(dpid):
-                LOG.warning("switch %s: %s %s fewer entries than mlroute installed there: reading it back now",
-                            dpid, "table" if len(short) == 1 else "tables", ", ".join(map(str, short)) +
-                            (" holds" if len(short) == 1 else " hold"))
-
-    def _permanent_counts(self, dpid: int) -> dict[int, int]:
-        """Per table, the believed rules without an idle timeout (a counting rule may have just timed out).
-        Recounted when the switch's rule count changed or every AUDIT_RECOUNT_S: a k=24 switch holds thousands."""
-        flows = self.installed[dpid].flows
-        now = self.clock()
-        cached = self._static_counts.get(dpid)
-        if cached is None or cached[0] != len(flows) or now - cached[1] > AUDIT_RECOUNT_S:
-            counts: dict[int, int] = {}
-            for rule in flows.values():
-                if not rule.idle_timeout:
-                    counts[rule.table] = counts.get(rule.table, 0) + 1
-            cached = self._static_counts[dpid] = (len(flows), now, counts)
-        return cached[2]
-
-    def table_limits(self) -> dict[int, dict[int, int]]:
-        """dpid -> table -> entries mlroute may hold there, for the tables with a known small capacity: what
-        the switch's table features say, lowered to what it held when it answered TABLE_FULL."""
-        limits = {}
-        for dpid in self.connected:
-            small = self._limits_of(dpid)
-            if small:
-                limits[dpid] = small
-        return limits
-
-    def _limits_of(self, dpid: int) -> dict[int, int]:
-        caps = self.capabilities.get(dpid)
-        capacity = dict(caps.max_entries) if caps is not None else {}
-        profile = self.profiles.get(dpid)
-        for table, n in profile.table_capacity.items() if profile is not None else ():
-            capacity[table] = min(n, capacity.get(table, n))
-        for table, (held, _) in self.full_at.get(dpid, {}).items():
-            capacity[table] = min(held, capacity.get(table, held))
-        return {t: table_budget.limit(n) for t, n in capacity.items()
-                if t in TABLES_USED and n < table_budget.UNBOUNDED}
-
-    def audits_due(self) -> list[int]:
-        """Switches the shell reads back now (flow stats by cookie and group descriptions; answers go to
-        ``audit_flows`` / ``audit_groups``). None while recovering or for a switch still being read back."""
-        if self.recovering():
-            return []
-        sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
-                 if d in self.connected and not self.readback.pending(d) and d not in self._audited}
-        started = self.audit.due(sizes)
-        self.metrics.audits.inc(len(started))
-        return started
-
-    def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
-        self._audit_read(dpid, self.audit.flows_read(dpid, flows))
-
-    def audit_groups(self, dpid: int, groups: list[GroupRule]) -> None:
-        self._audit_read(dpid, self.audit.groups_read(dpid, groups))
-
-    def _audit_read(self, dpid: int, held: SwitchRules | None) -> None:
-        if held is not None and dpid in self.installed:
-            self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
-            self.dirty = True
-
-    def change_sent(self, dpid: int, change: Change) -> None:
-        """The shell sent a rule change: an audit out for that switch does not judge that rule."""
-        if self.audit.any_out:
-            self.audit.touched(dpid, _rule_id(change.rule))
-
-    def _judge_audits(self) -> None:
-        """Audits answered since the last sync: where the switch holds other than believed, the belief takes
-        what it holds and the switch is diffed in full (missing rules re-added, extra ones deleted)."""
-        audited, self._audited = self._audited, {}
-        for dpid, held in audited.items():
-            belief = self.installed.get(dpid)
-            if belief is None or dpid not in self.connected:
-                self.audit.forget(dpid)
-                continue
-            refused = {rid for (d, rid) in self.refused if d == dpid}
-            findings = self.audit.finish(dpid, belief, held)
-            findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]
-            if not findings:
-                continue
-            findings.apply(belief)
-            self._stale.add(dpid)
-            self._static_counts.pop(dpid, None)
-            for kind, n in findings.counts().items():
-                if n:
-                    self.metrics.audit_findings.labels(kind).inc(n)
-            LOG.warning("switch %s: audit found its tables differ from what mlroute installed (%s): repairing",
-                        dpid, ", ".join(f"{n} {kind}" for kind, n in findings.counts().items() if n))
-
-    def switches_json(self) -> list[dict]:
-        """Per switch: what it said it is, its tables' fill and capacity, group support, errors, audit state."""
-        out = []
-        for dpid in sorted(set(self.capabilities) | self.connected):
-            caps = self.capabilities.get(dpid) or SwitchCapabilities(dpid)
-            held = self.installed.get(dpid)
-            view = caps.to_json(table_budget.table_counts(held) if held is not None else {}, TABLES_USED)
-            view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
-                        refused=sum(1 for (d, _) in self.refused if d == dpid),
-                        over_budget=len(self.over_budget.get(dpid, {})),
-                        profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
-                        limits={str(t): n for t, n in self._limits_of(dpid).items()} if dpid in self.connected
-                        else {},
-                        audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
-            out.append(view)
-        return out
 
     def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
         if self.topology.add_link(src, src_port, dst, dst_port):
@@ -485,31 +138,6 @@ class ControllerCore:
         self._hosts_decided(decision)
         return decision
 
-    def _release_refused(self) -> None:
-        """Refused changes whose hold is over are tried again, and so are those the table budget held back:
-        their switches are diffed in full."""
-        for dpid in self.over_budget:
-            self._stale.add(dpid)
-            self.dirty = True
-        now = self.clock()
-        for tables in self.full_at.values():  # a table that said TABLE_FULL: its room is tried again
-            for table in [t for t, (_, when) in tables.items() if now - when >= REFUSED_HOLD_S]:
-                del tables[table]
-        for key in [k for k, (t, _, _) in self.refused.items() if now - t >= REFUSED_HOLD_S]:
-            del self.refused[key]
-            self._stale.add(key[0])
-            self.dirty = True
-        self.metrics.rules_refused.set(len(self.refused))
-
-    def _without_refused(self, steps: list[Step]) -> list[Step]:
-        """``steps`` less the changes switches refused lately (held back: a full table stays full)."""
-        out = []
-        for step in steps:
-            kept = [(d, c) for d, c in step.changes if (d, _rule_id(c.rule)) not in self.refused]
-            if kept:
-                out.append(Step(step.phase, kept))
-        return out
-
     def _hosts_decided(self, decision: Decision) -> None:
         for host in decision.moved:
             LOG.info("host %s (%s) moved to switch %s port %s: its old location did not answer", host.ip,
@@ -551,7 +179,8 @@ class ControllerCore:
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
             return []
         graph = self.live_graph() if self.te.pinned else nx.Graph()
-        rule = te.counting_rule(graph, key, dpid, in_port, self.te.pinned, self.config["te"]["flow_idle_timeout_s"])
+        rule = te_rules.counting_rule(graph, key, dpid, in_port, self.te.pinned,
+                                      self.config["te"]["flow_idle_timeout_s"])
         if (dpid, _rule_id(rule)) in self.refused:
             return []  # the switch refused it lately: the flow stays uncounted until the hold is over
         if dpid in self.pacing and self.pace(dpid) > 0:
@@ -609,58 +238,6 @@ class ControllerCore:
                 due.append(dpid)
         return due
 
-    # -- sFlow detection (te.detection: sflow | both; sflow_detection.py) -----------------------------------------
-    def sflow_datagram(self, now: float, datagram: Datagram) -> None:
-        """A decoded sFlow datagram (the collector's thread: only the estimator's tables are touched)."""
-        if self.sflow is not None:
-            self.sflow.feed(now, datagram)
-
-    def sflow_tick(self, collector_stats: Mapping[str, int] | None = None) -> bool:
-        """The shell's sFlow loop, a few times a window: a completed window goes to the flow monitor (a window
-        is a poll); returns True when a new elephant or elephant host pair appeared (a decision is requested at
-        once)."""
-        if self.sflow is None:
-            return False
-        now = self.clock()
-        self.sflow.publish(collector_stats)
-        rates = self.sflow.tick(now)
-        if rates is None:
-            if self.sflow.pairs_added:  # a heavy pair judged within the window: routed now, not at the next period
-                self.request_decision()
-            return self.sflow.pairs_added
-        before = {st.key for st in self.monitor.elephants()}
-        self.monitor.sampled({key: (dpid, bps, above) for key, (dpid, _, bps, above) in rates.items()}, now)
-        for key, (dpid, port, bps, _) in rates.items():
-            if bps > 0:  # sampled bytes from the source's port: a sign of life
-                self.ageing.heard_from(key.src_ip, dpid, port)
-        for key in self.recovered.hops:  # pinned before a restart: an elephant at its first busy window
-            st = self.monitor.flows.get(key)
-            if st is not None and st.rate_bps >= self.monitor.config.threshold_bps:
-                st.elephant = True
-        new = self.sflow.pairs_added or any(st.key not in before for st in self.monitor.elephants())
-        if new:
-            self.request_decision()
-        return new
-
-    def _sflow_pins(self) -> None:
-        """Sampled elephants being pinned get an exact entry at their ingress (accounting: te.counting_rule
-        carries the pinned first hop), and lose it when unpinned; with ``sflow`` no other flow has one."""
-        assert self.sflow is not None
-        pinned = {k for k in self.te.pinned if isinstance(k, FlowKey)}
-        for key in self._sflow_pinned - pinned:
-            where = self.accounting.get(key)
-            if where is not None:
-                self.accounting.removed(key, where[0])
-        self._sflow_pinned &= pinned
-        for key in pinned - self._sflow_pinned:
-            st = self.monitor.flows.get(key)
-            if key in self.accounting or st is None or not st.sampled:
-                continue  # counted already (flow stats, or read back after a restart)
-            where = self.sflow.ingress_of(key)
-            if where is not None:
-                self.accounting.observe(key, *where)
-                self._sflow_pinned.add(key)
-
     # -- traffic engineering ------------------------------------------------------------------------------------
     def set_jobs(self, jobs: list[dict]) -> None:
         """Declared jobs replaced (REST): the flows of jobs no longer declared leave at once, and a decision
@@ -669,25 +246,6 @@ class ControllerCore:
         self.monitor.job_ended({ip for job in self.jobs for ip in job["hosts"]} - still)
         self.jobs = list(jobs)
         self.decide_now = self.dirty = True
-
-    def jobs_by_host(self) -> dict[str, str]:
-        return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
-
-    def fabric(self) -> Fabric | None:
-        """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
-        hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
-        places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
-        graph = self.live_graph()
-        cached = self._fabric_cache
-        if cached is None or cached[0] is not graph or cached[1] is not self.tiers or cached[2] != places:
-            fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
-            self._fabric_cache = cached = (graph, self.tiers, places, fabric)
-        return cached[3]
-
-    def request_decision(self, urgent: bool = True) -> None:
-        """The controller's own request for a decision (the period, a job event, a failure under an elephant):
-        coalesced with every other request (decision_requests.py); the decision loop takes it."""
-        self.decisions.request(ticket=False, urgent=urgent)
 
     def decision_tick(self, waited: Outcome | None = None) -> te.TEResult | None:
         """The decision loop's step, and the only place that talks to the optimiser's worker: take the decision
@@ -705,17 +263,18 @@ class ControllerCore:
             return ended  # warming up, or a fresh worker after a late decision: the requests wait
         if self.decisions.start() is None:
             return ended
-        args, keys = self._decision_inputs()
+        task, keys = self._decision_inputs()
         if runner is None:
             try:
-                result = self.te.step(*args)
+                decision = te.decide(task, self.te.clock)
             except Exception:
                 self._decided(None)  # its callers are answered; the shell logs the error
                 raise
-            self._demands_taken(keys, result)
-            return self._decided(result)
+            self.te.take(decision)
+            self._demands_taken(keys, decision.result)
+            return self._decided(decision.result)
         # the decision's elephants ride along as its generation: the keys of the demands it estimates
-        if not runner.submit(self.te, *args, generation=keys):
+        if not runner.submit(task, generation=keys):
             return self._decided(None)  # the worker died: a fresh one for the next decision
         return ended
 
@@ -736,20 +295,22 @@ class ControllerCore:
         return result or te.TEResult(False, elephants=len(self.monitor.elephants()),
                                      reason="deciding in the optimiser worker")
 
-    def _decision_inputs(self) -> tuple[tuple, list]:
-        """What a decision starting now is taken on, as ``TrafficEngineer.step``'s arguments, and its keys."""
+    def _decision_inputs(self) -> tuple[te.TEInput, list]:
+        """What a decision starting now is taken on (over the pins in force), and its keys."""
         self.decide_now = False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
-        pairs = mljobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
+        pairs = declared_jobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
         if self.sflow is not None:  # host pairs busy as a whole, none of their 5-tuples an elephant
             pairs += [p for p in self.sflow.elephant_pairs(st.key for st in elephants) if p not in pairs]
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
-        self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), dict(self.te.pinned))
-        self._decided_on = fabric = self.fabric()
+        # the pin table itself, not a copy: a decision taken over replaces it (te.TrafficEngineer.take), and
+        # nothing changes it in place while a decision is in flight (restored pins go in just above)
+        self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), self.te.pinned)
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
-        return (fabric, [(k, None) for k in keys], self.jobs_by_host(), mljobs.weights(self.jobs), True), keys
+        return self.te.input(self.fabric(), [(k, None) for k in keys], self.jobs_by_host(),
+                             declared_jobs.weights(self.jobs), estimate=True), keys
 
     def _decided(self, result: te.TEResult | None) -> te.TEResult:
         """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):
@@ -758,7 +319,7 @@ class ControllerCore:
         if result is None:
             result = te.TEResult(False, elephants=elephants, reason="no decision (the optimiser failed or ran "
                                  "late): routing in force kept")
-        if self.te.pinned != previous_pins:
+        if self.te.pinned is not previous_pins and self.te.pinned != previous_pins:
             self.dirty = True
         self._record(result, elephants)
         self.metrics.te_decisions.inc()
@@ -785,26 +346,29 @@ class ControllerCore:
     def _take(self, outcome: Outcome | None) -> te.TEResult | None:
         if outcome is None:
             return None
-        if outcome.status == DONE:
-            stale = self._stale_pin(outcome.pinned)
+        decision = outcome.decision
+        if outcome.status == DONE and decision is not None:
+            pinned = self.te.pinned if decision.unchanged else decision.pinned
+            stale = self._stale_pin(pinned, decision.identity)
             if stale is not None:  # taken on a topology that changed meanwhile: it must not be installed
                 LOG.info("te: a decision taken before a topology change pins %s on %s, no longer live: dropped, "
-                         "deciding again", stale, outcome.pinned[stale] if outcome.pinned else None)
+                         "deciding again", stale, pinned[stale] if pinned else None)
                 self.request_decision()
                 return te.TEResult(False, elephants=self._started[1], reason="the topology changed during the "
                                    "decision: dropped, deciding again")
-            OptimiserRunner.apply(self.te, outcome)
-            if outcome.result is not None:
-                self._demands_taken(outcome.generation, outcome.result)
-            return outcome.result
+            self.te.take(decision)
+            self._demands_taken(outcome.generation, decision.result)
+            return decision.result
         LOG.warning("te: %s decision %s (%s): routing in force kept", self.te.mode,
                     "ran late" if outcome.status == LATE else "failed", outcome.error)
         return None
 
-    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None) -> te.RouteKey | None:
+    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None, identity: Any) -> te.RouteKey | None:
         """A pin of a decision that ended which the topology no longer supports (a switch or link gone, an end
-        host moved), when the topology changed while it was decided; else None (still valid: applied)."""
-        if not pinned or self.fabric() is self._decided_on:
+        host moved), when the fabric's identity changed while it was decided (``identity``: the one it was
+        computed for); else None (still valid: applied)."""
+        fabric = self.fabric()
+        if not pinned or (None if fabric is None else fabric.identity) == identity:
             return None
         graph, hosts = self.live_graph(), self.topology.hosts
         for key, path in pinned.items():
@@ -940,28 +504,10 @@ class ControllerCore:
                 for change in held.values():
                     apply_change(self.installed[dpid], _undone(change))
 
-    def _within_budget(self, steps: list[Step], ready: list[int]) -> list[Step]:
-        """``steps`` less the additions the switches' tables have no room for (table_budget.py), which are
-        held back: not believed installed, counted, tried again every poll."""
-        limits = self.table_limits()
-        self._small = bool(limits)
-        for dpid in ready:
-            self.over_budget.pop(dpid, None)
-        if limits:
-            steps, held = table_budget.admit(steps, self.installed, limits)
-            for dpid, change in held:
-                self.over_budget.setdefault(dpid, {})[_rule_id(change.rule)] = change
-        self.metrics.rules_over_budget.set(sum(len(h) for h in self.over_budget.values()))
-        return steps
-
     def _lldp_settled(self) -> set[int]:
         """Connected switches up long enough for LLDP to have found their fabric links."""
         now = self.clock()
         return {d for d in self.connected if now - self._connected_at.get(d, now) >= LLDP_SETTLE_S}
-
-    def recovering(self) -> bool:
-        """Just (re)started over switches that still hold rules: learn from them before changing them."""
-        return self.found_state and self.clock() < self.recovery_ends
 
     def _update_tiers(self, graph: nx.Graph) -> None:
         result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"], previous=self.tiers,
@@ -976,49 +522,3 @@ class ControllerCore:
             LOG.info("topology is a %s: %s", result.kind, ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
         else:
             LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
-
-    # -- views (REST) -------------------------------------------------------------------------------------------
-    def topology_json(self) -> dict:
-        return self.topology.to_json(self.tiers.tiers if self.tiers else {})
-
-    def elephants_json(self) -> list[dict]:
-        pinned = self.te.pinned
-        return [dict(st.key.as_dict(), rate_bps=st.rate_bps, demand_bps=st.demand_bps,
-                     path=list(pinned[st.key]) if st.key in pinned else None, active=st.streak > 0)
-                for st in self.monitor.elephants()]
-
-    def routing_json(self) -> dict:
-        """The routing-core report of the installed routing and of what ECMP would give (estimated)."""
-        fabric = self.fabric()
-        elephants = [st for st in self.monitor.elephants()
-                     if fabric is not None and st.key.src_ip in fabric.hosts and st.key.dst_ip in fabric.hosts]
-        out: dict[str, Any] = {"mode": self.te.mode, "elephants": len(elephants), "units": "bits per second",
-                               "fabric": self.tiers.kind if self.tiers else "unknown", "installed": None,
-                               "ecmp": None, "last_decision": None}
-        last = self.te.last
-        if last is not None:
-            out["last_decision"] = {"applied": last.applied, "reason": last.reason, "moved": len(last.moved),
-                                    "optimiser_ms": 1e3 * last.runtime_s,
-                                    "max_link_load_before": (last.before or {}).get("max_link_load"),
-                                    "max_link_load_after": (last.after or {}).get("max_link_load")}
-        if not elephants or fabric is None:  # (elephants are only taken on a known fabric)
-            return out
-        jobs = self.jobs_by_host()
-        flows = [Flow(st.key.src_ip, st.key.dst_ip, demand=st.demand_bps / self.host_bps or None,
-                      job=jobs.get(st.key.src_ip), key=st.key) for st in elephants]
-        objective = "job" if jobs else self.te.objective
-        ecmp = te.run_optimiser("ecmp", fabric, flows).paths
-        installed, _ = te.paths_in_force(fabric, flows, self.te.pinned, ecmp)
-        out["installed"] = metric.report(fabric, flows, installed, objective=objective)
-        out["ecmp"] = metric.report(fabric, flows, ecmp, objective=objective)
-        return out
-
-
-def _undone(change: Change) -> Change:
-    """What undoes a refused change in the belief: a refused add or modify is not held, a refused delete is."""
-    return Change("add" if change.op == "delete" else "delete", change.rule)
-
-
-def _rule_id(rule: FlowRule | GroupRule) -> tuple[str, Any]:
-    """What names a rule on its switch: a flow's table, priority and match, or a group's id."""
-    return ("group", rule.key) if isinstance(rule, GroupRule) else ("flow", rule.key)

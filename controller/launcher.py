@@ -47,7 +47,7 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
         os.environ["MLROUTE_FRAMEWORK"] = framework
     if config:
         os.environ["MLROUTE_CONFIG"] = str(Path(config).resolve())
-    from controller import southbound  # the framework is chosen here, from the settings above
+    from controller.southbound import framework as southbound  # the framework is chosen here, from the settings above
 
     if southbound.NAME == "ryu":
         southbound.hub.patch(thread=False)  # as ryu-manager does first (threads once the options are parsed)
@@ -85,7 +85,7 @@ def run(config: str | None = None, of_port: int | None = None, rest_host: str | 
 
 
 def _shutdown(manager: Any, logger: logging.Logger, why: str) -> None:
-    from controller import southbound
+    from controller.southbound import framework as southbound
 
     """Stop mlroute's app (its optimiser worker, its REST server), then leave at once (the framework's own
     threads and its OpenFlow server are not stopped one by one: they end with the process)."""

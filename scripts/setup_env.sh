@@ -49,7 +49,7 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ "$(cat "$STAMP")" !
   printf '%s' "${FRAMEWORK/#ryu/}" > "$STAMP"
 fi
 if [ "$FRAMEWORK" = ryu ]; then
-  "$VENV/bin/python" -m controller.platform_fixes
+  "$VENV/bin/python" -m controller.southbound.platform_fixes
 fi
 # the routing core's numba kernels compiled into their on-disk cache now (2-4 s once), not by the first controller
 "$VENV/bin/python" -c 'from mlroute.routing import kernels; kernels.warm()'

@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 import struct
 
-from controller import ofmsg
-from controller.rules import SwitchRules
-from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+from controller.desired.rules import SwitchRules
+from controller.southbound import ofmsg
+from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
 OFP = ofproto_v1_3
 PARSER = ofproto_v1_3_parser

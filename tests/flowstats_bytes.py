@@ -6,15 +6,15 @@ OXM encoding); the ofp_flow_stats fixed fields and the multipart header are pack
 
 import struct
 
-from controller.flowkey import five_tuple_match
-from controller.rules import COOKIE_FLOW, PRIO_FLOW, TABLE_CLASSIFY
+from controller.desired.rules import COOKIE_FLOW, PRIO_FLOW, TABLE_CLASSIFY
+from controller.state.flowkey import five_tuple_match
 
 MAX_MSG = 65535
 
 
 def stats_entry(match_fields, byte_count, duration_s, instructions=None, priority=PRIO_FLOW, cookie=COOKIE_FLOW):
     """One ofp_flow_stats entry for a rule matching ``match_fields`` (OXM name -> value or (value, mask))."""
-    from controller.southbound import ofproto_v1_3_parser as p
+    from controller.southbound.framework import ofproto_v1_3_parser as p
 
     buf = bytearray()
     p.OFPMatch(**match_fields).serialize(buf, 0)

@@ -6,10 +6,10 @@ packets through what the switches hold (tests.oftable)."""
 import importlib.util
 from pathlib import Path
 
-from controller import southbound
-from controller.flowkey import FlowKey
-from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
-from controller.southbound import arp, ethernet, ipv4, ofp_event, packet, tcp
+from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.southbound import framework as southbound
+from controller.southbound.framework import arp, ethernet, ipv4, ofp_event, packet, tcp
+from controller.state.flowkey import FlowKey
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
 from tests.oftable import trace
 

@@ -9,8 +9,8 @@ import functools
 import ipaddress
 from dataclasses import dataclass, field
 
-from controller.flowcopy import learned_fields
-from controller.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
+from controller.desired.flowcopy import learned_fields
+from controller.desired.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
 
 
 @dataclass

@@ -4,7 +4,7 @@ Port numbers follow the order links are added, as Mininet numbers them, and DPID
 the same numbering as the Mininet topology files, so a test reads like the real fabric at any size.
 """
 
-from controller.topology import Topology
+from controller.state.topology import Topology
 from mininet_topos.common import fat_tree_dpids, host_ip, host_mac, leaf_spine_dpids
 
 

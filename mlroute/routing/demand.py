@@ -28,8 +28,8 @@ def estimate_demands(flows: Sequence, max_rounds: int = 10_000) -> np.ndarray:
     ...                                                 Flow("C", "Y")])]
     [0.6667, 0.3333, 0.3333, 0.3333]
 
-    The last result is kept: the controller estimates the same elephants' demands again in the TE step's
-    report, and every poll period while they are unchanged. The estimate depends only on which flows share a
+    The last result is kept: the controller's optimiser worker estimates the same elephants' demands every
+    period while they are unchanged (a settled period included). The estimate depends only on which flows share a
     source or a destination (the dictionaries below), so equal (src, dst) sequences give equal results.
     """
     global _LAST

@@ -5,7 +5,7 @@ elephants one failed link broke a few percent of the pins, and the decision move
 fat-tree, so no colouring; the greedy's routing, stabilised towards the previous one only where that does not
 raise the load vector). Each moved elephant is rules on several switches and a moment of reordering. The
 traffic engineer therefore also builds this candidate and keeps it unless the full routing is materially
-better (controller/te.py).
+better (controller/decide/te.py).
 
 The flows to place go in the greedy's group order (:func:`.greedy.group_order`), each on the candidate path
 minimising the largest load on its links, over the loads of the flows that stay: the paper's greedy rule, run

@@ -167,7 +167,7 @@ class Chaos:
         return f"{attacker.name} forges {victim.name}'s address"
 
     def forged_lldp(self):
-        from controller.southbound import topology
+        from controller.southbound.framework import topology
 
         lldp = topology()[0].LLDPPacket  # (Ryu's or os-ken's LLDP frame builder)
         attacker = self.rng.choice(self.net.hosts)

@@ -48,7 +48,7 @@ def test_k8_fabric_is_learned_forwards_and_survives_a_link_cut(k8):
     assert wait_until(lambda: stride_loss(net, STRIDE) == 0 or None, timeout=60, interval=0), "pings lost"
     assert len(ctl.get("/mlroute/topology")["hosts"]) == 128
     assert no_loss_with_link_cut(net, "a0_0", "c1", STRIDE), "loss after link cut"
-    # the restored link is learned again at once (controller/lldp_loop.py: 0.4 s; Ryu's own loop reached the
+    # the restored link is learned again at once (controller/southbound/lldp_loop.py: 0.4 s; Ryu's own loop reached the
     # port after its batch of 640 ports, 50 ms apart: 11 s measured, up to 32 s)
     assert wait_until(lambda: len(ctl.get("/mlroute/topology")["links"]) == LINKS or None, timeout=5, interval=0.1)
     rules = ctl.metric("mlroute_rules_installed")
@@ -76,7 +76,7 @@ def test_k8_elephants_are_pinned_on_paths_that_share_no_link(k8, pattern, base_p
     assert wait_until(lambda: ctl.get("/mlroute/elephants") == [] or None, timeout=30), "earlier elephants stay"
     # the stride needs every pod-0 uplink: the link the first test cut must be known again. It was learned 11 s
     # after it came back with Ryu's LLDP loop (the stride then started on 15 uplinks: one link shared for
-    # periods); with controller/lldp_loop.py in 0.4 s
+    # periods); with controller/southbound/lldp_loop.py in 0.4 s
     started = time.time()
     assert wait_until(lambda: len(ctl.get("/mlroute/topology")["links"]) == LINKS or None, timeout=30), \
         "the restored link was not learned again"

@@ -97,7 +97,7 @@ def test_forged_lldp_from_a_host_neither_creates_nor_deletes_a_link(fab):
     """Issue 25's measurement: h1 replaying Ryu-format LLDP frames that name 12 real switch ports, 50 frames/s
     in all, for 12 s. Before, 7-12 of the fabric's 64 directed links were missing at every sample; now the set
     of links the controller holds never changes, and the refused frames are counted."""
-    from controller.southbound import topology
+    from controller.southbound.framework import topology
 
     lldp = topology()[0].LLDPPacket  # (Ryu's or os-ken's LLDP frame builder)
 

@@ -36,7 +36,7 @@ def installed(tmp_path_factory):
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", ROOT)
     wheel = next((tmp / "dist").glob("mlroute-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"controller/static/index.html", "controller/static/app.js", "controller/examples/mlroute.yaml",
+    assert {"controller/web/static/index.html", "controller/web/static/app.js", "controller/examples/mlroute.yaml",
             "controller/app.py", "mininet_topos/fattree.py"} <= set(names), names
     run("/usr/bin/python3", "-m", "venv", tmp / "venv")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLROUTE_", "PYTHON", "VIRTUAL_ENV"))}

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from controller.flowkey import FlowKey
-from controller.sflow_agents import AgentMap, sysfs_ifindex
-from controller.sflow_collector import SflowCollector
-from controller.sflow_counters import CounterRates
-from controller.sflow_ingest import SflowIngest
-from controller.sflow_rates import SampleRates
+from controller.southbound.sflow_agents import AgentMap, sysfs_ifindex
+from controller.southbound.sflow_collector import SflowCollector
+from controller.southbound.sflow_counters import CounterRates
+from controller.southbound.sflow_ingest import SflowIngest
+from controller.state.flowkey import FlowKey
+from controller.state.sflow_rates import SampleRates
 from tests.integration import harness
 
 SAMPLING = 8

@@ -8,7 +8,7 @@ controller's OpenFlow-error handling (unit-tested in test_openflow_errors.py) th
 import subprocess
 import time
 
-from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.desired.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
 from mininet_topos.fattree import FatTreeTopo
 from tests.integration.flowtables import dump_flows
 from tests.integration.harness import ping_all, point_at, te_config, wait_until

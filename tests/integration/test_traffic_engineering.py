@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from controller.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.desired.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.flowtables import dataplane_paths, disjoint_in_the_tables, dump_flows

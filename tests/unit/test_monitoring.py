@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from controller import config as mlconfig
-from controller.metrics import Metrics
+from controller.web.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[1].parent
 PROMETHEUS_YML = ROOT / "deploy" / "prometheus" / "prometheus.yml"

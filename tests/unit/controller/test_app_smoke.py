@@ -4,10 +4,10 @@ consume its real OpenFlow messages; forwarding checked by tracing packets throug
 
 import pytest
 
-from controller import southbound
-from controller.flowkey import FlowKey
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
-from controller.southbound import arp, ofp_event, packet
+from controller.desired.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
+from controller.southbound import framework as southbound
+from controller.southbound.framework import arp, ofp_event, packet
+from controller.state.flowkey import FlowKey
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.lab import (
@@ -296,7 +296,7 @@ def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stop
     import socket
     import time
 
-    from controller.sflow_decoder import decode
+    from controller.southbound.sflow_decoder import decode
     from mlroute.experiment.emulation import free_port
     from tests.sflow_datagrams import counter_sample, datagram, if_counters_record, openflow_port_record
 

@@ -3,9 +3,9 @@ switch whose tables were wiped, cut or altered while it stayed connected (fake s
 
 import pytest
 
-from controller.audit import AUDIT_TIMEOUT_S, TableAudit, compare
-from controller.flowkey import FlowKey
-from controller.rules import COOKIE_FLOW_MISS, TABLE_CLASSIFY, FlowRule, GroupRule, SwitchRules, match
+from controller.desired.audit import AUDIT_TIMEOUT_S, TableAudit, compare
+from controller.desired.rules import COOKIE_FLOW_MISS, TABLE_CLASSIFY, FlowRule, GroupRule, SwitchRules, match
+from controller.state.flowkey import FlowKey
 from tests import topologies
 from tests.clock import FakeClock
 from tests.lab import Lab, pin_stride4, stop_apps, tcp_packet

@@ -1,4 +1,4 @@
-from controller.budget import TokenBucket
+from controller.state.budget import TokenBucket
 
 
 def test_a_burst_then_the_rate():

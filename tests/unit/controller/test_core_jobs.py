@@ -1,12 +1,13 @@
 """Declared jobs in the controller core (issue 12): routed before their first packet, job events decide at once,
 finished elephants stop counting. The core runs without Ryu or a switch; the data plane is the simulated table."""
 
-from controller import config, sync
+from controller import config
 from controller.core import ControllerCore
-from controller.flowkey import FlowKey
-from controller.jobs import HostPair
-from controller.monitor import FlowSample
-from controller.packet_in import PacketIn
+from controller.decide.packet_in import PacketIn
+from controller.desired import sync
+from controller.state.flowkey import FlowKey
+from controller.state.jobs import HostPair
+from controller.state.monitor import FlowSample
 from tests import topologies
 from tests.oftable import trace
 
@@ -115,7 +116,7 @@ def test_a_declared_host_learned_late_triggers_a_decision():
 
 
 def test_with_the_optimiser_worker_a_job_event_is_requested_and_decided_by_the_decision_loop():
-    from controller.optimiser_runner import OptimiserRunner
+    from controller.decide.optimiser_runner import OptimiserRunner
 
     runner = OptimiserRunner(budget_s=5.0, grace_s=5.0)
     runner.start()

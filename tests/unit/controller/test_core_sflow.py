@@ -4,11 +4,11 @@ elephants, host pairs as one demand, link load from counter samples, metrics by 
 
 from controller import config
 from controller.core import ControllerCore
-from controller.flowkey import FlowKey
-from controller.jobs import HostPair
-from controller.monitor import FlowSample
-from controller.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
-from controller.sflow_decoder import decode
+from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
+from controller.southbound.sflow_decoder import decode
+from controller.state.flowkey import FlowKey
+from controller.state.jobs import HostPair
+from controller.state.monitor import FlowSample
 from tests import topologies
 from tests.sflow_datagrams import (
     counter_sample,

@@ -5,10 +5,11 @@ import pytest
 
 from controller import config
 from controller.core import ControllerCore
-from controller.decision_requests import Ticket
-from controller.flowkey import FlowKey
-from controller.monitor import FlowSample
-from controller.optimiser_runner import DONE, OptimiserRunner, Outcome
+from controller.decide import te
+from controller.decide.decision_requests import Ticket
+from controller.decide.optimiser_runner import DONE, OptimiserRunner, Outcome
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import FlowSample
 from mlroute.routing import demand
 from tests import topologies
 
@@ -81,9 +82,9 @@ class SlowRunner:
     def ready(self):
         return self.task is None
 
-    def submit(self, engineer, *args, generation=None, **kwargs):
+    def submit(self, task, generation=None):
         assert self.task is None, "a second decision submitted while one is in flight"
-        self.task, self.polls, self.submitted = (engineer, args, kwargs, generation), 0, self.submitted + 1
+        self.task, self.polls, self.submitted = (task, generation), 0, self.submitted + 1
         return True
 
     def poll(self):
@@ -92,10 +93,9 @@ class SlowRunner:
         self.polls += 1
         if self.polls < 3:
             return None
-        engineer, args, kwargs, generation = self.task
+        task, generation = self.task
         self.task = None
-        result = engineer.step(*args, **kwargs)
-        return Outcome(DONE, generation, dict(engineer.pinned), result, "", engineer.settled)
+        return Outcome(DONE, generation, te.decide(task))
 
 
 def test_a_burst_of_requests_is_answered_by_a_few_decisions_all_taken_by_the_decision_loop():
@@ -138,3 +138,35 @@ def test_a_decision_taken_before_a_topology_change_is_not_applied_after_it():
     assert not first.applied and "topology changed" in first.reason, first
     assert all(core_switch not in path for path in core.te.pinned.values()), core.te.pinned
     assert results[-1].applied and set(core.te.pinned) == set(KEYS)  # decided again, on the live fabric
+
+
+def test_the_routing_view_is_the_decisions_own_report_and_costs_no_routing(monkeypatch):
+    """GET /mlroute/routing and the /metrics ECMP estimate show the reports the decision computed (the routing it
+    left in force, and ECMP's estimate); reading them runs no optimiser and no report in the event loop. They are
+    what the view computed itself before: the installed routing's and ECMP's reports of the same flows."""
+    from mlroute.routing import metric
+    from mlroute.routing.flow import Flow
+
+    core = core_with_elephants()
+    result = core.te_step()
+    assert result.applied and result.ecmp is not None
+    fabric, jobs = core.fabric(), core.jobs_by_host()
+    flows = [Flow(k.src_ip, k.dst_ip, demand=core.monitor.flows[k].demand_bps / core.host_bps, key=k) for k in KEYS]
+    ecmp = te.run_optimiser("ecmp", fabric, flows).paths
+    installed, _ = te.paths_in_force(fabric, flows, core.te.pinned, ecmp)
+    expected = {"installed": metric.report(fabric, flows, installed), "ecmp": metric.report(fabric, flows, ecmp)}
+    assert not jobs
+
+    def not_here(*_args, **_kwargs):
+        raise AssertionError("a routing computed for a read")
+
+    monkeypatch.setattr(te, "run_optimiser", not_here)
+    monkeypatch.setattr(metric, "report", not_here)
+    view = core.routing_json()
+    assert view["installed"] is result.after and view["ecmp"] is result.ecmp and view["elephants"] == len(KEYS)
+    for name in ("installed", "ecmp"):
+        for field in ("max_link_load", "flows_sharing", "links_at_max", "min_rate", "median_rate", "sum_rate"):
+            assert view[name][field] == pytest.approx(expected[name][field]), (name, field)
+    core.metrics.estimate_ecmp_from(core.routing_json)  # as the app wires it: read at scrape time
+    line = f"mlroute_ecmp_max_link_load {float(expected['ecmp']['max_link_load'])}".encode()
+    assert line in core.metrics.exposition()[0]

@@ -1,7 +1,7 @@
-"""Coalesced decision requests (controller/decision_requests.py), fed events on a fake clock: one decision in
+"""Coalesced decision requests (controller/decide/decision_requests.py), fed events on a fake clock: one decision in
 flight, at most one queued, every ticket answered, refusals with Retry-After when the wait would be too long."""
 
-from controller.decision_requests import BUSY, TOO_MANY, DecisionRequests, Refusal, Ticket, retry_after
+from controller.decide.decision_requests import BUSY, TOO_MANY, DecisionRequests, Refusal, Ticket, retry_after
 
 
 def queue(**kwargs):

@@ -4,9 +4,10 @@ every packet before the counting rule goes up."""
 
 import pytest
 
-from controller import ofmsg, sync
-from controller.flowcopy import CONTROLLER_COPY, TCP_SYN, NewFlowCopy
-from controller.rules import COOKIE_SEEN, PRIO_SEEN, TABLE_SEEN
+from controller.desired import sync
+from controller.desired.flowcopy import CONTROLLER_COPY, TCP_SYN, NewFlowCopy
+from controller.desired.rules import COOKIE_SEEN, PRIO_SEEN, TABLE_SEEN
+from controller.southbound import ofmsg
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.oftable import trace

@@ -5,9 +5,9 @@ import random
 import networkx as nx
 import pytest
 
-from controller import forwarding
-from controller.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, diff_switch, match
-from controller.tiers import infer_tiers
+from controller.desired import forwarding
+from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, diff_switch, match
+from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.oftable import lookup, trace
 

@@ -1,10 +1,10 @@
-"""Host ageing (controller.host_ageing) on a fake clock, then through the app: silent bindings are probed, the
+"""Host ageing (controller.decide.host_ageing) on a fake clock, then through the app: silent bindings are probed, the
 ones that answer stay, the others are forgotten and their rules leave the switches."""
 
-from controller.host_ageing import HostAgeing
-from controller.packet_in import PROBE_MAC
-from controller.southbound import arp, ethernet, packet
-from controller.topology import UNKNOWN_MAC
+from controller.decide.host_ageing import HostAgeing
+from controller.decide.packet_in import PROBE_MAC
+from controller.southbound.framework import arp, ethernet, packet
+from controller.state.topology import UNKNOWN_MAC
 from tests import topologies
 from tests.clock import FakeClock
 from tests.lab import Lab, arp_request, stop_apps

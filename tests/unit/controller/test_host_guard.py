@@ -1,9 +1,9 @@
 """Forged sources at a host port: the fake pipeline (tests/oftable.py) over the full desired state."""
 
-from controller import host_guard, sync
-from controller.flowkey import FlowKey
-from controller.monitor import PROTO_TCP
-from controller.rules import ETH_IPV4
+from controller.desired import host_guard, sync
+from controller.desired.rules import ETH_IPV4
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import PROTO_TCP
 from tests import topologies
 from tests.oftable import trace
 

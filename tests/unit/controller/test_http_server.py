@@ -1,5 +1,5 @@
-"""The REST server used where the framework has none (controller/http_server.py, os-ken) on real sockets in this
-process: an answer as before, half-sent and trickled headers cut off at the deadline, one request per
+"""The REST server used where the framework has none (controller/southbound/http_server.py, os-ken) on real sockets
+in this process: an answer as before, half-sent and trickled headers cut off at the deadline, one request per
 connection, and an escaped exception answers no traceback."""
 
 import socket
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from controller import http_server
+from controller.southbound import http_server
 
 TIMEOUT_S = 0.5
 

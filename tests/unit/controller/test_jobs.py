@@ -2,9 +2,10 @@
 
 import pytest
 
-from controller import config, jobs
-from controller.flowkey import FlowKey
-from controller.jobs import HostPair
+from controller import config
+from controller.state import jobs
+from controller.state.flowkey import FlowKey
+from controller.state.jobs import HostPair
 
 RING = ["10.0.0.1", "10.0.0.5", "10.0.0.9", "10.0.0.13"]
 

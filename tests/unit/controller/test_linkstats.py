@@ -2,8 +2,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.flowkey import FlowKey
-from controller.linkstats import (
+from controller.state.flowkey import FlowKey
+from controller.state.linkstats import (
     DURATION_UNKNOWN,
     LinkLoad,
     PortRates,
@@ -13,8 +13,8 @@ from controller.linkstats import (
     sample_from_port_stat,
     samples_from_reply,
 )
-from controller.metrics import Metrics
-from controller.monitor import MalformedStatsError
+from controller.state.monitor import MalformedStatsError
+from controller.web.metrics import Metrics
 from tests.topologies import fat_tree, leaf_spine
 
 MBPS = 1e6

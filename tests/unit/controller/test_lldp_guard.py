@@ -4,8 +4,8 @@ of a stand-in for Ryu's Switches class (fed packet-in events as Ryu would)."""
 import logging
 from types import SimpleNamespace
 
-from controller import lldp_guard
-from controller.lldp_guard import CONFIRMED_RECEIVER, CONFIRMED_SOURCE, HOST_PORT, LldpGuard, verdict
+from controller.southbound import lldp_guard
+from controller.southbound.lldp_guard import CONFIRMED_RECEIVER, CONFIRMED_SOURCE, HOST_PORT, LldpGuard, verdict
 from tests import topologies
 
 

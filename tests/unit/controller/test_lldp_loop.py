@@ -1,7 +1,8 @@
 """The LLDP send loop: a port that comes up mid-batch gets its frame next, not after the batch (Ryu's loop
 sent it after every other due port: 32 s on a k=8 fat-tree's 640 ports)."""
 
-from controller import lldp_loop, southbound
+from controller.southbound import framework as southbound
+from controller.southbound import lldp_loop
 
 ryu_switches, _ = southbound.topology()  # Ryu's or os-ken's topology app (the same code)
 

@@ -1,6 +1,6 @@
-"""One log line per key per period (controller.log_throttle)."""
+"""One log line per key per period (controller.southbound.log_throttle)."""
 
-from controller.log_throttle import MAX_KEYS, LogThrottle
+from controller.southbound.log_throttle import MAX_KEYS, LogThrottle
 from tests.clock import FakeClock
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from controller.monitor import (
+from controller.state.monitor import (
     FlowKey,
     FlowMonitor,
     FlowSample,

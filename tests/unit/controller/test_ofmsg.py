@@ -5,13 +5,15 @@ import struct
 
 import pytest
 
-from controller import ofmsg, sync, te
-from controller.flowkey import FlowKey
-from controller.monitor import MalformedStatsError
-from controller.packet_in import ArpReply
-from controller.rules import Change, FlowRule, match
-from controller.southbound import ofproto_parser
-from controller.tiers import infer_tiers
+from controller.decide import te
+from controller.decide.packet_in import ArpReply
+from controller.desired import sync
+from controller.desired.rules import Change, FlowRule, match
+from controller.southbound import ofmsg
+from controller.southbound.framework import ofproto_parser
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import MalformedStatsError
+from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.oftable import trace

@@ -1,14 +1,14 @@
-"""controller.ofstats reads flow-stats replies exactly as Ryu's parser + the shell's field read-out do."""
+"""controller.southbound.ofstats reads flow-stats replies exactly as Ryu's parser + the shell's field read-out do."""
 
 import struct
 from types import SimpleNamespace
 
 import pytest
 
-from controller import ofmsg, ofstats
-from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
-from controller.monitor import MalformedStatsError, sample_from_stat
-from controller.southbound import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+from controller.southbound import ofmsg, ofstats
+from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
+from controller.state.monitor import MalformedStatsError, sample_from_stat
 from tests.flowstats_bytes import counting_entry, replies, stats_entry
 
 DPID = 1001
@@ -51,7 +51,7 @@ def test_counting_rules_read_like_ryu_across_a_split_reply():
 
 
 def test_entries_that_name_no_flow_are_skipped_as_the_shell_skips_them():
-    from controller.southbound import ofproto_v1_3_parser as p
+    from controller.southbound.framework import ofproto_v1_3_parser as p
 
     key = flows(1)[0]
     entries = [

@@ -1,13 +1,13 @@
-"""OpenFlow errors (controller.openflow_errors) and what the controller does with a refused rule: the names
+"""OpenFlow errors (controller.southbound.openflow_errors) and what the controller does with a refused rule: the names
 checked against the framework's own OpenFlow 1.3 constants, then a switch with a small table driven through the
 app: what the controller believes the switch holds is what it holds, refusals are counted and held back."""
 
 import logging
 
 from controller.core import REFUSED_HOLD_S
-from controller.openflow_errors import CODES, TYPES, SentChanges, names
-from controller.rules import Change, FlowRule, match
-from controller.southbound import ofproto_v1_3 as ofp
+from controller.desired.rules import Change, FlowRule, match
+from controller.southbound.framework import ofproto_v1_3 as ofp
+from controller.southbound.openflow_errors import CODES, TYPES, SentChanges, names
 from tests import topologies
 from tests.clock import FakeClock
 from tests.lab import Lab, stop_apps
@@ -108,7 +108,7 @@ def test_once_the_table_has_room_the_held_back_rules_go_in():
 def test_a_group_added_that_the_switch_has_is_sent_again_as_a_modify_and_stays_believed():
     from controller import config
     from controller.core import ControllerCore
-    from controller.rules import GroupRule, SwitchRules
+    from controller.desired.rules import GroupRule, SwitchRules
 
     core = ControllerCore(config.parse(""), FakeClock())
     group = GroupRule(EDGE, 7, (1, 2))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from controller import te
-from controller.flowkey import FlowKey
-from controller.monitor import PROTO_TCP
-from controller.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
-from controller.tiers import infer_tiers
+from controller.decide import te
+from controller.decide.optimiser_runner import DONE, FAILED, LATE, OptimiserRunner
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import PROTO_TCP
+from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.clock import FakeClock as Clock
 
@@ -60,8 +60,8 @@ def test_a_decision_in_the_worker_equals_the_one_in_process(runner):
     fabric, elephants = setting()
     local, remote = te.TrafficEngineer("mlroute"), te.TrafficEngineer("mlroute")
     expected = local.step(fabric, elephants)
-    assert r.submit(remote, fabric, elephants, generation=7)
-    assert not r.submit(remote, fabric, elephants)  # one at a time
+    assert r.submit(remote.input(fabric, elephants), generation=7)
+    assert not r.submit(remote.input(fabric, elephants))  # one at a time
     outcome = r.wait(WARM_S)
     assert outcome.status == DONE and outcome.generation == 7
     assert remote.pinned == {} and remote.last is None  # nothing changes until the loop applies it
@@ -74,7 +74,7 @@ def test_a_late_decision_is_dropped_and_the_routing_in_force_kept(runner):
     fabric, elephants = slow_setting()
     engineer = te.TrafficEngineer("ilp", time_limit=60)
     engineer.pinned = {elephants[0][0]: ("kept",)}  # the routing in force
-    assert r.submit(engineer, fabric, elephants, generation=1)
+    assert r.submit(engineer.input(fabric, elephants), generation=1)
     assert r.poll() is None  # the loop goes on while the worker searches
     clock.t = r.deadline_s + 0.1
     outcome = r.poll()
@@ -85,7 +85,7 @@ def test_a_late_decision_is_dropped_and_the_routing_in_force_kept(runner):
     assert r.wait_ready(WARM_S)
     small, few = setting()
     fast = te.TrafficEngineer("mlroute")
-    assert r.submit(fast, small, few)
+    assert r.submit(fast.input(small, few))
     assert r.wait(WARM_S).status == DONE
 
 
@@ -95,7 +95,7 @@ def test_the_budget_bounds_a_real_ilp_search(runner):
     r, clock = runner
     fabric, elephants = slow_setting()
     engineer = te.TrafficEngineer("ilp", time_limit=0.2)
-    assert r.submit(engineer, fabric, elephants)
+    assert r.submit(engineer.input(fabric, elephants))
     outcome = r.wait(r.deadline_s + 30)
     assert outcome is not None and outcome.status == DONE, outcome
     assert OptimiserRunner.apply(engineer, outcome) and len(engineer.pinned) == len(elephants)
@@ -105,7 +105,7 @@ def test_a_decision_that_raises_is_reported_and_the_worker_stays(runner):
     r, _ = runner
     fabric, _ = setting()
     engineer = te.TrafficEngineer("mlroute")
-    assert r.submit(engineer, fabric, [("not a flow key", 1.0)])
+    assert r.submit(engineer.input(fabric, [("not a flow key", 1.0)]))
     outcome = r.wait(WARM_S)
     assert outcome.status == FAILED and "Error" in outcome.error and engineer.pinned == {}
     assert r.ready
@@ -115,15 +115,15 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
     script = textwrap.dedent("""
         import eventlet
         eventlet.monkey_patch()
-        from controller import te
-        from controller.optimiser_runner import DONE, OptimiserRunner
+        from controller.decide import te
+        from controller.decide.optimiser_runner import DONE, OptimiserRunner
         from tests.unit.controller.test_optimiser_runner import setting
         fabric, elephants = setting()
         r = OptimiserRunner(budget_s=0.5)
         r.start()
         assert r.wait_ready(120)
         engineer = te.TrafficEngineer("mlroute")
-        assert r.submit(engineer, fabric, elephants)
+        assert r.submit(engineer.input(fabric, elephants))
         outcome = None
         for _ in range(1200):  # the event loop keeps running meanwhile
             eventlet.sleep(0.1)
@@ -132,7 +132,7 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
                 break
         assert outcome is not None and outcome.status == DONE, outcome
         r.close()
-        print("ok", len(outcome.pinned))
+        print("ok", len(outcome.decision.pinned))
     """)
     root = str(Path(__file__).resolve().parents[3])
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
@@ -147,7 +147,7 @@ def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search
     engineer = te.TrafficEngineer("mlroute", time_limit=60.0)  # its search ends on its own, load or not
     reasons = []
     for _ in range(3):
-        assert r.submit(engineer, fabric, elephants)
+        assert r.submit(engineer.input(fabric, elephants))
         outcome = r.wait(WARM_S)
         assert OptimiserRunner.apply(engineer, outcome)
         reasons.append(outcome.result.reason)
@@ -155,9 +155,10 @@ def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search
     assert reasons == ["new or broken paths", te.SETTLED, te.SETTLED] and engineer.settled is not None
     # a settled period sends back neither the pins nor the settled decision: the loop's own stand
     pins, settled = engineer.pinned, engineer.settled
-    assert r.submit(engineer, fabric, elephants)
+    assert r.submit(engineer.input(fabric, elephants))
     outcome = r.wait(WARM_S)
-    assert outcome.result.reason == te.SETTLED and outcome.pinned is pins and outcome.settled is settled
+    assert outcome.result.reason == te.SETTLED and outcome.decision.unchanged and outcome.decision.pinned is None
+    assert OptimiserRunner.apply(engineer, outcome) and engineer.pinned is pins and engineer.settled is settled
 
 
 def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner):
@@ -166,7 +167,7 @@ def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner
     engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
 
     def decide(fab):
-        assert r.submit(engineer, fab, elephants)
+        assert r.submit(engineer.input(fab, elephants))
         outcome = r.wait(WARM_S)
         assert outcome.status == DONE, outcome.error
         OptimiserRunner.apply(engineer, outcome)
@@ -188,8 +189,8 @@ def test_a_worker_told_to_reuse_a_fabric_it_lacks_fails_the_decision_and_gets_it
     fabric, elephants = setting()
     engineer = te.TrafficEngineer("mlroute")
     r._held = fabric.identity  # as if it had been sent: the worker has never seen it
-    assert r.submit(engineer, fabric, elephants)
+    assert r.submit(engineer.input(fabric, elephants))
     outcome = r.wait(WARM_S)
     assert outcome.status == FAILED and "does not hold the fabric" in outcome.error
-    assert r.submit(engineer, fabric, elephants)
+    assert r.submit(engineer.input(fabric, elephants))
     assert r.wait(WARM_S).status == DONE and r.fabrics_sent == 1

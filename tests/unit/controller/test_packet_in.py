@@ -1,5 +1,5 @@
-from controller.packet_in import ARP_REPLY, ARP_REQUEST, ArpReply, Forward, PacketIn, PacketInHandler
-from controller.rules import ETH_ARP, ETH_IPV4
+from controller.decide.packet_in import ARP_REPLY, ARP_REQUEST, ArpReply, Forward, PacketIn, PacketInHandler
+from controller.desired.rules import ETH_ARP, ETH_IPV4
 from tests import topologies
 from tests.clock import FakeClock as Clock
 
@@ -57,8 +57,8 @@ def test_first_ipv4_packet_to_a_known_host_is_delivered_directly():
 
 import pytest  # noqa: E402
 
-from controller import forwarding  # noqa: E402
-from controller.packet_in import PROBE_MAC, PROBE_RETRIES, ArpProbe  # noqa: E402
+from controller.decide.packet_in import PROBE_MAC, PROBE_RETRIES, ArpProbe  # noqa: E402
+from controller.desired import forwarding  # noqa: E402
 from tests.oftable import trace  # noqa: E402
 
 
@@ -156,7 +156,7 @@ def test_a_forged_arp_reply_is_not_delivered():
 
 
 def test_the_probe_is_a_well_formed_arp_request_from_0_0_0_0():
-    from controller.southbound import arp, ethernet, packet
+    from controller.southbound.framework import arp, ethernet, packet
     frame = ArpProbe(1, 2, "10.0.0.9", "00:00:00:00:00:09").frame
     pkt = packet.Packet(frame)
     eth, a = pkt.get_protocol(ethernet.ethernet), pkt.get_protocol(arp.arp)
@@ -165,7 +165,7 @@ def test_the_probe_is_a_well_formed_arp_request_from_0_0_0_0():
 
 
 def test_a_binding_recovered_without_its_mac_is_probed_by_broadcast_and_defended_by_its_answer():
-    from controller.topology import UNKNOWN_MAC
+    from controller.state.topology import UNKNOWN_MAC
     topo = topologies.fat_tree(4)
     h1, h9 = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.9"]
     topo.forget_host(h9.ip)
@@ -192,7 +192,7 @@ def _claims(host_like, first, count):
 
 def test_one_port_claiming_thousands_of_addresses_learns_only_its_burst_then_its_rate():
     """The measured attack: h1 announcing 10,000 addresses learned 4,105 hosts. Now: the burst, then the rate."""
-    from controller.topology import Topology
+    from controller.state.topology import Topology
 
     topo = topologies.fat_tree(4)
     h1 = topo.hosts["10.0.0.1"]
@@ -214,7 +214,7 @@ def test_one_port_claiming_thousands_of_addresses_learns_only_its_burst_then_its
 
 
 def test_the_caps_bound_hosts_per_port_and_in_all_but_never_a_move():
-    from controller.topology import LIMITED
+    from controller.state.topology import LIMITED
 
     topo = topologies.fat_tree(4)
     topo.max_hosts_per_port = 3
@@ -238,7 +238,7 @@ def test_the_core_counts_refused_addresses_and_logs_a_port_once_per_period(caplo
 
     from controller import config
     from controller.core import ControllerCore
-    from controller.log_throttle import LOG_PERIOD_S
+    from controller.southbound.log_throttle import LOG_PERIOD_S
 
     clock = Clock()
     core = ControllerCore(config.parse("hosts:\n  new_per_port_burst: 5\n  new_per_port_per_s: 1\n"), clock)

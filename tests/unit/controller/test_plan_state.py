@@ -6,14 +6,14 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import sync
-from controller.accounting import Accounting
-from controller.flowcopy import CONTROLLER_COPY, MODES, NewFlowCopy
-from controller.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
-from controller.jobs import HostPair
-from controller.plan_state import PlanState
-from controller.rules import SwitchRules, diff_keys, diff_switch
-from controller.tiers import infer_tiers
+from controller.desired import sync
+from controller.desired.flowcopy import CONTROLLER_COPY, MODES, NewFlowCopy
+from controller.desired.plan_state import PlanState
+from controller.desired.rules import SwitchRules, diff_keys, diff_switch
+from controller.state.accounting import Accounting
+from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
+from controller.state.jobs import HostPair
+from controller.state.tiers import infer_tiers
 from tests import topologies
 
 IDLE = 10

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from controller import platform_fixes
+from controller.southbound import platform_fixes
 
 RYU_SNIPPET = """class _AlreadyHandledResponse(Response):
     # XXX: Eventlet API should not be used directly.

@@ -1,10 +1,10 @@
-"""Recovery from read-back tables (controller.recovery), as plain data: the rules a converged controller left on
+"""Recovery from read-back tables (controller.desired.recovery), as plain data: the rules a converged controller left on
 the switches, read back by a restarted one whose topology LLDP has only partly found."""
 
-from controller import sync
-from controller.recovery import Recovered
-from controller.tiers import infer_tiers
-from controller.topology import Topology
+from controller.desired import sync
+from controller.desired.recovery import Recovered
+from controller.state.tiers import infer_tiers
+from controller.state.topology import Topology
 from tests import topologies
 
 CONVERGED = topologies.fat_tree(4)

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from controller import southbound
 from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
+from controller.southbound import framework as southbound
 from tests import topologies
 from tests.clock import FakeClock
 from tests.fakeswitch import FakeSwitch, KilledError, MessageBudget

@@ -11,8 +11,8 @@ from webob import Request
 
 from controller import config
 from controller.core import ControllerCore
-from controller.rest import ROUTES, RestController
-from controller.rest_limits import ClientRateLimit
+from controller.web.rest import ROUTES, RestController
+from controller.web.rest_limits import ClientRateLimit
 
 
 class App:

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from controller import config, rest_input
+from controller import config
+from controller.web import rest_input
 
 
 def reader(data: bytes):

@@ -1,10 +1,10 @@
-"""Per-client POST rate limits and tracebacks kept out of answers (controller/rest_limits.py)."""
+"""Per-client POST rate limits and tracebacks kept out of answers (controller/web/rest_limits.py)."""
 
 import logging
 
 import pytest
 
-from controller.rest_limits import ClientRateLimit, internal_error
+from controller.web.rest_limits import ClientRateLimit, internal_error
 
 
 def test_each_client_has_its_own_bucket():

@@ -1,5 +1,5 @@
-from controller import forwarding
-from controller.rules import Change, FlowRule, GroupRule, SwitchRules, diff_switch, match
+from controller.desired import forwarding
+from controller.desired.rules import Change, FlowRule, GroupRule, SwitchRules, diff_switch, match
 from tests import topologies
 
 

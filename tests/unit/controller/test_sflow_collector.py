@@ -4,11 +4,11 @@ import threading
 
 import pytest
 
-from controller.sflow_agents import AgentMap
-from controller.sflow_collector import SflowCollector
-from controller.sflow_counters import CounterRates
-from controller.sflow_ingest import SflowIngest
-from controller.sflow_rates import SampleRates
+from controller.southbound.sflow_agents import AgentMap
+from controller.southbound.sflow_collector import SflowCollector
+from controller.southbound.sflow_counters import CounterRates
+from controller.southbound.sflow_ingest import SflowIngest
+from controller.state.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc
 
 

@@ -1,9 +1,9 @@
 import pytest
 
-from controller.linkstats import links_json
-from controller.sflow_counters import CounterRates
-from controller.sflow_decoder import decode
-from controller.topology import Topology
+from controller.southbound.sflow_counters import CounterRates
+from controller.southbound.sflow_decoder import decode
+from controller.state.linkstats import links_json
+from controller.state.topology import Topology
 from tests import sflow_datagrams as enc
 
 

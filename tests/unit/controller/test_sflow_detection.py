@@ -2,12 +2,12 @@
 above the threshold by one standard error), host pairs busy as a whole, counters' growth onto metrics."""
 
 from controller import config
-from controller.flowkey import FlowKey
-from controller.jobs import HostPair
-from controller.metrics import Metrics
-from controller.sflow_decoder import decode
-from controller.sflow_detection import SflowDetection
-from controller.sflow_rates import RateEstimate, above
+from controller.southbound.sflow_decoder import decode
+from controller.southbound.sflow_detection import SflowDetection
+from controller.state.flowkey import FlowKey
+from controller.state.jobs import HostPair
+from controller.state.sflow_rates import RateEstimate, above
+from controller.web.metrics import Metrics
 from tests import topologies
 from tests.sflow_datagrams import datagram, ethernet_frame, flow_sample, header_record
 

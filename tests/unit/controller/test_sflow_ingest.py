@@ -1,11 +1,11 @@
 import pytest
 
-from controller.flowkey import FlowKey
-from controller.sflow_agents import AgentMap
-from controller.sflow_counters import CounterRates
-from controller.sflow_decoder import decode
-from controller.sflow_ingest import SflowIngest
-from controller.sflow_rates import SampleRates
+from controller.southbound.sflow_agents import AgentMap
+from controller.southbound.sflow_counters import CounterRates
+from controller.southbound.sflow_decoder import decode
+from controller.southbound.sflow_ingest import SflowIngest
+from controller.state.flowkey import FlowKey
+from controller.state.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc
 
 # two bridges of one Open vSwitch: s1 (sub-agent 0) ports 1 (host, ifindex 8) and 2 (fabric, ifindex 6);

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from controller.flowkey import FlowKey
-from controller.sflow_rates import SampleRates
+from controller.state.flowkey import FlowKey
+from controller.state.sflow_rates import SampleRates
 
 
 def key(src_port=40000, src="10.0.0.1", dst="10.0.0.2"):

@@ -1,4 +1,4 @@
-"""The southbound framework layer (controller/southbound.py): which framework, the turn native threads take,
+"""The southbound framework layer (controller/southbound/framework.py): which framework, the turn native threads take,
 and that no other module imports a framework."""
 
 import os
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller import ofmsg, southbound
-from controller.southbound import FrameworkError, Turn, choose
+from controller.southbound import framework as southbound
+from controller.southbound import ofmsg
+from controller.southbound.framework import FrameworkError, Turn, choose
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -89,9 +90,10 @@ FRAMEWORK_IMPORT = re.compile(r"^\s*(?:from|import)\s+(ryu|os_ken|eventlet)\b", 
 
 
 def test_only_the_southbound_layer_imports_a_framework():
-    """controller/southbound.py imports Ryu or os-ken; controller/wsgi_server.py is Ryu's eventlet server's
-    limits, loaded by southbound under Ryu only. Nothing else in the packages imports either, or eventlet."""
-    allowed = {"controller/southbound.py", "controller/wsgi_server.py"}
+    """controller/southbound/framework.py imports Ryu or os-ken; controller/southbound/wsgi_server.py is Ryu's
+    eventlet server's limits, loaded by the framework layer under Ryu only. Nothing else in the packages imports
+    either, or eventlet."""
+    allowed = {"controller/southbound/framework.py", "controller/southbound/wsgi_server.py"}
     found = {str(path.relative_to(ROOT)) for package in ("controller", "mlroute", "mininet_topos")
              for path in (ROOT / package).rglob("*.py") if FRAMEWORK_IMPORT.search(path.read_text())}
     assert found <= allowed, sorted(found - allowed)
@@ -100,8 +102,8 @@ def test_only_the_southbound_layer_imports_a_framework():
 OSKEN_PYTHON = Path(os.environ.get("MLROUTE_OSKEN_PYTHON", ROOT / ".venv-osken" / "bin" / "python"))
 NO_EVENTLET = """import os, sys
 os.environ["MLROUTE_FRAMEWORK"] = "os-ken"
-import controller.app, controller.launcher, controller.rest, controller.http_server
-from controller import southbound
+import controller.app, controller.launcher, controller.web.rest, controller.southbound.http_server
+from controller.southbound import framework as southbound
 assert southbound.NAME == "os-ken" and southbound.NATIVE
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("eventlet", "greenlet", "ryu")))
 """

@@ -3,8 +3,9 @@ profile's table capacity, flow-mod pacing, counter interval and copy policy over
 
 import pytest
 
-from controller import config, switch_profiles
-from controller.rules import COOKIE_FLOW_MISS, TABLE_SEEN
+from controller import config
+from controller.desired import switch_profiles
+from controller.desired.rules import COOKIE_FLOW_MISS, TABLE_SEEN
 from tests import topologies
 from tests.clock import FakeClock
 from tests.fakeswitch import FakeSwitch

@@ -2,9 +2,8 @@
 
 import networkx as nx
 
-from controller import sync
-from controller.flowkey import FlowKey, five_tuple_match
-from controller.rules import (
+from controller.desired import sync
+from controller.desired.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
@@ -17,6 +16,7 @@ from controller.rules import (
     SwitchRules,
     match,
 )
+from controller.state.flowkey import FlowKey, five_tuple_match
 
 
 def rules(*items):

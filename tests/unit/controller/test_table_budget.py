@@ -1,9 +1,8 @@
 """The table budget: additions past a table's limit are held back, what matters most goes first; and the app
 over a fake switch whose table features report a small table: no TABLE_FULL, ever."""
 
-from controller import table_budget
-from controller.flowkey import FlowKey
-from controller.rules import (
+from controller.desired import table_budget
+from controller.desired.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
@@ -14,7 +13,8 @@ from controller.rules import (
     SwitchRules,
     match,
 )
-from controller.sync import Phase, Step
+from controller.desired.sync import Phase, Step
+from controller.state.flowkey import FlowKey
 from tests import topologies
 from tests.lab import Lab, stop_apps, tcp_packet
 

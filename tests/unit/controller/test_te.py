@@ -2,11 +2,12 @@ import itertools
 import random
 from copy import deepcopy
 
-from controller import sync, te
-from controller.jobs import HostPair
-from controller.monitor import FlowKey
-from controller.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
-from controller.tiers import infer_tiers
+from controller.decide import te
+from controller.desired import sync, te_rules
+from controller.desired.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
+from controller.state.jobs import HostPair
+from controller.state.monitor import FlowKey
+from controller.state.tiers import infer_tiers
 from mlroute.routing import metric
 from mlroute.routing.flow import Flow
 from tests import topologies
@@ -94,7 +95,7 @@ def test_rules_pin_only_upward_hops_and_count_at_the_ingress():
     keys = stride4_keys()
     engineer.step(fabric, [(k, None) for k in keys])
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
-    rules = te.te_rules(topo, tiers, accounting, engineer.pinned, 10)
+    rules = te_rules.te_rules(topo, tiers, accounting, engineer.pinned, 10)
     pinned_hops = [r for r in rules if r.cookie == COOKIE_ELEPHANT]
     assert len(pinned_hops) == 8  # one aggregation hop per inter-pod elephant; cores need none
     assert all(tiers.tiers[r.dpid] == "aggregation" for r in pinned_hops)
@@ -229,7 +230,7 @@ def test_declared_host_pairs_are_routed_before_any_packet():
         src, dst = topo.hosts[p.src_ip], topo.hosts[p.dst_ip]
         t = trace(desired, topo, src.dpid, src.port, packet(k))
         assert t.delivered == {(dst.dpid, dst.port)} and [tuple(x) for x in t.paths] == [engineer.pinned[p]]
-    ingress = [r for r in te.te_rules(topo, tiers, {}, engineer.pinned, 10) if r.priority == PRIO_PAIR]
+    ingress = [r for r in te_rules.te_rules(topo, tiers, {}, engineer.pinned, 10) if r.priority == PRIO_PAIR]
     assert len(ingress) == 2 * len(pairs) and all(r.actions[0][0] == "controller" for r in ingress)
 
 
@@ -239,14 +240,14 @@ def test_a_detected_flow_of_a_pinned_pair_inherits_its_path_without_moving():
     pairs, keys = pair_keys(), stride4_keys()
     engineer.step(fabric, [(p, None) for p in pairs])
     by_pair = dict(engineer.pinned)
-    # the 5-tuples appear and replace their pairs (controller.jobs.uncovered_pairs): same paths, nothing moves
+    # the 5-tuples appear and replace their pairs (controller.state.jobs.uncovered_pairs): same paths, nothing moves
     result = engineer.step(fabric, [(k, None) for k in keys])
     assert result.moved == [] and {k: engineer.pinned[k] for k in keys} == \
         {k: by_pair[HostPair(k.src_ip, k.dst_ip)] for k in keys}
     # and a counting rule of a not-yet-elephant flow of a pinned pair outputs to the pair's first hop
     engineer.pinned = by_pair
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
-    counting = [r for r in te.te_rules(topo, tiers, accounting, by_pair, 10) if r.cookie == COOKIE_FLOW]
+    counting = [r for r in te_rules.te_rules(topo, tiers, accounting, by_pair, 10) if r.cookie == COOKIE_FLOW]
     assert all(r.actions[0][0] == "output" for r in counting)
 
 
@@ -399,3 +400,41 @@ def test_a_settled_decision_holds_only_for_the_same_pins_in_the_same_table_order
     moved[keys[0]] = tuple(reversed(pins[keys[0]]))
     assert not settled.holds(inputs, moved) and not settled.holds(inputs, {k: pins[k] for k in keys[1:]})
     assert not settled.holds(inputs[:-1] + (123.0,), pins)
+
+
+def test_a_decision_is_a_value_exchange_that_changes_nothing_it_is_given():
+    """``te.decide(TEInput) -> TEDecision`` is a pure function: the pins and the settled record it is given stay
+    as they were; the decision carries the new ones and the fabric identity it was computed for, and a settled
+    period answers ``unchanged`` (the pins in force stand) instead of sending them back."""
+    _, _, fabric = setup()
+    engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
+    keys = stride4_keys()
+    first = engineer.input(fabric, [(k, None) for k in keys])
+    decision = te.decide(first)
+    assert first.pinned == {} and first.settled is None and engineer.pinned == {}  # nothing given is changed
+    assert decision.identity == fabric.identity and not decision.unchanged and len(decision.pinned) == 8
+    engineer.take(decision)
+    assert engineer.pinned == decision.pinned and engineer.last is decision.result
+    # the applied routing is mlroute's own fixpoint: the next period with the same inputs is settled
+    assert engineer.settled is not None
+    pins, settled = engineer.pinned, engineer.settled
+    again = te.decide(engineer.input(fabric, [(k, None) for k in keys]))
+    assert again.unchanged and again.pinned is None and again.result.reason == te.SETTLED
+    engineer.take(again)
+    assert engineer.pinned is pins and engineer.settled is settled
+
+
+def test_a_decision_estimates_the_natural_demands_once(monkeypatch):
+    """The demands a decision estimates are the reports' non-blocking rates too: one estimate per decision, not
+    a second one hidden by the estimator's memo."""
+    _, _, fabric = setup()
+    calls = []
+
+    def counted(flows, *args, **kwargs):
+        calls.append(len(flows))
+        return estimate(flows, *args, **kwargs)
+
+    estimate = te.estimate_demands
+    monkeypatch.setattr(te, "estimate_demands", counted)
+    result = te.TrafficEngineer("mlroute").step(fabric, [(k, None) for k in stride4_keys()], estimate=True)
+    assert result.applied and calls == [8]

@@ -1,10 +1,10 @@
 """Faults the traffic-engineering loop must ride through (issue 10): an aggregation switch with no core link,
 a link coming back, a switch reconnecting."""
 
-from controller import te
-from controller.flowkey import FlowKey
-from controller.monitor import PROTO_TCP
-from controller.tiers import FAT_TREE, infer_tiers
+from controller.decide import te
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import PROTO_TCP
+from controller.state.tiers import FAT_TREE, infer_tiers
 from tests import topologies
 
 

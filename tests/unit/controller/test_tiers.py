@@ -2,7 +2,7 @@ from collections import Counter
 
 import networkx as nx
 
-from controller.tiers import FAT_TREE, LEAF_SPINE, UNKNOWN, infer_tiers
+from controller.state.tiers import FAT_TREE, LEAF_SPINE, UNKNOWN, infer_tiers
 from tests import topologies
 
 

@@ -3,7 +3,7 @@ import dataclasses
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from controller.topology import CONFLICT, IGNORED, LEARNED, Host, Topology
+from controller.state.topology import CONFLICT, IGNORED, LEARNED, Host, Topology
 from tests import topologies
 
 

@@ -3,7 +3,7 @@ import re
 import pytest
 
 from controller import config as mlconfig
-from controller.webui import STATIC_DIR, static_asset, ui_config
+from controller.web.webui import STATIC_DIR, static_asset, ui_config
 
 
 def test_the_index_and_every_asset_it_references_are_served_with_their_types():

@@ -1,4 +1,4 @@
-"""The REST server's limits (controller/wsgi_server.py) on a real eventlet WSGI server in this process: slow
+"""The REST server's limits (controller/southbound/wsgi_server.py) on a real eventlet WSGI server in this process: slow
 headers are cut off at the deadline, a trickle included, and an escaped exception answers no traceback."""
 
 import logging
@@ -6,16 +6,17 @@ import time
 
 import pytest
 
-from controller import southbound
+from controller.southbound import framework as southbound
 
-if southbound.NAME != "ryu":  # Ryu's eventlet server; os-ken's is controller/http_server.py (test_http_server.py)
+# Ryu's eventlet server; os-ken's is controller/southbound/http_server.py (test_http_server.py)
+if southbound.NAME != "ryu":
     pytest.skip("Ryu's WSGI server: not the framework here", allow_module_level=True)
 
 import eventlet
 import eventlet.wsgi
 from eventlet.green import socket
 
-from controller import wsgi_server
+from controller.southbound import wsgi_server
 
 TIMEOUT_S = 0.5
 

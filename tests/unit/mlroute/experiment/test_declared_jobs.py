@@ -1,6 +1,7 @@
 """mlroute experiment declares its all-reduce rings to the controller (issue 12), unless --undeclared."""
 
-from controller import config, jobs
+from controller import config
+from controller.state import jobs
 from mininet_topos.common import host_ip
 from mlroute.cli import build_parser
 from mlroute.experiment import runner

@@ -1,0 +1,157 @@
+"""The core's state: what the controller knows and keeps (topology, hosts, flows, the traffic engineer, each
+switch's installed rules, refusals, capabilities, the plan), set up from the configuration, and the few queries
+every part of the core asks of it (the live graph, the fabric, the declared jobs, whether it is recovering).
+``controller.core.ControllerCore`` is this state with its methods (core.py, core_switches.py, core_sflow.py,
+core_views.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+
+from controller.decide import te
+from controller.decide.decision_requests import DecisionRequests
+from controller.decide.host_ageing import HostAgeing
+from controller.decide.optimiser_runner import OptimiserRunner
+from controller.decide.packet_in import PacketInHandler
+from controller.desired import switch_profiles, sync
+from controller.desired.audit import TableAudit
+from controller.desired.flowcopy import NewFlowCopy
+from controller.desired.plan_state import PlanState
+from controller.desired.recovery import Recovered
+from controller.desired.rules import Change, SwitchRules
+from controller.southbound.log_throttle import LogThrottle
+from controller.southbound.sflow_detection import SflowDetection
+from controller.state.accounting import Accounting
+from controller.state.budget import TokenBucket
+from controller.state.capabilities import SwitchCapabilities
+from controller.state.flowkey import FlowKey
+from controller.state.monitor import FlowMonitor, MonitorConfig
+from controller.state.tiers import TierInference
+from controller.state.topology import Topology
+from controller.web.metrics import Metrics
+from mlroute.routing.fabric import Fabric
+
+READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
+
+
+def time_budget_s(config: Mapping[str, Any]) -> float:
+    """How long an optimiser may search: ``te.time_budget_s``, else the poll interval."""
+    return config["te"].get("time_budget_s") or config["te"]["poll_interval_s"]
+
+
+class CoreState:
+    """What the controller knows; ``config`` is the validated configuration (controller.config)."""
+
+    def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
+                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None) -> None:
+        """``pause`` is called now and then during long work (the shell passes a green-thread yield);
+        ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
+        event loop); without one they run in the caller."""
+        tecfg = config["te"]
+        self.config = config
+        self.clock = clock
+        self.host_bps = tecfg["host_link_mbps"] * 1e6
+        self.fabric_bps = (tecfg["fabric_link_mbps"] or tecfg["host_link_mbps"]) * 1e6
+        hosts = config["hosts"]
+        self.topology = Topology(hosts["max_per_port"], hosts["max_total"])
+        self.packet_in = PacketInHandler(self.topology, clock, new_hosts_per_s=hosts["new_per_port_per_s"],
+                                         new_hosts_burst=hosts["new_per_port_burst"])
+        self._limited_log = LogThrottle(lambda: self.clock())  # a port's refused new addresses: once a minute
+        self.ageing = HostAgeing(self.topology, lambda: self.clock(), hosts["age_after_s"], hosts["probes"],
+                                 hosts["probe_interval_s"])
+        self.metrics = metrics or Metrics()
+        self.tiers: TierInference | None = None
+        self.accounting = Accounting()
+        self.monitor = FlowMonitor(MonitorConfig(tecfg["elephant_threshold"] * self.host_bps,
+                                                 tecfg["elephant_polls"], tecfg["pattern_memory_s"]))
+        self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
+                                     time_limit=time_budget_s(config))
+        self.runner = runner if tecfg["mode"] != "ecmp" else None
+        self.jobs: list[dict] = list(config["jobs"])
+        self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
+        rest = config["rest"]
+        self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
+        # the decision in flight's elephants before, now; the pin table in force when it started
+        self._started: tuple[int, int, dict] = (0, 0, {})
+        self.connected: set[int] = set()  # switches with a live OpenFlow connection
+        self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
+        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
+        # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
+        self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
+        self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
+        self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
+        audit = config["audit"]
+        self.audit = TableAudit(audit["period_s"], audit["entries_per_s"], clock)  # installed state verified
+        self._audited: dict[int, SwitchRules] = {}  # dpid -> what its audit read back, judged at the next sync
+        self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
+        self._short_log = LogThrottle(lambda: self.clock())
+        self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
+        # dpid -> table -> (entries it held when it answered TABLE_FULL, when): its capacity for REFUSED_HOLD_S
+        self.full_at: dict[int, dict[int, tuple[int, float]]] = {}
+        # dpid -> rule id -> the change the table budget held back (not believed installed; tried every poll)
+        self.over_budget: dict[int, dict[Any, Change]] = {}
+        self._small = False  # some switch has a table with a known small capacity (the budget applies)
+        self.profile_entries = [switch_profiles.entry_from(v) for v in config["switches"]]
+        self.profiles: dict[int, switch_profiles.Profile] = {}  # dpid -> the profile in force (once described)
+        self.pacing: dict[int, TokenBucket] = {}  # dpid -> its flow-mod budget (profiles with max_flow_mods_per_s)
+        self._polled: dict[int, float] = {}  # dpid -> when its counters were last asked for
+        rate = tecfg["new_flows_per_s"]
+        self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
+        self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
+        self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
+        self.found_state = False  # some switch already held mlroute rules when read back
+        self.dirty = False
+        # the desired state, kept per event (plan_state.py): the live graph is rebuilt only after a topology
+        # event, the plan is told which accounting keys changed, and only the switches whose desired rules
+        # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
+        # it changes
+        self.flow_copy = NewFlowCopy.from_config(tecfg)  # per switch once it says what it is (flowcopy.py)
+        self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
+                              pause=pause, copy=self.flow_copy)
+        self.pause = pause or (lambda: None)
+        self._graph: nx.Graph | None = None
+        self._host_switches: frozenset[int] = frozenset()
+        self._stale: set[int] = set()
+        self.syncing = False
+        self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
+        # te.detection: sflow | both: elephants from packet samples (sflow_detection.py); in sflow mode only the
+        # pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
+        self.detection = tecfg["detection"]
+        self.sflow = None if self.detection == "flowstats" else SflowDetection(
+            config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,
+            self.metrics)
+        self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
+
+    def live_graph(self) -> nx.Graph:
+        """The live switch graph, rebuilt only after a switch, port or link event."""
+        if self._graph is None:
+            self._graph = self.topology.graph()
+        return self._graph
+
+    def recovering(self) -> bool:
+        """Just (re)started over switches that still hold rules: learn from them before changing them."""
+        return self.found_state and self.clock() < self.recovery_ends
+
+    def jobs_by_host(self) -> dict[str, str]:
+        return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
+
+    def fabric(self) -> Fabric | None:
+        """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
+        hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
+        places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
+        graph = self.live_graph()
+        cached = self._fabric_cache
+        if cached is None or cached[0] is not graph or cached[1] is not self.tiers or cached[2] != places:
+            fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
+            self._fabric_cache = cached = (graph, self.tiers, places, fabric)
+        return cached[3]
+
+    def request_decision(self, urgent: bool = True) -> None:
+        """The controller's own request for a decision (the period, a job event, a failure under an elephant):
+        coalesced with every other request (decision_requests.py); the decision loop takes it."""
+        self.decisions.request(ticket=False, urgent=urgent)

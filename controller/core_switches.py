@@ -1,0 +1,315 @@
+"""The core's dealings with each switch as a holder of tables: what it said it is (description, profile, table
+and group features), what it holds (read back at connect, audited now and then, its table fill), what it refused
+(OpenFlow errors: the belief undone, held back for a while) and what its tables have no room for (the table
+budget). A mixin of ``controller.core.ControllerCore`` over its state (``core_state.CoreState``, set up in its
+``__init__``); these are its methods that read and keep it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from controller.core_state import READBACK_TIMEOUT_S, CoreState
+from controller.desired import flowcopy, switch_profiles, table_budget
+from controller.desired.rules import (
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    TABLE_SEEN,
+    Change,
+    FlowRule,
+    GroupRule,
+    SwitchRules,
+    apply_change,
+)
+from controller.desired.sync import Step
+from controller.southbound.openflow_errors import names as error_names
+from controller.state.budget import TokenBucket
+from controller.state.capabilities import SwitchCapabilities, table_short
+
+LOG = logging.getLogger("mlroute")
+
+REFUSED_HOLD_S = 30.0  # a rule change a switch refused is not sent again for this long (a full table stays full)
+AUDIT_RECOUNT_S = 10.0  # a switch's believed rules per table are recounted at least this often (table stats)
+TABLES_USED = (TABLE_CLASSIFY, TABLE_FORWARD, TABLE_SEEN)  # the tables mlroute writes (rules.py)
+
+
+class SwitchTables(CoreState):
+    """What the core knows of each switch's tables, and how it keeps that belief honest."""
+
+    def _forget_audit(self, dpid: int) -> None:
+        self.full_at.pop(dpid, None)
+        self.over_budget.pop(dpid, None)
+        self._polled.pop(dpid, None)
+        self.audit.forget(dpid)
+        self._audited.pop(dpid, None)
+        self._static_counts.pop(dpid, None)
+
+    def _forget_refused(self, dpid: int) -> None:
+        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}
+
+    def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
+        """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
+        A group added that the switch already has, or modified that it lacks, is sent again the other way (the
+        changes returned, to send now). Any other refused change is undone in what the controller believes the
+        switch holds (an add or a modify leaves the rule out of it, a delete leaves it in), held back from the
+        next resyncs for REFUSED_HOLD_S, counted and logged by name."""
+        kind, why = error_names(type_, code)
+        self.metrics.openflow_errors.labels(kind, why).inc()
+        caps = self.capabilities.get(dpid)
+        if caps is not None:
+            caps.errors[f"{kind}/{why}"] = caps.errors.get(f"{kind}/{why}", 0) + 1
+        held = self.installed.get(dpid)
+        if change is None or held is None:
+            if self._refusal_log.due((dpid, kind, why)):
+                LOG.warning("switch %s: OpenFlow error %s/%s for a message that is no rule change", dpid, kind, why)
+            return []
+        rule = change.rule
+        if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
+            return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
+        apply_change(held, _undone(change))
+        if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
+            count = table_budget.table_counts(held).get(rule.table, 0)
+            self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
+        self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
+        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        self.metrics.rules_refused.set(len(self.refused))
+        if self._refusal_log.due((dpid, kind, why)):
+            LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
+                        "earliest; further refusals of this kind at this switch are counted in "
+                        "mlroute_openflow_errors_total", dpid, change.op, rule, kind, why, REFUSED_HOLD_S)
+        return []
+
+    def switch_described(self, dpid: int, mfr_desc: str, hw_desc: str,
+                         sw_desc: str | None = None) -> str | None:
+        """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
+        seen itself, any other switch copies them with plain OpenFlow 1.3. Returns an error to log when the
+        configured policy cannot work on that switch."""
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
+        profile = self.profiles[dpid] = switch_profiles.resolve(self.profile_entries, dpid, mfr_desc, hw_desc,
+                                                                  sw_desc or "")
+        rate = profile.max_flow_mods_per_s
+        if rate:
+            self.pacing[dpid] = TokenBucket(rate, max(1.0, rate / 10), self.clock)
+        else:
+            self.pacing.pop(dpid, None)
+        copy = self.flow_copy.described(dpid, mfr_desc, hw_desc, None if profile.flow_copy is None
+                                        else profile.flow_copy == "learn")
+        if copy is not self.flow_copy:
+            self.flow_copy = copy
+            self.dirty = True
+        if self.flow_copy.mode == "auto":
+            LOG.info("switch %s (%s / %s): profile %s, new flows copied %s", dpid, mfr_desc, hw_desc, profile.name,
+                     "once (Open vSwitch learn)" if copy.learns(dpid) else "with plain OpenFlow 1.3")
+        idle = self.config["te"]["flow_idle_timeout_s"]
+        if profile.min_idle_timeout_s > idle:
+            return (f"switch {dpid}: its profile {profile.name} has idle timeouts of at least "
+                    f"{profile.min_idle_timeout_s} s but te.flow_idle_timeout_s is {idle}: its counting rules may "
+                    f"be refused; raise te.flow_idle_timeout_s or give it a profile in switches:")
+        return flowcopy.unsupported(self.flow_copy, dpid, mfr_desc, hw_desc)
+
+    def pace(self, dpid: int) -> float:
+        """Seconds to wait before the next flow or group mod to ``dpid`` (0: send now, its budget taken)."""
+        bucket = self.pacing.get(dpid)
+        return 0.0 if bucket is None else bucket.take_or_wait()
+
+    def barriers(self, dpid: int) -> bool:
+        profile = self.profiles.get(dpid)
+        return profile is None or profile.barriers
+
+    def flows_read_back(self, dpid: int, flows: list[FlowRule]) -> None:
+        self._read_back(dpid, self.readback.flows_read(dpid, flows))
+
+    def groups_read_back(self, dpid: int, groups: list[GroupRule]) -> None:
+        self._read_back(dpid, self.readback.groups_read(dpid, groups))
+
+    def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
+        if rules is not None and dpid in self.connected:
+            self.installed[dpid] = rules
+            self._stale.add(dpid)
+            self.found_state = self.found_state or bool(rules.flows)
+            for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
+                if key not in self.accounting:
+                    self.accounting.observe(key, dpid, in_port)
+            self.recovered.read_groups(dpid, rules.groups.values())
+            self.audit.checked(dpid)
+            LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
+                     len(rules.groups))
+            self.dirty = True
+
+    def readback_overdue(self) -> list[int]:
+        """Switches that did not report their tables in time: the shell wipes mlroute's rules there."""
+        late = [d for d in self.readback.overdue(self.clock()) if d in self.connected]
+        for dpid in late:
+            LOG.warning("switch %s did not report its tables in %.0f s: rebuilding its rules", dpid,
+                        READBACK_TIMEOUT_S)
+            self.installed[dpid] = SwitchRules()
+            self._stale.add(dpid)
+            self.dirty = True
+        return late
+
+    def table_features(self, dpid: int, max_entries: Mapping[int, int]) -> None:
+        """The switch's table features: how many entries each table holds (where it answers)."""
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.max_entries = {t: n for t, n in max_entries.items() if n > 0}
+        self.metrics.table_capacity_of(dpid, caps.max_entries, TABLES_USED)
+
+    def group_features(self, dpid: int, types: frozenset[str], max_groups: Mapping[str, int]) -> None:
+        caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        caps.group_types, caps.max_groups = types, dict(max_groups)
+        LOG.info("switch %s: group types %s", dpid, ", ".join(sorted(types)) or "none")
+
+    def table_stats(self, dpid: int, active: Mapping[int, int]) -> None:
+        """The switch's table stats (polled): its fill, and whether a table holds fewer entries than the
+        controller's permanent rules there (a table wiped while connected: audit it now)."""
+        caps = self.capabilities.get(dpid)
+        if caps is None or dpid not in self.connected:
+            return
+        caps.active, caps.active_at = {t: n for t, n in active.items() if t in TABLES_USED}, self.clock()
+        self.metrics.table_entries_of(dpid, caps.active)
+        if dpid not in self.installed or self.readback.pending(dpid) or self.audit.out(dpid):
+            return
+        short = table_short(caps.active, self._permanent_counts(dpid))
+        if short:
+            self.audit.urgent(dpid)
+            self.dirty = True
+            if self._short_log.due(dpid):
+                LOG.warning("switch %s: %s %s fewer entries than mlroute installed there: reading it back now",
+                            dpid, "table" if len(short) == 1 else "tables", ", ".join(map(str, short)) +
+                            (" holds" if len(short) == 1 else " hold"))
+
+    def _permanent_counts(self, dpid: int) -> dict[int, int]:
+        """Per table, the believed rules without an idle timeout (a counting rule may have just timed out).
+        Recounted when the switch's rule count changed or every AUDIT_RECOUNT_S: a k=24 switch holds thousands."""
+        flows = self.installed[dpid].flows
+        now = self.clock()
+        cached = self._static_counts.get(dpid)
+        if cached is None or cached[0] != len(flows) or now - cached[1] > AUDIT_RECOUNT_S:
+            counts: dict[int, int] = {}
+            for rule in flows.values():
+                if not rule.idle_timeout:
+                    counts[rule.table] = counts.get(rule.table, 0) + 1
+            cached = self._static_counts[dpid] = (len(flows), now, counts)
+        return cached[2]
+
+    def table_limits(self) -> dict[int, dict[int, int]]:
+        """dpid -> table -> entries mlroute may hold there, for the tables with a known small capacity: what
+        the switch's table features say, lowered to what it held when it answered TABLE_FULL."""
+        limits = {}
+        for dpid in self.connected:
+            small = self._limits_of(dpid)
+            if small:
+                limits[dpid] = small
+        return limits
+
+    def _limits_of(self, dpid: int) -> dict[int, int]:
+        caps = self.capabilities.get(dpid)
+        capacity = dict(caps.max_entries) if caps is not None else {}
+        profile = self.profiles.get(dpid)
+        for table, n in profile.table_capacity.items() if profile is not None else ():
+            capacity[table] = min(n, capacity.get(table, n))
+        for table, (held, _) in self.full_at.get(dpid, {}).items():
+            capacity[table] = min(held, capacity.get(table, held))
+        return {t: table_budget.limit(n) for t, n in capacity.items()
+                if t in TABLES_USED and n < table_budget.UNBOUNDED}
+
+    def audits_due(self) -> list[int]:
+        """Switches the shell reads back now (flow stats by cookie and group descriptions; answers go to
+        ``audit_flows`` / ``audit_groups``). None while recovering or for a switch still being read back."""
+        if self.recovering():
+            return []
+        sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
+                 if d in self.connected and not self.readback.pending(d) and d not in self._audited}
+        started = self.audit.due(sizes)
+        self.metrics.audits.inc(len(started))
+        return started
+
+    def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
+        self._audit_read(dpid, self.audit.flows_read(dpid, flows))
+
+    def audit_groups(self, dpid: int, groups: list[GroupRule]) -> None:
+        self._audit_read(dpid, self.audit.groups_read(dpid, groups))
+
+    def _audit_read(self, dpid: int, held: SwitchRules | None) -> None:
+        if held is not None and dpid in self.installed:
+            self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
+            self.dirty = True
+
+    def change_sent(self, dpid: int, change: Change) -> None:
+        """The shell sent a rule change: an audit out for that switch does not judge that rule."""
+        if self.audit.any_out:
+            self.audit.touched(dpid, _rule_id(change.rule))
+
+    def _judge_audits(self) -> None:
+        """Audits answered since the last sync: where the switch holds other than believed, the belief takes
+        what it holds and the switch is diffed in full (missing rules re-added, extra ones deleted)."""
+        audited, self._audited = self._audited, {}
+        for dpid, held in audited.items():
+            belief = self.installed.get(dpid)
+            if belief is None or dpid not in self.connected:
+                self.audit.forget(dpid)
+                continue
+            refused = {rid for (d, rid) in self.refused if d == dpid}
+            findings = self.audit.finish(dpid, belief, held)
+            findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]
+            if not findings:
+                continue
+            findings.apply(belief)
+            self._stale.add(dpid)
+            self._static_counts.pop(dpid, None)
+            for kind, n in findings.counts().items():
+                if n:
+                    self.metrics.audit_findings.labels(kind).inc(n)
+            LOG.warning("switch %s: audit found its tables differ from what mlroute installed (%s): repairing",
+                        dpid, ", ".join(f"{n} {kind}" for kind, n in findings.counts().items() if n))
+
+    def _release_refused(self) -> None:
+        """Refused changes whose hold is over are tried again, and so are those the table budget held back:
+        their switches are diffed in full."""
+        for dpid in self.over_budget:
+            self._stale.add(dpid)
+            self.dirty = True
+        now = self.clock()
+        for tables in self.full_at.values():  # a table that said TABLE_FULL: its room is tried again
+            for table in [t for t, (_, when) in tables.items() if now - when >= REFUSED_HOLD_S]:
+                del tables[table]
+        for key in [k for k, (t, _, _) in self.refused.items() if now - t >= REFUSED_HOLD_S]:
+            del self.refused[key]
+            self._stale.add(key[0])
+            self.dirty = True
+        self.metrics.rules_refused.set(len(self.refused))
+
+    def _without_refused(self, steps: list[Step]) -> list[Step]:
+        """``steps`` less the changes switches refused lately (held back: a full table stays full)."""
+        out = []
+        for step in steps:
+            kept = [(d, c) for d, c in step.changes if (d, _rule_id(c.rule)) not in self.refused]
+            if kept:
+                out.append(Step(step.phase, kept))
+        return out
+
+    def _within_budget(self, steps: list[Step], ready: list[int]) -> list[Step]:
+        """``steps`` less the additions the switches' tables have no room for (table_budget.py), which are
+        held back: not believed installed, counted, tried again every poll."""
+        limits = self.table_limits()
+        self._small = bool(limits)
+        for dpid in ready:
+            self.over_budget.pop(dpid, None)
+        if limits:
+            steps, held = table_budget.admit(steps, self.installed, limits)
+            for dpid, change in held:
+                self.over_budget.setdefault(dpid, {})[_rule_id(change.rule)] = change
+        self.metrics.rules_over_budget.set(sum(len(h) for h in self.over_budget.values()))
+        return steps
+
+
+def _undone(change: Change) -> Change:
+    """What undoes a refused change in the belief: a refused add or modify is not held, a refused delete is."""
+    return Change("add" if change.op == "delete" else "delete", change.rule)
+
+
+def _rule_id(rule: FlowRule | GroupRule) -> tuple[str, Any]:
+    """What names a rule on its switch: a flow's table, priority and match, or a group's id."""
+    return ("group", rule.key) if isinstance(rule, GroupRule) else ("flow", rule.key)

@@ -1,0 +1,272 @@
+"""What to do with a packet the switches sent up: learn its sender, answer ARP, never flood the fabric, and never
+let one host take over another's address.
+
+Only ARP and IPv4 toward not-yet-known hosts reach the controller (see forwarding.base_rules). ARP requests for
+known hosts are answered by the controller itself; requests for unknown hosts go out on host-facing ports only,
+once per (sender, target) per ``flood_hold_s`` (so a copy that loops back through a port LLDP has not classified
+yet is ignored instead of re-flooded). The answer is plain data; app.py turns it into packet-outs.
+
+No hijack (docs/architecture.md, "Threat model"): a packet whose sender contradicts a live binding (a gratuitous
+ARP or a forged IPv4 source claiming a bound address) is neither learned, answered nor forwarded. The handler
+sends an ARP probe to the old location and records a pending move; any packet from the old binding (its probe
+answer) refuses the claim, and only when nothing came back within ``probe_timeout_s`` (checked by later calls
+with the injected clock: ``handle`` or ``tick``) does the binding move.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from controller.desired.rules import ETH_ARP, ETH_IPV4
+from controller.state.budget import TokenBucket
+from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology
+
+ARP_REQUEST = 1
+ARP_REPLY = 2
+PROBE_MAC = "02:6d:6c:00:00:01"  # locally administered: the controller's probes (answers come back as packet-ins)
+PROBE_TIMEOUT_S = 1.0
+PROBE_RETRIES = 3  # probes per pending move, spread over the timeout (one lost probe must not move a host)
+REFUSAL_HOLD_S = 10.0  # a refused claim is not probed (nor reported) again for this long
+
+
+@dataclass(frozen=True)
+class PacketIn:
+    dpid: int
+    in_port: int
+    eth_src: str
+    eth_dst: str
+    eth_type: int
+    arp_op: int = 0
+    src_ip: str = ""  # ARP sender protocol address, or IPv4 source
+    dst_ip: str = ""  # ARP target protocol address, or IPv4 destination
+
+
+@dataclass(frozen=True)
+class ArpReply:
+    """Send an ARP reply saying ``ip`` is at ``mac`` to the asker."""
+
+    dpid: int
+    port: int
+    ip: str
+    mac: str
+    to_ip: str
+    to_mac: str
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Send the original packet out of (dpid, port)."""
+
+    dpid: int
+    port: int
+
+
+@dataclass(frozen=True)
+class ArpProbe:
+    """Send ``frame`` (an ARP request for ``ip``, unicast to ``mac``, sender address 0.0.0.0 as in RFC 5227, so
+    the asked host's ARP cache is not touched) out of (dpid, port): is the bound host still there?"""
+
+    dpid: int
+    port: int
+    ip: str
+    mac: str
+
+    @property
+    def frame(self) -> bytes:
+        dst = _mac_bytes(self.mac) if self.mac != UNKNOWN_MAC else b"\xff" * 6  # recovered: MAC not known yet
+        src = _mac_bytes(PROBE_MAC)
+        arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, ARP_REQUEST, src, bytes(4), bytes(6),
+                          ipaddress.IPv4Address(self.ip).packed)
+        return (dst + src + struct.pack("!H", ETH_ARP) + arp).ljust(60, b"\0")  # minimum Ethernet frame
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A claim refused: ``claim`` contradicted ``holders``, which are still there (``reason`` says how we know)."""
+
+    claim: Host
+    holders: tuple[Host, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Limited:
+    """A new address refused by the learning limits: ``why`` is "port" or "total" (caps) or "rate" (new
+    addresses per second at the port)."""
+
+    claim: Host
+    why: str
+
+
+Action = ArpReply | Forward | ArpProbe  # what the handler asks the shell to send
+
+
+@dataclass
+class Decision:
+    learned: bool = False  # the packet's sender was learned or moved: the forwarding plan must be recomputed
+    actions: list[Action] = field(default_factory=list)
+    moved: list[Host] = field(default_factory=list)  # Hosts whose pending move was confirmed (probe unanswered)
+    refused: list[Refused] = field(default_factory=list)  # Refused claims, reported once per REFUSAL_HOLD_S: log them
+    limited: list[Limited] = field(default_factory=list)  # new addresses past the learning limits: count them
+
+    @property
+    def changed(self) -> bool:
+        """Hosts changed: the forwarding plan must be recomputed."""
+        return self.learned or bool(self.moved)
+
+
+@dataclass
+class _Pending:
+    claim: Host
+    holders: tuple[Host, ...]
+    since: float
+    last_probe: float
+    probes: int = 1
+
+
+def _mac_bytes(mac: str) -> bytes:
+    return bytes(int(part, 16) for part in mac.split(":"))
+
+
+class PacketInHandler:
+    def __init__(self, topology: Topology, clock: Callable[[], float], flood_hold_s: float = 1.0,
+                 probe_timeout_s: float = PROBE_TIMEOUT_S, refusal_hold_s: float = REFUSAL_HOLD_S,
+                 new_hosts_per_s: float = 5.0, new_hosts_burst: int = 64) -> None:
+        self.topology = topology
+        self.clock = clock
+        self.new_hosts_per_s, self.new_hosts_burst = new_hosts_per_s, new_hosts_burst
+        self._new_hosts: dict[tuple[int, int], TokenBucket] = {}  # (dpid, port) -> new addresses learned there
+        self.flood_hold_s = flood_hold_s
+        self.probe_timeout_s = probe_timeout_s
+        self.refusal_hold_s = refusal_hold_s
+        self._recent_floods: dict[tuple[str, str], float] = {}  # (src_ip, dst_ip) -> time
+        self.pending: dict[str, _Pending] = {}  # claimed ip -> _Pending (one pending move per address at a time)
+        self._refused: dict[tuple[str, str, int, int], float] = {}  # (ip, mac, dpid, port) of a refused claim -> time
+
+    def handle(self, pkt: PacketIn) -> Decision:
+        decision = self.tick()
+        topo = self.topology
+        if topo.is_fabric_port(pkt.dpid, pkt.in_port):
+            return decision  # never learn from or react to fabric copies
+        if pkt.src_ip and pkt.src_ip != "0.0.0.0":
+            claim = Host(pkt.src_ip, pkt.eth_src, pkt.dpid, pkt.in_port)
+            self._heard_from(claim, decision)
+            if pkt.src_ip not in topo.hosts and not self._new_host_allowed(pkt.dpid, pkt.in_port):
+                decision.limited.append(Limited(claim, "rate"))
+                return decision  # like a claim we do not believe: not answered, flooded or forwarded
+            verdict = topo.claim(*_fields(claim))
+            if verdict.verdict == LIMITED:
+                decision.limited.append(Limited(claim, topo.full_at(pkt.dpid, pkt.in_port) or "total"))
+                return decision
+            if verdict.verdict == CONFLICT:
+                self._conflict(claim, verdict.holders, decision)
+                return decision  # a claim we do not believe is not answered, flooded or forwarded
+            decision.learned = verdict.verdict == LEARNED
+        if pkt.eth_type == ETH_ARP:
+            self._arp(pkt, decision)
+        elif pkt.eth_type == ETH_IPV4:
+            target = topo.hosts.get(pkt.dst_ip)
+            if target is not None and (target.dpid, target.port) != (pkt.dpid, pkt.in_port):
+                decision.actions.append(Forward(target.dpid, target.port))  # first packet before rules land
+        return decision
+
+    def _new_host_allowed(self, dpid: int, port: int) -> bool:
+        """A new address at an access port spends one of the port's tokens (``new_hosts_per_s``, a burst of
+        ``new_hosts_burst``): a host cannot claim thousands of addresses a second."""
+        if not self.topology.learnable(dpid, port):
+            return True  # not learnable anyway (the topology ignores it): nothing to spend
+        bucket = self._new_hosts.get((dpid, port))
+        if bucket is None:
+            bucket = self._new_hosts[(dpid, port)] = TokenBucket(self.new_hosts_per_s, self.new_hosts_burst,
+                                                                 self.clock)
+        return bucket.take()
+
+    def tick(self) -> Decision:
+        """Settle pending moves by the clock: confirmed when no answer came within the timeout (then the forwarding
+        plan changes: ``Decision.moved``), probed again meanwhile. Call it periodically, too."""
+        decision = Decision()
+        now = self.clock()
+        for ip, p in list(self.pending.items()):
+            if now - p.since >= self.probe_timeout_s:
+                del self.pending[ip]
+                if all(self.topology.hosts.get(h.ip) in (h, None) for h in p.holders) \
+                        and self.topology.move_host(p.claim, p.holders):
+                    decision.moved.append(p.claim)
+            elif p.probes < PROBE_RETRIES and now - p.last_probe >= self.probe_timeout_s / PROBE_RETRIES:
+                p.probes += 1
+                p.last_probe = now
+                decision.actions.extend(self._probes(p.holders))
+        return decision
+
+    def _heard_from(self, sender: Host, decision: Decision) -> None:
+        """A packet from a binding some pending claim contradicts: that binding is alive, the claim is refused."""
+        for ip, p in list(self.pending.items()):
+            if any(_answers_for(sender, h) for h in p.holders):
+                del self.pending[ip]
+                self._refuse(p.claim, p.holders, "the bound host answered from its port", decision)
+
+    def _conflict(self, claim: Host, holders: tuple[Host, ...], decision: Decision) -> None:
+        now = self.clock()
+        self._refused = {k: t for k, t in self._refused.items() if now - t < self.refusal_hold_s}
+        if _fields(claim) in self._refused:
+            return  # refused a moment ago: no new probe, no new report
+        pending = self.pending.get(claim.ip)
+        if pending is not None:
+            if pending.claim != claim:  # another claimant while one is being checked
+                self._refuse(claim, holders, "another claim for this address is being checked", decision)
+            return
+        unreachable = [h for h in holders if h.dpid not in self.topology.ports]
+        if unreachable:
+            self._refuse(claim, holders, "the bound host's switch is disconnected: it cannot be probed", decision)
+            return
+        self.pending[claim.ip] = _Pending(claim, holders, now, now)
+        decision.actions.extend(self._probes(holders))
+
+    def _refuse(self, claim: Host, holders: tuple[Host, ...], reason: str, decision: Decision) -> None:
+        self._refused[_fields(claim)] = self.clock()
+        decision.refused.append(Refused(claim, holders, reason))
+
+    @staticmethod
+    def _probes(holders: Iterable[Host]) -> list[ArpProbe]:
+        return [ArpProbe(h.dpid, h.port, h.ip, h.mac) for h in holders]
+
+    def _arp(self, pkt: PacketIn, decision: Decision) -> None:
+        topo = self.topology
+        target = topo.hosts.get(pkt.dst_ip)
+        if pkt.arp_op == ARP_REQUEST:
+            if pkt.src_ip == pkt.dst_ip:
+                return  # gratuitous ARP: learning was all it was good for
+            if target is not None and not target.mac:  # recovered after a restart: let the host answer itself
+                decision.actions.append(Forward(target.dpid, target.port))
+                return
+            if target is not None:
+                decision.actions.append(ArpReply(pkt.dpid, pkt.in_port, target.ip, target.mac, pkt.src_ip, pkt.eth_src))
+                return
+            now = self.clock()
+            key = (pkt.src_ip, pkt.dst_ip)
+            if now - self._recent_floods.get(key, -1e18) < self.flood_hold_s:
+                return
+            self._recent_floods = {k: t for k, t in self._recent_floods.items() if now - t < self.flood_hold_s}
+            self._recent_floods[key] = now
+            for dpid in sorted(topo.ports):
+                for port in sorted(topo.access_ports(dpid)):
+                    if (dpid, port) != (pkt.dpid, pkt.in_port):
+                        decision.actions.append(Forward(dpid, port))
+        elif pkt.arp_op == ARP_REPLY:
+            if pkt.eth_dst == PROBE_MAC:
+                return  # the answer to our probe: hearing it was all it was good for
+            asker = topo.hosts.get(pkt.dst_ip) or topo.host_by_mac(pkt.eth_dst)
+            if asker is not None and (asker.dpid, asker.port) != (pkt.dpid, pkt.in_port):
+                decision.actions.append(Forward(asker.dpid, asker.port))
+
+
+def _answers_for(sender: Host, holder: Host) -> bool:
+    """``sender`` is the binding ``holder`` (a binding recovered after a restart has no MAC yet)."""
+    return (sender.ip, sender.location) == (holder.ip, holder.location) and holder.mac in (sender.mac, UNKNOWN_MAC)
+
+
+def _fields(host: Host) -> tuple[str, str, int, int]:
+    return (host.ip, host.mac, host.dpid, host.port)

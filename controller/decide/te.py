@@ -1,0 +1,397 @@
+"""The traffic-engineering step: elephants + fabric -> optimiser -> (hysteresis) -> pinned paths -> rules.
+
+The decision is a value exchange: :func:`decide` takes a :class:`TEInput` (the fabric, the elephants, the jobs,
+the pins in force, the settled record, the settings) and answers a :class:`TEDecision` (the result and its
+reports, the new pins or "unchanged", the fabric identity it was computed for), a pure function that runs in
+the optimiser's worker (optimiser_runner.py) or in-process alike. :class:`TrafficEngineer` holds the one pin
+table (the core's) and takes decisions over; the core then plans the rules of the pins in force
+(``controller.desired.te_rules``) into the switches' desired state. Design choices, and why:
+
+* Every elephant is pinned once known: ECMP's real choice for an unpinned flow is a switch-internal hash the
+  controller cannot see, so "leave it where it is" is not a known state. Before/after reports show ECMP's
+  behaviour by the routing core's per-flow hash, labelled as an estimate.
+* Never worse than what runs: a new routing, the first decision included, is applied only if it is at least as
+  good as the routing in force (ECMP's estimate for flows not pinned) in the configured leximin order; an
+  optimiser that proposes worse (edge-colouring on a k=16 fat-tree's first decision: max link load 2 -> 5) is
+  logged and ignored.
+* Repair before re-routing: when pins broke (a failure) or newcomers arrived, the candidate that keeps every pin
+  still valid and places only the others (mlroute.routing.repair) is applied unless the optimiser's routing is
+  materially better (a lower max link load, or a higher minimum rate): one failed link under 10k pins on a k=16
+  fat-tree moved 97 % of them.
+* Hysteresis: once all elephants are pinned on live paths, a new routing is applied only if it is strictly
+  better; ties keep the installed routing, so nothing flaps.
+* Declared jobs' sends (controller.state.jobs.HostPair) are routed like elephants before their first packet; a
+  transport flow of a pinned pair follows the pair's path, so it takes the pair's place without moving.
+* A settled decision is not re-run: when the optimiser searched to the end and found nothing better than the
+  routing in force, or the routing applied is the optimiser's own and it says it would return it again from
+  itself (mlroute's ``fixpoint``), the next period with the same inputs (fabric, elephants, demands, jobs) and
+  the same pins gets the same answer without the search (at 10k elephants that search is 0.5-2 s of CPU every
+  period).
+* An elephant's route is fixed by exact 5-tuple rules on its upward hops only (``controller.desired.te_rules``): the
+  ingress rule's action picks the first hop, one more rule per upper tier below the top; the top switch (spine /
+  core) has one way down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import deepcopy
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+import numpy as np
+
+from controller.desired.te_rules import Path, RouteKey
+from controller.state.jobs import HostPair
+from controller.state.tiers import TierInference
+from controller.state.topology import Topology
+from mlroute.routing import metric
+from mlroute.routing.demand import estimate_demands
+from mlroute.routing.fabric import Fabric
+from mlroute.routing.flow import Flow
+from mlroute.routing.optimisers import Problem, Routing
+from mlroute.routing.optimisers import optimise as run_optimiser
+from mlroute.routing.repair import repair
+from mlroute.tolerances import ABS_TOL, REL_TOL
+
+__all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEDecision", "TEInput", "TEResult", "TESettings",
+           "TrafficEngineer", "decide", "fabric_from_topology", "in_force", "paths_in_force"]
+
+LOG = logging.getLogger("mlroute.te")
+
+def fabric_from_topology(topology: Topology, tiers: TierInference | None, host_bps: float,
+                         fabric_bps: float) -> Fabric | None:
+    """The routing core's Fabric for the live learned topology, or None when it is not a Clos."""
+    if tiers is None or not tiers.is_clos:
+        return None
+    graph = topology.graph()
+    for dpid in graph.nodes:
+        graph.nodes[dpid]["tier"] = tiers.tiers[dpid]
+    hosts = {h.ip: h.dpid for h in topology.hosts.values() if h.dpid in graph}
+    return Fabric.from_graph(graph, hosts, capacity=fabric_bps, host_capacity=host_bps)
+
+
+@dataclass
+class TEResult:
+    applied: bool
+    moved: list[RouteKey] = field(default_factory=list)  # FlowKeys whose path changed
+    before: dict[str, Any] | None = None  # routing-core report of the routing in force before the step
+    after: dict[str, Any] | None = None  # ... and of the routing in force after it
+    runtime_s: float = 0.0
+    elephants: int = 0
+    reason: str = ""
+    # the demand fractions the step estimated (``step(estimate=True)``), one per elephant it was given, in order
+    demands: tuple[float, ...] | None = None
+    # routing-core report of what ECMP alone would give these elephants (estimated by the routing core's hash):
+    # with ``after``, what REST (GET /mlroute/routing) and /metrics show, the decision's own
+    ecmp: dict[str, Any] | None = None
+
+
+KEPT = "no improvement: routing kept"
+SETTLED = "inputs unchanged since a decision that found nothing better: routing kept"
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A decision the optimiser searched to the end without finding anything better than the routing in force
+    (or a routing it returns again from itself): what it was taken on (``inputs``; the pins in force, as the
+    keys and paths of the pin table in its order) and its result, handed to the next period. Tuples, not a
+    copy of the table: they cross to the optimiser's worker and back every period without re-hashing 10k keys,
+    and the same table built in another order only costs a search."""
+
+    inputs: tuple
+    keys: tuple
+    paths: tuple
+    result: TEResult
+
+    @classmethod
+    def of(cls, inputs: tuple, pinned: Mapping[RouteKey, Path], result: TEResult) -> Settled:
+        return cls(inputs, tuple(pinned), tuple(pinned.values()), result)
+
+    def holds(self, inputs: tuple, pinned: Mapping[RouteKey, Path]) -> bool:
+        """Were these the inputs and the pins in force?"""
+        return (self.inputs == inputs and len(self.keys) == len(pinned) and self.keys == tuple(pinned)
+                and self.paths == tuple(pinned.values()))
+
+
+@dataclass(frozen=True)
+class TESettings:
+    """How the traffic engineer decides (config ``te``): the optimiser, its objective, hysteresis, seed and budget."""
+
+    mode: str = "mlroute"
+    objective: str = "flow"
+    hysteresis: bool = True
+    seed: int = 0
+    time_limit: float | None = None  # seconds the optimiser may search (config te.time_budget_s)
+
+
+@dataclass(frozen=True)
+class TEInput:
+    """Everything one decision is taken on, as a value (it crosses to the optimiser's worker): the fabric (its
+    ``identity`` names it), the elephants as (key, demand fraction or None) pairs, the declared jobs and their
+    weights, whether to estimate the demands, the pins in force and the settled record, and the settings."""
+
+    fabric: Fabric | None
+    elephants: tuple[tuple[RouteKey, float | None], ...]
+    jobs: Mapping[str, str]
+    weights: Mapping[str, float]
+    estimate: bool
+    pinned: Mapping[RouteKey, Path]
+    settled: Settled | None
+    settings: TESettings
+
+    @property
+    def identity(self) -> Any:
+        """The identity of the fabric the decision is taken on (None: no known Clos)."""
+        return None if self.fabric is None else self.fabric.identity
+
+
+@dataclass(frozen=True)
+class TEDecision:
+    """What one decision answers, as a value: its result (reports, moved keys, estimated demands), the new pins and
+    settled record, or ``unchanged`` (a settled period: the pins and the record in force stand, and 10k pins are
+    not sent back), and the identity of the fabric it was computed for."""
+
+    identity: Any
+    result: TEResult
+    pinned: dict[RouteKey, Path] | None = None  # None when unchanged
+    settled: Settled | None = None
+    unchanged: bool = False
+
+
+def decide(task: TEInput, clock: Callable[[], float] = time.perf_counter) -> TEDecision:
+    """One traffic-engineering decision: a pure function of ``task`` (nothing it is given is changed), the same
+    in the optimiser's worker and in-process. ``clock`` times the optimiser (the result's ``runtime_s``)."""
+    step = _Step(task.settings, task.pinned, task.settled, clock)
+    result = step.step(task.fabric, task.elephants, task.jobs, task.weights, task.estimate)
+    if task.settled is not None and step.settled is task.settled:  # a settled period: nothing moved
+        return TEDecision(task.identity, result, unchanged=True)
+    return TEDecision(task.identity, result, dict(step.pinned), step.settled)
+
+
+class TrafficEngineer:
+    """The pins in force, the last result and the settled record (the one pin table: the core holds this), and
+    the settings; ``step`` decides (:func:`decide`) and takes the decision over."""
+
+    def __init__(self, mode: str = "mlroute", objective: str = "flow", hysteresis: bool = True, seed: int = 0,
+                 clock: Callable[[], float] = time.perf_counter, time_limit: float | None = None) -> None:
+        self.mode = mode
+        self.time_limit = time_limit  # seconds the optimiser may search (config te.time_budget_s)
+        self.objective = objective
+        self.hysteresis = hysteresis
+        self.seed = seed
+        self.clock = clock
+        self.pinned: dict[RouteKey, Path] = {}  # FlowKey -> path (tuple of dpids, ingress switch first)
+        self.last: TEResult | None = None  # last TEResult
+        self.settled: Settled | None = None  # the last decision that changed nothing after a complete search
+
+    @property
+    def settings(self) -> TESettings:
+        return TESettings(self.mode, self.objective, self.hysteresis, self.seed, self.time_limit)
+
+    def input(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+              jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
+              estimate: bool = False) -> TEInput:
+        """The decision's input over the pins and the settled record in force (see :meth:`step`)."""
+        return TEInput(fabric, tuple(elephants), dict(jobs or {}), dict(weights or {}), estimate, self.pinned,
+                       self.settled, self.settings)
+
+    def take(self, decision: TEDecision) -> None:
+        """A decision's pins and settled record become the ones in force (unless it left them unchanged)."""
+        if not decision.unchanged:
+            self.pinned = decision.pinned if decision.pinned is not None else {}
+            self.settled = decision.settled
+        self.last = decision.result
+
+    def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+             jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
+             estimate: bool = False) -> TEResult:
+        """One decision over ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow
+        (FlowKey) or a declared job's host pair (HostPair, routed before its first packet).
+
+        ``estimate``: the demands given are ignored and estimated here from the elephants' hosts (Hedera's
+        estimator and the flow list it reads, in the optimiser's worker rather than the event loop: with them
+        the loop spent 190-230 ms on a new set of 10k elephants at k=16, without them 40-75 ms); the result's
+        ``demands`` has them.
+
+        ``jobs`` maps a host IP to a job name (job awareness); with jobs the objective is job-level, and
+        ``weights`` (job name -> weight) weighs jobs in it. A new routing replaces the one in force only if it
+        is at least as good in that order (strictly better once every elephant is pinned, with hysteresis);
+        a worse one is never applied, first decision included: the routing in force is kept.
+        """
+        decision = decide(self.input(fabric, elephants, jobs, weights, estimate), self.clock)
+        self.take(decision)
+        return decision.result
+
+
+class _Step:
+    """One decision's working state (:func:`decide` makes one per decision): the pins and the settled record it
+    starts from, replaced (never changed in place) as it decides."""
+
+    def __init__(self, settings: TESettings, pinned: Mapping[RouteKey, Path], settled: Settled | None,
+                 clock: Callable[[], float]) -> None:
+        self.mode, self.objective, self.hysteresis = settings.mode, settings.objective, settings.hysteresis
+        self.seed, self.time_limit, self.clock = settings.seed, settings.time_limit, clock
+        self.pinned: Mapping[RouteKey, Path] = pinned
+        self.settled = settled
+        self.last: TEResult | None = None
+
+    def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
+             jobs: Mapping[str, str], weights: Mapping[str, float], estimate: bool) -> TEResult:
+        demands = None
+        elephants = list(elephants)
+        if estimate:
+            demands = tuple(float(x) for x in estimate_demands([Flow(k.src_ip, k.dst_ip) for k, _ in elephants]))
+            elephants = [(k, d) for (k, _), d in zip(elephants, demands)]
+        result = self._step(fabric, elephants, jobs, weights, demands)
+        if demands is not None:
+            self.last = result = replace(result, demands=demands)
+        return result
+
+    def _step(self, fabric: Fabric | None, elephants: Sequence[tuple[RouteKey, float | None]],
+              jobs: Mapping[str, str], weights: Mapping[str, float],
+              estimated: tuple[float, ...] | None = None) -> TEResult:
+        """``estimated``: the natural demands of all of ``elephants`` when ``step`` estimated them (the reports'
+        non-blocking rates, when every elephant is on the fabric: estimated once per decision)."""
+        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=(job := jobs.get(k.src_ip)), key=k,
+                      weight=1.0 if job is None else weights.get(job, 1.0)) for k, d in elephants
+                 if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
+        keys = cast("list[RouteKey]", [f.key for f in flows])
+        if not flows:
+            self.pinned, self.settled = {}, None
+            self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
+            return self.last
+        assert fabric is not None  # flows are only taken on a known fabric
+        inputs = (fabric.identity, tuple(keys), tuple(f.demand for f in flows), tuple(sorted(jobs.items())),
+                  tuple(sorted(weights.items())), self.mode, self.objective, self.hysteresis, self.seed,
+                  self.time_limit)
+        settled, self.settled = self.settled, None
+        if settled is not None and settled.holds(inputs, self.pinned):
+            self.settled = settled
+            self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
+            return self.last
+        problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
+        ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed)
+        current, valid, current_choice = in_force(problem, self.pinned, ecmp)
+        # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
+        # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
+        self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
+        objective = "job" if any(f.job for f in flows) else self.objective
+        job_list = metric.job_labels(flows)
+        # the reports' non-blocking rates: the estimate made above when it was of these very flows
+        ideal = np.array(estimated) if estimated is not None and len(flows) == len(elephants) \
+            else estimate_demands(flows)
+        r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal,
+                                          links=problem.incidences(current_choice))
+        # ECMP's own report: the routing in force when nothing is pinned, else assessed once here (in the worker,
+        # not for every REST read and scrape)
+        ecmp_report = before if not any(valid) else metric.assess(
+            fabric, flows, ecmp.paths, objective, ideal=ideal,
+            links=None if ecmp.choice is None else problem.incidences(ecmp.choice))[1]
+        if self.mode == "ecmp":
+            self.pinned = {}
+            self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation",
+                                 ecmp=ecmp_report)
+            return self.last
+        t0 = self.clock()
+        # the optimiser keeps flows on the paths known to carry them (valid pins); ECMP's estimate is no such
+        # path (the switch's hash is not the routing core's), so newcomers are placed freely
+        previous = [c if ok else None for c, ok in zip(current, valid)] if any(valid) else None
+        routing = run_optimiser(self.mode, fabric, problem, seed=self.seed, objective=objective, previous=previous,
+                                time_limit=self.time_limit)
+        runtime = self.clock() - t0
+        new = [p if p is not None else c for p, c in zip(routing.paths, current)]
+        must = not all(valid)  # unpinned newcomers or paths through failed elements
+        same = _same_paths(new, current)
+        if same:  # the steady state: the optimiser kept what runs, so its report is known
+            r_new, proposed = r_current, deepcopy(before)
+        else:  # the optimiser's own rates when it routed every flow (else some flows keep their current path)
+            known = routing.rates if all(p is not None for p in routing.paths) else None
+            links = None if routing.choice is None else \
+                problem.incidences(np.where(routing.choice >= 0, routing.choice, current_choice))
+            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal, rates=known, links=links)
+        order = metric.compare(r_new, r_current, job_list, objective)
+        if must and any(valid) and not same:
+            # pins broke or newcomers came: the pins that still hold, with only the others placed, unless the
+            # optimiser's routing is materially better (churn: one failed link made it move 97 % of 10k pins)
+            fixed = repair(problem, current, valid)
+            r_fix, repaired = metric.assess(fabric, flows, fixed, objective, ideal=ideal)
+            order_fix = metric.compare(r_fix, r_current, job_list, objective)
+            if order_fix >= 0 and (order < 0 or not _materially_better(proposed, repaired)):
+                new, r_new, proposed, order = fixed, r_fix, repaired, order_fix
+        if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
+            LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
+                     "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
+                     before["min_rate"], proposed["min_rate"])
+            return self._kept(TEResult(False, [], before, before, runtime, len(flows),
+                                       "worse than the routing in force: kept", ecmp=ecmp_report), inputs,
+                              routing.info)
+        if not must and self.hysteresis and order == 0:
+            return self._kept(TEResult(False, [], before, before, runtime, len(flows), KEPT, ecmp=ecmp_report),
+                              inputs, routing.info)
+        # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
+        moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
+        self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
+        after = proposed
+        reason = "new or broken paths" if must else "better objective"
+        self.last = TEResult(True, moved, before, after, runtime, len(flows), reason, ecmp=ecmp_report)
+        if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths and None not in new:
+            # the optimiser's own routing, which it returns again from itself on these inputs: the next period
+            # with the same inputs (every elephant pinned) would search only to keep it (~1 s at 10k elephants)
+            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT,
+                                                                    ecmp=ecmp_report))
+        return self.last
+
+
+    def _kept(self, result: TEResult, inputs: tuple, info: Mapping[str, Any]) -> TEResult:
+        """The routing in force stays: the result, remembered as settled when the search ran to its end."""
+        self.last = result
+        if info.get("search_complete"):
+            self.settled = Settled.of(inputs, self.pinned, result)
+        return result
+
+
+def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],
+                   fallback: Sequence[Sequence[int] | None]) -> tuple[list[Sequence[int] | None], list[bool]]:
+    """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
+    own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
+    routing that actually carries the traffic. Returns (paths, valid flags). The TE step, which has the flows
+    resolved on the fabric already, uses :func:`in_force`."""
+    pins = _pins(flows, pinned)
+    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
+    return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
+
+
+def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> list[Sequence[int] | None]:
+    """Each flow's pin, or its host pair's (which its packets follow), or None."""
+    # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
+    return [pinned[cast(RouteKey, f.key)] if f.key in pinned
+            else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
+
+
+def in_force(problem: Problem, pinned: Mapping[RouteKey, Sequence[int]],
+             fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
+    """:func:`paths_in_force` of ``problem``'s flows with ``fallback`` (ECMP's estimate, a Routing of the same
+    problem), and the choice vector of those paths (each pin's option looked up once)."""
+    pins = _pins(problem.flows, pinned)
+    index = [ps.index_of(p) if p is not None else -1 for ps, p in zip(problem.sets, pins)]
+    valid = [i >= 0 for i in index]
+    paths = [p if ok else e for p, ok, e in zip(pins, valid, fallback.paths)]
+    assert fallback.choice is not None
+    return paths, valid, np.where(np.array(index, dtype=np.int64) >= 0, index, fallback.choice)
+
+
+def _materially_better(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Is report ``a``'s routing better than ``b``'s where it shows: a lower max link load, or at the same load a
+    higher minimum rate (beyond the metric's tolerance)? Finer leximin gains do not pay for moving elephants."""
+    if a["max_link_load"] != b["max_link_load"]:
+        return bool(a["max_link_load"] < b["max_link_load"])
+    return bool(a["min_rate"] > b["min_rate"] * (1 + REL_TOL) + ABS_TOL)
+
+
+def _same_paths(a: Sequence[Sequence[int] | None], b: Sequence[Sequence[int] | None]) -> bool:
+    """Whether two routings put every flow on the same path (an unroutable flow: ``None`` in both)."""
+    return len(a) == len(b) and all(p is q or (p is not None and q is not None and tuple(p) == tuple(q))
+                                    for p, q in zip(a, b))

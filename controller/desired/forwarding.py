@@ -1,0 +1,440 @@
+"""The forwarding baseline: which rules every switch holds so that any known host reaches any other.
+
+Destination-based, over the shortest-path DAG toward each host's switch: a switch forwards to every neighbour
+one hop closer (a SELECT group when there are several: ECMP up the Clos; a single output on the way down).
+Distances strictly decrease along every path, so forwarding is loop-free on any graph, Clos or not, and it is
+recomputed from live links after every failure. ARP goes to the controller (which answers for known hosts and
+never floods on fabric links), IPv6 is dropped, and IPv4 toward an unknown host goes to the controller.
+
+On a recognised Clos (every switch has a tier level) the table is *compact* (Al-Fares et al., SIGCOMM'08:
+prefixes down, a default up), with the very same next hops per (switch, known host):
+
+* a host-facing switch holds an exact entry per own host, and per port with a bound host one default (in_port
+  only, below the host entries) toward its most common next hops (the upward SELECT group, staggered as ever);
+* every other known host whose next hops differ from that default (a failure), or that can reach the switch
+  from a fabric port (the switch is transit for it), and every known host on the other switches, is covered by
+  the *maximal uniform prefixes*: IPv4 prefixes (and the same ``arp_tpa`` masks) holding known hosts of one set
+  of next hops only, longest prefix first by priority; unknown addresses are don't-cares. No other switch has a
+  default.
+
+Unknown addresses cannot loop: a default matches only packets from a host port (the first hop), and every
+other entry is a prefix holding a known host whose next hops it uses. Prefixes holding one address are nested,
+so along any cycle the smallest prefix used holds a host h inside every other one used, and each hop of the
+cycle gets one hop closer to h's switch: impossible. An unknown address ends in the IPv4 miss (a packet-in the
+controller ignores when it comes from a fabric port) or is dropped. Off a Clos, per-host entries as before.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import networkx as nx
+
+from controller.desired.rules import (
+    ETH_ARP,
+    ETH_IPV4,
+    ETH_IPV6,
+    ETH_LLDP,
+    LLDP_MAC_NEAREST_BRIDGE,
+    NO_BUFFER,
+    PRIO_ARP,
+    PRIO_HOST,
+    PRIO_IPV4_MISS,
+    PRIO_IPV6_DROP,
+    PRIO_LLDP,
+    PRIO_TABLE_MISS,
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    FlowRule,
+    GroupRule,
+    Match,
+    SwitchRules,
+    match,
+)
+from controller.state.topology import Host, Topology
+
+PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
+MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table
+
+
+def staggered_buckets(ports: Iterable[int], level: int) -> tuple[int, ...]:
+    """Bucket list for a SELECT group at tier ``level`` (0 = host-facing), de-correlated from the tiers below.
+
+    Switches that hash the same header fields the same way pick bucket ``hash mod n_buckets``; with plain
+    groups, the edge and the aggregation switch then use the same hash digits and every flow an aggregation
+    switch receives goes to the same core (hash polarisation). Listing each port n^level times in blocks makes
+    tier ``level`` read the next base-n digit of the hash instead. Used when the bucket count stays small.
+    """
+    return _staggered(tuple(ports), level)
+
+
+@lru_cache(maxsize=65536)  # a plan asks for the same few bucket lists once per (host, switch) pair
+def _staggered(ports: tuple[int, ...], level: int) -> tuple[int, ...]:
+    n = len(ports)
+    reps = n ** level
+    if level <= 0 or n * reps > MAX_STAGGERED_BUCKETS:
+        return tuple(ports)
+    return tuple(p for p in ports for _ in range(reps))
+
+
+@lru_cache(maxsize=65536)
+def _base_group_id(ports: tuple[int, ...]) -> int:
+    return zlib.crc32(",".join(map(str, ports)).encode()) % 0x7FFF0000 + 1
+
+
+def group_id_for(ports: Iterable[int], taken: Mapping[int, tuple[int, ...]]) -> int:
+    """A stable group id for a bucket list (same list, same id across recomputations and restarts)."""
+    ports = tuple(ports)
+    gid = _base_group_id(ports)
+    while gid in taken and taken[gid] != ports:
+        gid = gid % 0x7FFF0000 + 1
+    return gid
+
+
+def base_rules(dpid: int) -> list[FlowRule]:
+    """Rules independent of topology: ARP copied to the controller (learning, proxy answers, asking for unknown
+    hosts) and on to forwarding (where ARP for a known host follows that host's rules), IPv6 dropped, the rest
+    on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped).
+    LLDP goes to the controller by the very rule the topology app installs at connect (it replaces that one):
+    as mlroute's own, it is read back, audited and repaired with the rest (a switch wiped while connected
+    would otherwise lose its links to LLDP's timeout)."""
+    to_controller = (("controller", PACKET_IN_BYTES),)
+    return [
+        FlowRule(dpid, PRIO_LLDP, match(eth_dst=LLDP_MAC_NEAREST_BRIDGE, eth_type=ETH_LLDP),
+                 (("controller", NO_BUFFER),), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller + (("goto", TABLE_FORWARD),),
+                 table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_IPV6_DROP, match(eth_type=ETH_IPV6), (), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_TABLE_MISS, match(), (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_IPV4_MISS, match(eth_type=ETH_IPV4), to_controller, table=TABLE_FORWARD),
+    ]
+
+
+def next_hop_ports(graph: nx.Graph, dst_switch: int) -> dict[int, tuple[int, ...]]:
+    """For every switch, the ports toward neighbours one hop closer to ``dst_switch`` (shortest-path DAG)."""
+    if dst_switch not in graph:
+        return {}
+    dist = nx.single_source_shortest_path_length(graph, dst_switch)
+    adj = graph.adj
+    hops: dict[int, tuple[int, ...]] = {}
+    for s, d in dist.items():
+        if s == dst_switch:
+            continue
+        hops[s] = tuple(sorted(attrs["ports"][s] for n, attrs in adj[s].items() if dist.get(n) == d - 1))
+    return hops
+
+
+PRIO_ARP_FABRIC = PRIO_ARP + 1  # above the ARP copy: ARP that crossed a fabric link was copied at its ingress
+
+
+def fabric_arp_rule(dpid: int, port: int) -> FlowRule:
+    """ARP arriving over a fabric link goes on without another copy to the controller: it was copied where it
+    entered the fabric, and one ARP must not cost a packet-in per hop."""
+    return FlowRule(dpid, PRIO_ARP_FABRIC, match(in_port=port, eth_type=ETH_ARP), (("goto", TABLE_FORWARD),),
+                    table=TABLE_CLASSIFY)
+
+
+def host_matches(ip: str) -> tuple[Match, Match]:
+    """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
+    its IPv4, so ARP keeps working while the controller is away)."""
+    return (match(eth_type=ETH_IPV4, ipv4_dst=ip), match(eth_type=ETH_ARP, arp_tpa=ip))
+
+
+def plan(topology: Topology, levels: Mapping[int, int] | None = None, stagger: bool = True,
+         graph: nx.Graph | None = None) -> dict[int, SwitchRules]:
+    """Desired rules for every connected switch: dict dpid -> SwitchRules.
+
+    ``levels`` (dpid -> tier level, 0 = host-facing) enables staggered ECMP buckets against hash polarisation;
+    given for every switch of the graph (a recognised Clos), the table is compact (``compact_plan``), else
+    per host (``per_host_plan``). ``graph`` is ``topology.graph()`` when the caller already has it.
+    """
+    levels = levels or {}
+    graph = graph if graph is not None else topology.graph()
+    if is_clos_levels(levels, graph.nodes):
+        return compact_plan(topology, levels, stagger, graph)
+    return per_host_plan(topology, levels, stagger, graph)
+
+
+def is_clos_levels(levels: Mapping[int, int], switches: Iterable[int]) -> bool:
+    """Tier levels known for every switch: only then is forwarding compacted (tiers.py names a Clos)."""
+    return bool(levels) and all(s in levels for s in switches)
+
+
+def _base_tables(topology: Topology, graph: nx.Graph) -> dict[int, SwitchRules]:
+    desired = {dpid: SwitchRules() for dpid in topology.ports}
+    for dpid, rules in desired.items():
+        for rule in base_rules(dpid):
+            rules.add_flow(rule)
+        if dpid in graph:
+            for nbr in graph.adj[dpid]:
+                rules.add_flow(fabric_arp_rule(dpid, graph.edges[dpid, nbr]["ports"][dpid]))
+    return desired
+
+
+def per_host_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
+                  graph: nx.Graph) -> dict[int, SwitchRules]:
+    """Two entries (IPv4, ARP) per known host on every switch that reaches it: the plan off a Clos (and the
+    reference the benchmark compares the compact one with)."""
+    desired = _base_tables(topology, graph)
+    hops_cache: dict[int, dict[int, tuple[int, ...]]] = {}
+    # per switch: bucket list -> group id and group id -> bucket list, kept as groups are added (building
+    # ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)
+    gids: dict[int, dict[tuple[int, ...], int]] = {dpid: {} for dpid in desired}
+    taken: dict[int, dict[int, tuple[int, ...]]] = {dpid: {} for dpid in desired}
+    for host in topology.hosts.values():
+        if host.dpid not in desired:
+            continue
+        matches = host_matches(host.ip)
+        for m in matches:
+            desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, m, (("output", host.port),)))
+        if host.dpid not in hops_cache:
+            hops_cache[host.dpid] = next_hop_ports(graph, host.dpid)
+        for dpid, ports in hops_cache[host.dpid].items():
+            if not ports:
+                continue
+            rules = desired[dpid]
+            if len(ports) == 1:
+                actions = (("output", ports[0]),)
+            else:
+                buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
+                gid = gids[dpid].get(buckets)
+                if gid is None:  # a bucket list new on this switch; a known one keeps its id (same probe)
+                    gid = group_id_for(buckets, taken[dpid])
+                    gids[dpid][buckets] = gid
+                    taken[dpid][gid] = buckets
+                    rules.add_group(GroupRule(dpid, gid, buckets))
+                actions = (("group", gid),)
+            for m in matches:
+                rules.add_flow(FlowRule(dpid, PRIO_HOST, m, actions))
+    return desired
+
+
+# -- compact forwarding (a recognised Clos) ------------------------------------------------------------------
+PRIO_UP_DEFAULT = 5  # table 1: from a host port, toward the switch's most common next hops (below host entries)
+PRIO_PREFIX = 100  # table 1: a compact prefix /n at PRIO_PREFIX + n: longest prefix first, as a router
+PRIO_EXACT = PRIO_PREFIX + 32  # an exact (/32) compact entry, a switch's own host included
+
+
+def prefix_priority(plen: int) -> int:
+    """Longer prefixes above shorter ones: entries of one plan are disjoint, but while one plan replaces another
+    (make-before-break, additions only during recovery) old and new entries overlap, and the more specific
+    one, planned with more hosts in view or agreeing with the newer plan on its hosts, must win."""
+    return PRIO_PREFIX + plen
+LOCAL = "local"  # label of a switch's own hosts' runs: always exact entries (recovery binds hosts by them)
+
+
+@dataclass(frozen=True)
+class Own:
+    """An exact entry's label: one of the switch's own hosts, at this port."""
+
+    port: int
+MISS = "miss"  # a known host a host-facing switch cannot reach: what the IPv4 miss does, above the default
+Label = tuple[int, ...] | None  # a switch's next-hop ports toward a host (None: no way there)
+
+
+@lru_cache(maxsize=1 << 17)
+def ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+@lru_cache(maxsize=1 << 16)
+def prefix_value(value: int, plen: int) -> str | tuple[str, str]:
+    """An IPv4 prefix as a match value: the address alone for /32, else (address, mask) as Ryu reads it back."""
+    address = str(ipaddress.IPv4Address(value))
+    if plen == 32:
+        return address
+    return address, str(ipaddress.IPv4Address((0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF))
+
+
+def prefix_matches(value: int, plen: int) -> tuple[Match, Match]:
+    """The table-1 matches (IPv4 destination, ARP target) of one prefix; /32 is ``host_matches``."""
+    v = prefix_value(value, plen)
+    return (match(eth_type=ETH_IPV4, ipv4_dst=v), match(eth_type=ETH_ARP, arp_tpa=v))
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """The known hosts in address order, cut into runs of consecutive addresses behind one switch (a compact
+    table is computed per run, not per host: a fat-tree's runs are its edges)."""
+
+    ips: tuple[int, ...]
+    hosts: tuple[Host, ...]
+    run_of: tuple[int, ...]  # host index -> run index
+    run_start: tuple[int, ...]  # run index -> first host index (and len(hosts) at the end)
+    run_dpid: tuple[int, ...]  # run index -> the switch its hosts are on
+
+    @classmethod
+    def of(cls, hosts: Iterable[Host]) -> Addresses:
+        ordered = sorted(((ip_int(h.ip), h) for h in hosts), key=lambda x: x[0])
+        run_of: list[int] = []
+        run_start: list[int] = []
+        run_dpid: list[int] = []
+        for i, (_, h) in enumerate(ordered):
+            if not run_dpid or run_dpid[-1] != h.dpid:
+                run_start.append(i)
+                run_dpid.append(h.dpid)
+            run_of.append(len(run_dpid) - 1)
+        run_start.append(len(ordered))
+        return cls(tuple(x[0] for x in ordered), tuple(x[1] for x in ordered), tuple(run_of), tuple(run_start),
+                   tuple(run_dpid))
+
+
+@dataclass(frozen=True)
+class CompactTable:
+    """One switch's compact forwarding: (prefix value, prefix length, label) per entry in address order, the
+    default's label (host-facing switches) and the host ports it is installed for."""
+
+    entries: tuple[tuple[int, int, Any], ...]
+    default: Label
+    default_ports: tuple[int, ...]
+
+    def covering(self, ip: int) -> tuple[int, int, Any] | None:
+        """The entry whose prefix holds ``ip``, if any (entries are disjoint)."""
+        i = bisect_right(self.entries, (ip, 33)) - 1
+        if i >= 0:
+            value, plen, label = self.entries[i]
+            if ip >> (32 - plen) == value >> (32 - plen):
+                return self.entries[i]
+        return None
+
+
+def _common_default(addresses: Addresses, labels: Sequence[Any]) -> Label:
+    """The label of most of the hosts that are not the switch's own (ties: the largest label)."""
+    count: dict[Label, int] = {}
+    for r, label in enumerate(labels):
+        if label is not LOCAL:
+            count[label] = count.get(label, 0) + addresses.run_start[r + 1] - addresses.run_start[r]
+    if not count:
+        return None
+    return max(count, key=lambda lab: (count[lab], lab is not None, lab or ()))
+
+
+def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], Label], bottom: bool,
+                  transit: Callable[[int], bool], fabric_ports: Iterable[int] = ()) -> CompactTable:
+    """Switch ``dpid``'s compact table. ``hops_toward(d)``: its next-hop ports toward switch ``d``'s hosts
+    (None: no way); ``bottom``: a host-facing switch (it gets the host-port default); ``transit(d)``: whether
+    traffic toward ``d`` can reach it over a fabric link (a neighbour one hop farther from ``d``): such hosts
+    need entries even where the default would do, since the default serves host ports only."""
+    ips, run_of, run_dpid = addresses.ips, addresses.run_of, addresses.run_dpid
+    labels = [LOCAL if d == dpid else hops_toward(d) for d in run_dpid]
+    default = _common_default(addresses, labels) if bottom else None
+    bounds = [r for r in range(1, len(labels)) if labels[r] != labels[r - 1]]
+    entries: list[tuple[int, int, Any]] = []
+
+    def emit(value: int, plen: int, lo: int, hi: int) -> None:
+        label = labels[run_of[lo]]
+        if label is None:
+            if default is not None:
+                entries.append((value, plen, MISS))
+        elif label == default:  # the default serves its hosts from host ports; transit needs an entry
+            if any(transit(run_dpid[r]) for r in range(run_of[lo], run_of[hi - 1] + 1)):
+                entries.append((value, plen, label))
+        else:
+            entries.append((value, plen, label))
+
+    def walk(lo: int, hi: int, value: int, plen: int) -> None:
+        # ips[lo:hi] are the known hosts inside prefix value/plen
+        r0, r1 = run_of[lo], run_of[hi - 1]
+        i = bisect_right(bounds, r0)
+        if (i == len(bounds) or bounds[i] > r1) and labels[r0] is not LOCAL:
+            if plen == 0:  # never a /0 (a switch may read a zero mask back as no match field): the hosts' prefix
+                plen = 32 - (ips[lo] ^ ips[hi - 1]).bit_length()
+                value = ips[lo] >> (32 - plen) << (32 - plen) if plen < 32 else ips[lo]
+            emit(value, plen, lo, hi)
+            return
+        if hi - lo == 1:  # one of the switch's own hosts
+            entries.append((ips[lo], 32, Own(addresses.hosts[lo].port)))
+            return
+        bit = (ips[lo] ^ ips[hi - 1]).bit_length() - 1  # the highest bit the hosts here differ in
+        left = ips[lo] >> (bit + 1) << (bit + 1)
+        mid = bisect_left(ips, left | (1 << bit), lo, hi)
+        walk(lo, mid, left, 32 - bit)
+        walk(mid, hi, left | (1 << bit), 32 - bit)
+
+    if ips:
+        walk(0, len(ips), 0, 0)
+    ports: tuple[int, ...] = ()
+    if default is not None:
+        fabric = set(fabric_ports)
+        ports = tuple(sorted({addresses.hosts[i].port for r, d in enumerate(run_dpid) if d == dpid
+                              for i in range(addresses.run_start[r], addresses.run_start[r + 1])} - fabric))
+    return CompactTable(tuple(entries), default, ports)
+
+
+def compact_rules(table: CompactTable) -> list[tuple[int, Match, Any]]:
+    """(priority, match, what) of a compact table: ``what`` is a label (next-hop ports: output or group) or
+    raw actions (a switch's own host: output to its port; MISS: the IPv4 miss's controller copy, ARP dropped)."""
+    out: list[tuple[int, Match, Any]] = []
+    for value, plen, label in table.entries:
+        priority = prefix_priority(plen)
+        if isinstance(label, Own):
+            for m in prefix_matches(value, 32):
+                out.append((PRIO_EXACT, m, (("output", label.port),)))
+        elif label is MISS:
+            ipv4, arp = prefix_matches(value, plen)
+            out.append((priority, ipv4, (("controller", PACKET_IN_BYTES),)))
+            out.append((priority, arp, ()))
+        else:
+            for m in prefix_matches(value, plen):
+                out.append((priority, m, label))
+    if table.default is not None:
+        for port in table.default_ports:
+            out.append((PRIO_UP_DEFAULT, match(in_port=port), table.default))
+    return out
+
+
+def hop_distances(graph: nx.Graph, dst_switch: int) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
+    """BFS distances toward ``dst_switch`` and each switch's next-hop ports (``next_hop_ports``)."""
+    if dst_switch not in graph:
+        return {}, {}
+    dist = nx.single_source_shortest_path_length(graph, dst_switch)
+    adj = graph.adj
+    hops = {s: tuple(sorted(attrs["ports"][s] for n, attrs in adj[s].items() if dist.get(n) == d - 1))
+            for s, d in dist.items() if s != dst_switch}
+    return dist, hops
+
+
+def is_transit(adj: Mapping[int, Iterable[int]], dist: Mapping[int, int], s: int) -> bool:
+    """Some neighbour of ``s`` is one hop farther from the destination: it forwards to ``s``."""
+    d = dist.get(s)
+    return d is not None and any(dist.get(n) == d + 1 for n in adj[s])
+
+
+def compact_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
+                 graph: nx.Graph) -> dict[int, SwitchRules]:
+    """The compact plan of a recognised Clos (see the module docstring), from scratch: the reference
+    ``plan_state.PlanState`` equals."""
+    desired = _base_tables(topology, graph)
+    addresses = Addresses.of(h for h in topology.hosts.values() if h.dpid in desired)
+    toward = {d: hop_distances(graph, d) for d in set(addresses.run_dpid)}
+    for dpid, rules in desired.items():
+        adj = graph.adj[dpid] if dpid in graph else {}
+        fabric = [attrs["ports"][dpid] for attrs in adj.values()]
+        table = compact_table(addresses, dpid, lambda d: toward[d][1].get(dpid) or None,  # noqa: B023
+                              levels.get(dpid, 0) == 0,
+                              lambda d: is_transit(graph.adj, toward[d][0], dpid), fabric)  # noqa: B023
+        gids: dict[tuple[int, ...], int] = {}
+        taken: dict[int, tuple[int, ...]] = {}
+        for priority, m, what in compact_rules(table):
+            if what and isinstance(what[0], int):
+                ports = what
+                if len(ports) == 1:
+                    actions: Any = (("output", ports[0]),)
+                else:
+                    buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
+                    gid = gids.get(buckets)
+                    if gid is None:
+                        gid = gids[buckets] = group_id_for(buckets, taken)
+                        taken[gid] = buckets
+                        rules.add_group(GroupRule(dpid, gid, buckets))
+                    actions = (("group", gid),)
+            else:
+                actions = what
+            rules.add_flow(FlowRule(dpid, priority, m, actions))
+    return desired

@@ -1,0 +1,72 @@
+"""Anti-spoofing at host ports: once a port has a bound host, it only accepts IPv4 from that host's (IP, MAC).
+
+Values, emitted per host with the traffic-engineering layer's host-port rules (te_rules.host_miss_rules), so the full
+rebuild and the incremental plan hold them alike. Table 0 of a host's switch holds, per bound host,
+``in_port + eth_src + ipv4_src -> goto forwarding`` and, per bound port, ``in_port + IPv4 -> drop`` one
+priority below. OpenFlow has no negative match, so every other table-0 rule that
+matches a bound host port must name the bound source too (``admitted_source``: te's new-flow copies do), or a
+forged source would take that rule instead. ARP from a bound port is forwarded in the data plane only with the
+bound sender; any other ARP from it reaches the controller alone, which refuses a contradicting claim.
+"""
+
+from __future__ import annotations
+
+from controller.desired.forwarding import PACKET_IN_BYTES
+from controller.desired.rules import (
+    COOKIE_BASE,
+    ETH_ARP,
+    ETH_IPV4,
+    PRIO_ARP,
+    TABLE_CLASSIFY,
+    TABLE_FORWARD,
+    FlowRule,
+    match,
+)
+from controller.state.topology import UNKNOWN_MAC, Host, Topology
+
+PRIO_GUARD_DROP = 2  # above table-miss (0), below te's new-flow copies (5) which carry the bound source
+PRIO_GUARD_ALLOW = 3
+PRIO_ARP_HOLD = PRIO_ARP + 1  # other ARP from a bound port: to the controller only (it judges the claim)
+PRIO_ARP_ALLOW = PRIO_ARP + 2  # the bound host's own ARP: as the base ARP rule (copy + forwarding)
+
+
+def admitted_source(host: Host) -> dict[str, str]:
+    """Match fields every table-0 rule on ``host``'s port adds, so only the bound host's packets match it."""
+    if not host.mac:  # recovered from switch rules after a restart (topology.UNKNOWN_MAC): IP only for now
+        return {"ipv4_src": host.ip}
+    return {"eth_src": host.mac, "ipv4_src": host.ip}
+
+
+def arp_sender(host: Host) -> dict[str, str]:
+    """ARP match fields naming ``host`` as the sender (frame source, sender hardware and protocol address)."""
+    if host.mac == UNKNOWN_MAC:
+        return {"arp_spa": host.ip}
+    return {"eth_src": host.mac, "arp_sha": host.mac, "arp_spa": host.ip}
+
+
+def host_rules(host: Host) -> list[FlowRule]:
+    """``host``'s allow rules and its port's drop / hold rules (the same values for every host on that port).
+
+    ARP for a known host is forwarded in the data plane (forwarding.py), so a forged sender would reach the
+    target and poison its cache: only the bound sender's ARP takes that way, any other goes to the controller
+    alone, which refuses a contradicting claim (packet_in.py)."""
+    to_controller = ("controller", PACKET_IN_BYTES)
+    return [
+        FlowRule(host.dpid, PRIO_GUARD_ALLOW, match(in_port=host.port, eth_type=ETH_IPV4, **admitted_source(host)),
+                 (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY, cookie=COOKIE_BASE),
+        FlowRule(host.dpid, PRIO_GUARD_DROP, match(in_port=host.port, eth_type=ETH_IPV4), (),
+                 table=TABLE_CLASSIFY, cookie=COOKIE_BASE),
+        FlowRule(host.dpid, PRIO_ARP_ALLOW, match(in_port=host.port, eth_type=ETH_ARP, **arp_sender(host)),
+                 (to_controller, ("goto", TABLE_FORWARD)), table=TABLE_CLASSIFY, cookie=COOKIE_BASE),
+        FlowRule(host.dpid, PRIO_ARP_HOLD, match(in_port=host.port, eth_type=ETH_ARP), (to_controller,),
+                 table=TABLE_CLASSIFY, cookie=COOKIE_BASE),
+    ]
+
+
+def guard_rules(topology: Topology) -> list[FlowRule]:
+    """Allow rules for every bound (IP, MAC, port), one drop rule for the rest of each bound port's IPv4."""
+    rules: dict[tuple, FlowRule] = {}
+    for host in sorted(topology.hosts.values(), key=lambda h: (h.dpid, h.port, h.ip)):
+        for rule in host_rules(host):
+            rules[(rule.dpid, rule.key)] = rule
+    return list(rules.values())

@@ -1,0 +1,626 @@
+"""The desired state of every switch, kept up to date per event instead of rebuilt on every one.
+
+``sync.desired_state`` (the forwarding plan plus the TE layer, from scratch) stays the reference; ``PlanState``
+holds the same value and changes only what an event affects, returning the switches whose rules changed:
+
+* a new transport flow adds its counting rule on its ingress switch (nothing else is looked at);
+* a host (learned, moved, gone) adds or removes its forwarding rules on the switches of its shortest-path DAG
+  (compact forwarding on a Clos: a new host that falls inside an entry of its own next hops, or that a
+  host-facing switch's default serves, changes nothing there; elsewhere, and after any host is gone, the
+  switch's compact table is recomputed by ``forwarding.compact_table`` itself: per run of addresses behind one
+  switch, not per host);
+* a link / port / switch change updates, per destination switch, the BFS distances only where they can have
+  changed (a removed link whose farther end keeps another parent one hop closer changes nothing but that end's
+  next hops; an added link between adjacent levels only adds a next hop; anything else re-runs that
+  destination's BFS) and rewrites only the (destination host, switch) entries whose next hops changed;
+* pins (TE decisions) and tier changes recompute the TE-layer rules they feed.
+
+The TE layer is built by ``te_rules.host_miss_rules`` / ``counting_rule`` / ``pin_rules`` themselves over one
+host, flow or pin at a time, so there is one definition of those rules. Group ids come from
+``forwarding.group_id_for`` per switch; they equal the reference's whenever no two bucket lists of a switch share
+a crc32 slot (a collision still gets a unique, stable id, possibly another one than a from-scratch build would
+pick).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import networkx as nx
+
+from controller.desired import forwarding, te_rules
+from controller.desired.flowcopy import CONTROLLER_COPY, NewFlowCopy
+from controller.desired.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
+from controller.state.flowkey import FlowKey
+from controller.state.tiers import TierInference
+from controller.state.topology import Host, Topology
+
+Adjacency = dict[int, dict[int, int]]  # switch -> {neighbour: own port toward it}
+PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
+
+
+def adjacency(graph: nx.Graph) -> Adjacency:
+    return {s: {n: attrs["ports"][s] for n, attrs in graph.adj[s].items()} for s in graph.nodes}
+
+
+def _bfs(adj: Adjacency, root: int) -> dict[int, int]:
+    dist = {root: 0}
+    frontier = [root]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            d = dist[s] + 1
+            for n in adj[s]:
+                if n not in dist:
+                    dist[n] = d
+                    nxt.append(n)
+        frontier = nxt
+    return dist
+
+
+def _hops_of(adj: Adjacency, dist: Mapping[int, int], s: int) -> tuple[int, ...]:
+    """Ports of ``s`` toward neighbours one hop closer (the DAG's next hops), as ``forwarding.next_hop_ports``."""
+    d = dist[s] - 1
+    return tuple(sorted(p for n, p in adj[s].items() if dist.get(n) == d))
+
+
+class PlanState:
+    """Every switch's desired rules (``desired``: dpid -> SwitchRules), updated per event.
+
+    ``pause`` is called every few thousand rule writes during long updates (the Ryu shell passes a green-thread
+    yield), so a first install on a large fabric does not hold the event loop.
+    """
+
+    def __init__(self, *, stagger: bool, idle_timeout: int, pause: Callable[[], None] | None = None,
+                 copy: NewFlowCopy = CONTROLLER_COPY) -> None:
+        self.stagger = stagger
+        self.idle_timeout = idle_timeout
+        self.copy = copy
+        self.pause = pause or (lambda: None)
+        self.desired: dict[int, SwitchRules] = {}
+        self._graph: nx.Graph | None = None
+        self._adj: Adjacency = {}
+        self._levels: dict[int, int] = {}
+        self._tier_of: dict[int, str] = {}
+        self._tiers: TierInference | None = None
+        self._hosts: dict[str, Host] = {}
+        self._ips_at: dict[int, set[str]] = {}  # destination switch -> IPs of its hosts
+        self._dist: dict[int, dict[int, int]] = {}  # destination switch -> BFS distance of every switch
+        self._hops: dict[int, dict[int, tuple[int, ...]]] = {}  # destination switch -> next hops per switch
+        self._gid: dict[int, dict[tuple, int]] = {}  # switch -> bucket list -> group id
+        self._taken: dict[int, dict[int, tuple]] = {}  # switch -> group id -> bucket list
+        self._grefs: dict[int, dict[int, int]] = {}  # switch -> group id -> rules using it
+        # TE layer: switch -> rule key -> {source: rule}; a rule may come from several sources (two IPs behind
+        # one port share their flow-miss rules; a pin's hop rules also come with its flows' counting rules)
+        self._te: dict[int, dict[tuple, dict[Any, FlowRule]]] = {}
+        self._te_keys: dict[Any, list[tuple[int, tuple]]] = {}  # source -> (dpid, rule key) it contributes
+        self._accounting: dict[FlowKey, tuple[int, int]] = {}
+        self._by_pair: dict[tuple[str, str], set[FlowKey]] = {}  # (src, dst) -> accounted flows of that pair
+        self._pinned: dict[Any, tuple] = {}
+        self._touched: set[frozenset] = set()  # links the last graph change added, removed or re-ported
+        self._dirty: set[int] = set()
+        # per switch of the last update: (flow keys, group ids) it changed, or None for "all of it" (new)
+        self.changed: dict[int, tuple[set, set] | None] = {}
+        self._writes = 0
+        # compact forwarding (a recognised Clos: forwarding.compact_plan): what it holds per switch
+        self._compact = False
+        self._addresses = forwarding.Addresses.of(())
+        self._owned: dict[int, set[RuleKey]] = {}  # switch -> its compact forwarding rule keys
+        self._tables: dict[int, forwarding.CompactTable] = {}  # switch -> its compact table
+        self._redo: set[int] = set()  # switches whose compact table must be recomputed in this update
+        self._restagger: set[int] = set()  # ... of which those whose level changed (every entry rewritten)
+        self._redo_all = False
+        self._new_hosts: list[Host] = []
+
+    # -- the one entry point ----------------------------------------------------------------------------------
+    def update(self, topology: Topology, graph: nx.Graph, tiers: TierInference | None,
+               accounting: Mapping[FlowKey, tuple[int, int]], pinned: Mapping[Any, tuple],
+               flows: Iterable[FlowKey] | None = None, copy: NewFlowCopy | None = None) -> set[int]:
+        """Bring the state to ``sync.desired_state(topology, tiers, accounting, pinned, graph=graph,
+        copy=self.copy)``; returns the switches whose desired rules changed.
+
+        ``graph`` is compared by identity first: pass the same object while the live links are unchanged and
+        the graph is not looked at. ``flows`` names the accounting keys that may have changed since the last
+        update (None: compare the whole accounting). ``copy`` replaces the new-flow copy policy (a switch said
+        what it is: flowcopy.py); None keeps it.
+        """
+        self._dirty, self.changed = set(), {}
+        self._redo, self._redo_all, self._new_hosts, self._restagger = set(), False, [], set()
+        hosts = dict(topology.hosts)
+        pinned = dict(pinned)
+        tiers_changed = tiers is not self._tiers and self._apply_tiers(tiers)
+        graph_changed = graph is not self._graph
+        adj = adjacency(graph) if graph_changed else self._adj
+        compact = forwarding.is_clos_levels(self._levels, adj)
+        if compact != self._compact:  # on the state as it was, before this update's links and hosts
+            self._convert(compact)
+        if graph_changed:
+            self._graph = graph
+            self._apply_graph(adj)
+        hosts_changed = self._apply_hosts(hosts)
+        self._finish_forwarding(hosts_changed)
+        if copy is not None and copy != self.copy:
+            self._apply_copy(copy, pinned)
+        if flows is None:
+            flows = set(self._accounting) | set(accounting)
+        for key in flows:
+            self._apply_flow(key, accounting.get(key), pinned)
+        # pins hang on the graph only through the links along their paths, and on the tiers
+        touched = None if tiers_changed else self._touched if graph_changed else set()
+        self._apply_pins(pinned, touched, hosts_changed)
+        return self._dirty
+
+    # -- switches and links ------------------------------------------------------------------------------------
+    def _apply_graph(self, adj: Adjacency) -> None:
+        old = self._adj
+        old_links, new_links = _links(old), _links(adj)
+        removed = [uv for uv in old_links if uv not in new_links]
+        added = [uv for uv in new_links if uv not in old_links]
+        moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
+        gone = old.keys() - adj.keys()
+        for s in gone:
+            self._drop_switch(s)
+        for s in adj.keys() - old.keys():
+            self._add_switch(s)
+        self._adj = adj
+        self._touched = {frozenset(uv) for uv in removed + added + moved}
+        self._apply_fabric_ports(old, adj)
+        if removed or added or moved:
+            for dst in list(self._dist):
+                for s in self._update_destination(dst, removed, added, moved):
+                    self._write_host_entries(dst, s)
+            if self._compact:  # a host-facing switch next to a link or distance change may turn transit
+                for uv in self._touched:
+                    self._redo_near(uv)
+        for s in gone:  # only now: the updates above needed the old distances through them
+            for dist in self._dist.values():
+                dist.pop(s, None)
+            for hops in self._hops.values():
+                hops.pop(s, None)
+
+    def _apply_fabric_ports(self, old: Adjacency, adj: Adjacency) -> None:
+        """Keep each switch's per-fabric-port ARP rules (``forwarding.fabric_arp_rule``) equal to its links."""
+        for s in adj.keys() | old.keys():
+            rules = self.desired.get(s)
+            if rules is None:
+                continue
+            before, after = set(old.get(s, {}).values()), set(adj.get(s, {}).values())
+            for port in before - after:
+                key = forwarding.fabric_arp_rule(s, port).key
+                rules.flows.pop(key, None)
+                self._touch(s, flow=key)
+            for port in after - before:
+                rule = forwarding.fabric_arp_rule(s, port)
+                rules.add_flow(rule)
+                self._touch(s, flow=rule.key)
+
+    def _update_destination(self, dst: int, removed: list[tuple[int, int]], added: list[tuple[int, int]],
+                            moved: list[tuple[int, int]]) -> set[int]:
+        """Switches whose next hops toward ``dst`` changed with these link changes (distances updated)."""
+        adj, dist = self._adj, self._dist[dst]
+        if dst not in adj:
+            return set()
+        rerun = False
+        local: set[int] = set()
+        for u, v in removed:
+            du, dv = dist.get(u), dist.get(v)
+            if du is None or dv is None or du == dv:
+                continue  # not a DAG link toward dst
+            far = u if du > dv else v
+            if far not in adj:
+                continue  # the switch itself is gone
+            if any(dist.get(n) == dist[far] - 1 for n in adj[far]):
+                local.add(far)  # another parent at the same distance: only its next hops shrink
+            else:
+                rerun = True
+                break
+        if not rerun:
+            for u, v in added + moved:
+                du, dv = dist.get(u), dist.get(v)
+                if du is None and dv is None:
+                    continue
+                if du is None or dv is None or abs(du - dv) > 1:
+                    rerun = True  # distances shrink somewhere
+                    break
+                if du != dv:
+                    local.add(u if du > dv else v)
+        if rerun:
+            new = _bfs(adj, dst)
+            old_hops = self._hops[dst]
+            if self._compact:
+                self._redo_near(s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s))
+            self._dist[dst] = new
+            hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
+            self._hops[dst] = hops
+            return {s for s in old_hops.keys() | hops.keys() if old_hops.get(s) != hops.get(s)}
+        hops = self._hops[dst]
+        changed = set()
+        for s in local:
+            h = _hops_of(adj, dist, s)
+            if hops.get(s) != h:
+                hops[s] = h
+                changed.add(s)
+        return changed
+
+    def _add_switch(self, dpid: int) -> None:
+        rules = self.desired[dpid] = SwitchRules()
+        for rule in forwarding.base_rules(dpid):
+            rules.add_flow(rule)
+        self._gid[dpid], self._taken[dpid], self._grefs[dpid] = {}, {}, {}
+        for holders in self._te.get(dpid, {}).values():
+            rules.add_flow(next(reversed(holders.values())))
+        self._owned[dpid] = set()
+        self._redo.add(dpid)
+        self._dirty.add(dpid)
+        self.changed[dpid] = None
+
+    def _drop_switch(self, dpid: int) -> None:
+        del self.desired[dpid]
+        for table in (self._gid, self._taken, self._grefs, self._owned, self._tables):
+            table.pop(dpid, None)
+        self._dirty.discard(dpid)
+        self.changed.pop(dpid, None)
+
+    def _apply_tiers(self, tiers: TierInference | None) -> bool:
+        """New tier levels re-stagger the groups of the switches whose level changed; True if tiers changed."""
+        self._tiers = tiers
+        levels = dict(tiers.levels) if tiers is not None else {}
+        tier_of = dict(tiers.tiers) if tiers is not None else {}
+        changed = tier_of != self._tier_of or levels != self._levels
+        moved = {s for s in levels.keys() | self._levels.keys() if levels.get(s, 0) != self._levels.get(s, 0)}
+        self._levels, self._tier_of = levels, tier_of
+        if self._compact:  # a level decides the host-port default and the staggering
+            self._redo |= moved
+            self._restagger |= moved
+        elif self.stagger:
+            for dst in self._dist:
+                for s in moved & self._hops[dst].keys():
+                    self._write_host_entries(dst, s)
+        return changed
+
+    # -- hosts and their forwarding entries --------------------------------------------------------------------
+    def _apply_hosts(self, hosts: dict[str, Host]) -> bool:
+        """Hosts on switches that exist (the reference plans only those) learned, moved or gone."""
+        hosts = {ip: h for ip, h in hosts.items() if h.dpid in self.desired}
+        old = self._hosts
+        gone = [h for ip, h in old.items() if hosts.get(ip) is not h and hosts.get(ip) != h]
+        new = [h for ip, h in hosts.items() if old.get(ip) is not h and old.get(ip) != h]
+        for h in gone:
+            self._forget_host(h)
+        self._hosts = hosts
+        for h in new:
+            self._learn_host(h)
+        return bool(gone or new)
+
+    def _learn_host(self, host: Host) -> None:
+        dst = host.dpid
+        if dst not in self._dist:
+            self._dist[dst] = _bfs(self._adj, dst)
+            self._hops[dst] = {s: _hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
+        self._ips_at.setdefault(dst, set()).add(host.ip)
+        self._set_miss_rules(host)
+        if self._compact:
+            self._new_hosts.append(host)
+            self._redo.add(dst)
+            return
+        matches = forwarding.host_matches(host.ip)
+        for m in matches:
+            self._set_forward(dst, m, (("output", host.port),))
+        for s, ports in self._hops[dst].items():
+            actions = self._actions(s, ports)
+            for m in matches:
+                self._set_forward(s, m, actions)
+
+    def _set_miss_rules(self, host: Host) -> None:
+        """A host's own TE rules (guards, new-flow copies at its port) under the copy policy in force."""
+        self._set_source(("miss", host.ip), te_rules.host_miss_rules(host, self.copy))
+
+    def _apply_copy(self, copy: NewFlowCopy, pinned: Mapping[Any, tuple]) -> None:
+        """Re-plan what the copy policy shapes (host-port copy rules, a declared pair's ingress) on the switches
+        whose policy changed."""
+        old, self.copy = self.copy, copy
+        changed = {h.dpid for h in self._hosts.values() if old.learns(h.dpid) != copy.learns(h.dpid)}
+        for host in [h for h in self._hosts.values() if h.dpid in changed]:
+            self._set_miss_rules(host)
+        for key, path in self._pinned.items():
+            src = self._hosts.get(key.src_ip)
+            if not isinstance(key, FlowKey) and src is not None and src.dpid in changed and key in pinned:
+                self._set_source(("pin", key), self._pin_rules(key, path))
+
+    def _forget_host(self, host: Host) -> None:
+        self._set_source(("miss", host.ip), [])
+        ips = self._ips_at.get(host.dpid)
+        if ips is None or host.ip not in ips:
+            return
+        ips.discard(host.ip)
+        if self._compact:
+            self._redo_all = True  # prefixes may grow anywhere
+        else:
+            for m in forwarding.host_matches(host.ip):
+                self._set_forward(host.dpid, m, None)
+                for s in self._hops.get(host.dpid, {}):
+                    self._set_forward(s, m, None)
+        if not ips:  # no host left behind this switch: its BFS is no longer needed
+            del self._ips_at[host.dpid]
+            self._dist.pop(host.dpid, None)
+            self._hops.pop(host.dpid, None)
+
+    def _write_host_entries(self, dst: int, s: int) -> None:
+        """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed)."""
+        if self._compact:
+            self._redo.add(s)
+            return
+        if s == dst or s not in self.desired:
+            return
+        ports = self._hops[dst].get(s)
+        actions = self._actions(s, ports) if ports else None
+        for ip in self._ips_at.get(dst, ()):
+            for m in forwarding.host_matches(ip):
+                self._set_forward(s, m, actions)
+
+    def _actions(self, s: int, ports: tuple[int, ...]) -> tuple:
+        if len(ports) == 1:
+            return (("output", ports[0]),)
+        buckets = forwarding.staggered_buckets(ports, self._levels.get(s, 0) if self.stagger else 0)
+        gid = self._gid[s].get(buckets)
+        if gid is None:
+            gid = forwarding.group_id_for(buckets, self._taken[s])
+        return (("group", gid, buckets),)  # the bucket list travels until _set_forward refcounts it
+
+    def _set_forward(self, s: int, m: tuple, actions: tuple | None, priority: int = PRIO_HOST) -> None:
+        """Set (or with None, remove) one forwarding rule (toward a host, a prefix, or a host port's default) on
+        switch ``s``. ``actions`` may carry a group's bucket list as a third element of its group action (see
+        ``_actions``)."""
+        rules = self.desired.get(s)
+        if rules is None:
+            return
+        flows = rules.flows
+        key = (TABLE_FORWARD, priority, m)
+        old = flows.get(key)
+        group = None
+        if actions and len(actions[0]) == 3:
+            _, gid, buckets = actions[0]
+            group = (gid, buckets)
+            actions = (("group", gid),)
+        if old is not None:
+            if old.actions == actions:
+                return
+            if old.actions and old.actions[0][0] == "group":
+                if group is not None:
+                    self._ref_group(s, *group)  # before the old one goes: it may be the same list
+                    group = None
+                self._unref_group(s, old.actions[0][1])
+        elif actions is None:
+            return
+        if group is not None:
+            self._ref_group(s, *group)
+        if actions is None:
+            del flows[key]
+        else:
+            flows[key] = FlowRule(s, priority, m, actions)
+        self._touch(s, flow=key)
+        self._writes += 1
+        if self._writes % PAUSE_EVERY == 0:
+            self.pause()
+
+    # -- compact forwarding (forwarding.compact_plan, kept per event) ------------------------------------------
+    def _redo_near(self, switches: Iterable[int]) -> None:
+        """Host-facing switches at or next to these (their transit flags may have changed) are recomputed."""
+        adj, levels = self._adj, self._levels
+        for s in switches:
+            for t in (s, *adj.get(s, ())):
+                if levels.get(t, 0) == 0:
+                    self._redo.add(t)
+
+    def _finish_forwarding(self, hosts_changed: bool) -> None:
+        """Recompute the compact tables this update touched."""
+        if not self._compact:
+            return
+        if hosts_changed or self._redo_all:
+            self._addresses = forwarding.Addresses.of(self._hosts[ip] for ips in self._ips_at.values() for ip in ips)
+        if self._redo_all:
+            redo = set(self.desired)
+        else:
+            redo = self._redo & self.desired.keys()
+            for host in self._new_hosts:
+                redo |= {s for s in self.desired if s not in redo and not self._unchanged_by(s, host)}
+        for s in sorted(redo):
+            self._recompute(s)
+
+    def _unchanged_by(self, s: int, host: Host) -> bool:
+        """Does switch ``s``'s compact table stay as it is with ``host`` learned (nothing else changed)? Yes if
+        the host falls inside an entry of its own next hops there, or (host-facing switch) the default serves
+        it and it cannot arrive over a fabric link."""
+        table = self._tables.get(s)
+        if table is None or host.dpid == s:
+            return False
+        label = self._hops.get(host.dpid, {}).get(s) or None
+        hit = table.covering(forwarding.ip_int(host.ip))
+        if hit is not None:
+            return hit[2] == label and (self._levels.get(s, 0) != 0 or label == table.default)
+        if self._levels.get(s, 0) != 0:
+            return label is None
+        return label == table.default and (label is None or not forwarding.is_transit(
+            self._adj, self._dist.get(host.dpid, {}), s))
+
+    def _recompute(self, s: int) -> None:
+        """Recompute switch ``s``'s compact table and rewrite only the entries that differ from its last one
+        (all of them where its level changed: the same next hops stagger differently)."""
+        hops, dist, adj = self._hops, self._dist, self._adj
+        table = forwarding.compact_table(
+            self._addresses, s, lambda d: hops.get(d, {}).get(s) or None, self._levels.get(s, 0) == 0,
+            lambda d: forwarding.is_transit(adj, dist.get(d, {}), s), adj.get(s, {}).values())
+        old = self._tables.get(s)
+        self._tables[s] = table
+        owned = self._owned.setdefault(s, set())
+        if old is None or s in self._restagger:
+            write, gone = table, None
+        else:
+            before, after = set(old.entries), set(table.entries)
+            same_default = old.default == table.default
+            write = forwarding.CompactTable(
+                tuple(e for e in table.entries if e not in before), table.default,
+                tuple(p for p in table.default_ports if not same_default or p not in old.default_ports))
+            gone = forwarding.CompactTable(
+                tuple(e for e in old.entries if e not in after), old.default,
+                tuple(p for p in old.default_ports if not same_default or p not in table.default_ports))
+        keys = set()
+        for priority, m, what in forwarding.compact_rules(write):
+            actions = self._actions(s, what) if what and isinstance(what[0], int) else what
+            self._set_forward(s, m, actions, priority)
+            keys.add((TABLE_FORWARD, priority, m))
+        drop = owned - keys if gone is None else \
+            {(TABLE_FORWARD, priority, m) for priority, m, _ in forwarding.compact_rules(gone)} - keys
+        for key in drop:
+            self._set_forward(s, key[2], None, key[1])
+        owned -= drop
+        owned |= keys
+
+    def _convert(self, compact: bool) -> None:
+        """Per-host forwarding replaced by compact forwarding or back (the tiers changed)."""
+        if compact:
+            for dst, ips in self._ips_at.items():
+                for ip in ips:
+                    for m in forwarding.host_matches(ip):
+                        self._set_forward(dst, m, None)
+                        for s in self._hops.get(dst, {}):
+                            self._set_forward(s, m, None)
+            self._compact, self._redo_all = True, True
+            return
+        for s, keys in self._owned.items():
+            for key in keys:
+                self._set_forward(s, key[2], None, key[1])
+            keys.clear()
+        self._tables.clear()
+        self._compact = False
+        for dst, ips in self._ips_at.items():
+            for ip in ips:
+                for m in forwarding.host_matches(ip):
+                    self._set_forward(dst, m, (("output", self._hosts[ip].port),))
+            for s in self._hops.get(dst, {}):
+                self._write_host_entries(dst, s)
+
+    def _ref_group(self, s: int, gid: int, buckets: tuple) -> None:
+        refs = self._grefs[s]
+        if gid not in refs:
+            refs[gid] = 0
+            self._gid[s][buckets] = gid
+            self._taken[s][gid] = buckets
+            self.desired[s].add_group(GroupRule(s, gid, buckets))
+            self._touch(s, group=gid)
+        refs[gid] += 1
+
+    def _unref_group(self, s: int, gid: int) -> None:
+        refs = self._grefs[s]
+        refs[gid] -= 1
+        if not refs[gid]:
+            del refs[gid]
+            buckets = self._taken[s].pop(gid)
+            del self._gid[s][buckets]
+            del self.desired[s].groups[gid]
+            self._touch(s, group=gid)
+
+    # -- the traffic-engineering layer -------------------------------------------------------------------------
+    def _apply_flow(self, key: FlowKey, where: tuple[int, int] | None, pinned: Mapping[Any, tuple],
+                    force: bool = False) -> None:
+        old = self._accounting.get(key)
+        if old == where and not force:
+            return  # unchanged; a change of its pin is _apply_pins' business
+        pair = (key.src_ip, key.dst_ip)
+        if where is None:
+            if old is None:
+                return
+            del self._accounting[key]
+            self._by_pair[pair].discard(key)
+            if not self._by_pair[pair]:
+                del self._by_pair[pair]
+            self._set_source(("count", key), [])
+            return
+        self._accounting[key] = where
+        self._by_pair.setdefault(pair, set()).add(key)
+        self._set_source(("count", key), [te_rules.counting_rule(self._graph, key, where[0], where[1], pinned,
+                                                                 self.idle_timeout)])
+
+    def _apply_pins(self, pinned: dict[Any, tuple], touched: set[frozenset] | None, hosts_changed: bool) -> None:
+        """``touched``: the links that changed (None: everything, the tiers changed)."""
+        old = self._pinned
+        changed = {k for k in old.keys() | pinned.keys() if old.get(k) != pinned.get(k)}
+        if touched is None:
+            changed |= pinned.keys()
+        elif touched:
+            changed |= {k for k, path in pinned.items() if any(frozenset(uv) in touched for uv in zip(path, path[1:]))}
+        if hosts_changed:  # a host pair's ingress rules hang on its source host
+            changed |= {k for k in pinned if not isinstance(k, FlowKey)}
+        self._pinned = pinned
+        if not changed:
+            return
+        counts: set[FlowKey] = set()
+        for k in changed:
+            path = pinned.get(k)
+            self._set_source(("pin", k), [] if path is None else self._pin_rules(k, path))
+            if isinstance(k, FlowKey):
+                if k in self._accounting:
+                    counts.add(k)
+            else:
+                counts |= self._by_pair.get((k.src_ip, k.dst_ip), set())
+        for k in counts:
+            self._apply_flow(k, self._accounting[k], pinned, force=True)
+
+    def _pin_rules(self, key: Any, path: tuple) -> list[FlowRule]:
+        return te_rules.pin_rules(self._hosts, self._graph, self._tiers, key, path, self.copy)
+
+    def _set_source(self, source: Any, rules: list[FlowRule]) -> None:
+        """Replace the TE-layer rules one source (a host's flow misses, a flow, a pin) contributes."""
+        new = {(r.dpid, r.key): r for r in rules}
+        for dpid, key in self._te_keys.pop(source, []):
+            if (dpid, key) not in new:
+                holders = self._te[dpid][key]
+                del holders[source]
+                self._show(dpid, key, holders)
+        for (dpid, key), rule in new.items():
+            holders = self._te.setdefault(dpid, {}).setdefault(key, {})
+            if holders.get(source) != rule:
+                holders.pop(source, None)
+                holders[source] = rule
+                self._show(dpid, key, holders)
+        if new:
+            self._te_keys[source] = list(new)
+
+    def _show(self, dpid: int, key: tuple, holders: dict[Any, FlowRule]) -> None:
+        """Put the rule now held for ``key`` (the latest contribution) into switch ``dpid``'s desired rules."""
+        if not holders:
+            del self._te[dpid][key]
+        rules = self.desired.get(dpid)
+        if rules is None:
+            return
+        rule = next(reversed(holders.values())) if holders else None
+        if rules.flows.get(key) == rule:
+            return
+        if rule is None:
+            del rules.flows[key]
+        else:
+            rules.add_flow(rule)
+        self._touch(dpid, flow=key)
+        self._tick()
+
+    def _touch(self, dpid: int, flow: tuple | None = None, group: int | None = None) -> None:
+        self._dirty.add(dpid)
+        if dpid not in self.changed:
+            self.changed[dpid] = (set(), set())
+        keys = self.changed[dpid]
+        if keys is not None:
+            if flow is not None:
+                keys[0].add(flow)
+            if group is not None:
+                keys[1].add(group)
+
+    def _tick(self) -> None:
+        self._writes += 1
+        if self._writes % PAUSE_EVERY == 0:
+            self.pause()
+
+
+def _links(adj: Adjacency) -> dict[tuple[int, int], tuple[int, int]]:
+    """Undirected links (u < v) with their ports at u and at v."""
+    return {(u, v): (p, adj[v][u]) for u, nbrs in adj.items() for v, p in nbrs.items() if u < v}
