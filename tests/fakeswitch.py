@@ -1,6 +1,10 @@
 """Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's
 fakeoftable): flow mods and group mods are serialised to bytes, parsed back and applied to a table of rule
-values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects.
+values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects. Strict as
+Open vSwitch is: a goto to the flow's own or a lower table, a flow forwarding to a group the switch lacks, a
+group added that exists or modified that does not are refused with their OpenFlow errors, and deleting a group
+deletes the flows that forward to it. Each is recorded in ``violations``; every test that made fake switches
+fails if one has any (tests/unit/controller/conftest.py), so make-before-break order bugs surface.
 
 ``FakeSwitch`` has what Ryu's Datapath offers the app (``id``, ``ofproto``, ``ofproto_parser``, ``set_xid``,
 ``send_msg``), so ``controller.app.MlrouteApp`` runs against it unchanged; its ``table`` (a SwitchRules) can be
@@ -54,7 +58,10 @@ class FakeSwitch:
     ofproto = OFP
     ofproto_parser = PARSER
 
+    made: list[FakeSwitch] = []  # every switch a test made (tests/unit/controller/conftest.py checks them)
+
     def __init__(self, dpid: int, deliver=None):
+        FakeSwitch.made.append(self)
         self.id = dpid
         self.table = SwitchRules()  # what the switch holds, as rule values parsed from the bytes it received
         self.deliver = deliver  # callable(ryu event class name, reply message): the app's handler
@@ -68,6 +75,7 @@ class FakeSwitch:
         self.errors_sent = 0
         self.reports_limit = True  # table features tell table_limit (else: 1,000,000, and TABLE_FULL past it)
         self.no_groups = False  # reports no group types (a switch without SELECT groups)
+        self.violations: list[str] = []  # what Open vSwitch refuses or undoes (see the module docstring)
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -82,7 +90,7 @@ class FakeSwitch:
         if isinstance(msg, PARSER.OFPFlowMod):
             self._flow_mod(ofproto_parser.msg(self, OFP.OFP_VERSION, msg.msg_type, msg.msg_len, msg.xid, buf))
         elif isinstance(msg, PARSER.OFPGroupMod):
-            self._group_mod(*parse_group_mod(buf))
+            self._group_mod(*parse_group_mod(buf), msg=msg)
         elif isinstance(msg, PARSER.OFPBarrierRequest):
             reply = PARSER.OFPBarrierReply(self)
             reply.xid = msg.xid
@@ -138,6 +146,11 @@ class FakeSwitch:
         self.flow_mods += 1
         rule = ofmsg.rule_from_stats(self.id, mod)
         if mod.command in (OFP.OFPFC_ADD, OFP.OFPFC_MODIFY_STRICT):
+            refused = self._refusal(rule)
+            if refused is not None:
+                self.violations.append(f"switch {self.id}: error {refused} for {rule}")
+                self._refuse(mod, *refused)
+                return
             limit = self.table_limit.get(rule.table)
             in_table = sum(1 for r in self.table.flows.values() if r.table == rule.table)
             if limit is not None and rule.key not in self.table.flows and in_table >= limit:
@@ -152,6 +165,16 @@ class FakeSwitch:
         else:
             raise AssertionError(f"unexpected flow-mod command {mod.command}")
 
+    def _refusal(self, rule) -> tuple[int, int] | None:
+        """What Open vSwitch answers a flow that jumps back (a goto to its own or a lower table) or forwards to a
+        group it does not hold: (error type, code), or None for a flow it takes."""
+        for kind, *arg in rule.actions:
+            if kind == "goto" and arg[0] <= rule.table:
+                return OFP.OFPET_BAD_INSTRUCTION, OFP.OFPBIC_BAD_TABLE_ID
+            if kind == "group" and arg[0] not in self.table.groups:
+                return OFP.OFPET_BAD_ACTION, OFP.OFPBAC_BAD_OUT_GROUP
+        return None
+
     def _refuse(self, msg, type_, code) -> None:
         """An error reply naming ``msg`` by its xid, delivered with the other replies (as a switch does)."""
         error = PARSER.OFPErrorMsg(self, type_=type_, code=code, data=bytes(getattr(msg, "buf", b""))[:64])
@@ -159,13 +182,27 @@ class FakeSwitch:
         self.errors_sent += 1
         self.replies.append(("EventOFPErrorMsg", error))
 
-    def _group_mod(self, command, group_id, buckets) -> None:
+    def _group_mod(self, command, group_id, buckets, msg=None) -> None:
+        """As Open vSwitch: adding a group it holds is GROUP_EXISTS, modifying one it lacks UNKNOWN_GROUP;
+        deleting a group deletes the flows that forward to it (OpenFlow 1.3 s. 6.5): recorded as a violation,
+        the make-before-break order broken (the controller must have moved them first)."""
         self.flow_mods += 1
         if command == OFP.OFPGC_DELETE:
-            if group_id == OFP.OFPG_ALL:
-                self.table.groups.clear()
-            else:
-                self.table.groups.pop(group_id, None)
+            gone = set(self.table.groups) if group_id == OFP.OFPG_ALL else {group_id} & set(self.table.groups)
+            lost = [k for k, r in self.table.flows.items() if any(a[0] == "group" and a[1] in gone for a in r.actions)]
+            for key in lost:
+                del self.table.flows[key]
+            if lost:
+                self.violations.append(f"switch {self.id}: group {group_id} deleted under {len(lost)} flows")
+            for g in gone:
+                del self.table.groups[g]
+            return
+        exists = group_id in self.table.groups
+        refused = {(OFP.OFPGC_ADD, True): OFP.OFPGMFC_GROUP_EXISTS,
+                   (OFP.OFPGC_MODIFY, False): OFP.OFPGMFC_UNKNOWN_GROUP}.get((command, exists))
+        if msg is not None and refused is not None:
+            self.violations.append(f"switch {self.id}: group {group_id} command {command}: error code {refused}")
+            self._refuse(msg, OFP.OFPET_GROUP_MOD_FAILED, refused)
             return
         desc = PARSER.OFPGroupDescStats(OFP.OFPGT_SELECT, group_id, buckets)
         self.table.add_group(ofmsg.group_from_desc(self.id, desc))

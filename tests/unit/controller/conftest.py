@@ -1,0 +1,16 @@
+"""Every fake switch a controller test drove ends without violations: nothing a real switch would refuse or undo
+(tests/fakeswitch.py: a goto backwards, a missing group named, a group added twice or modified missing, a group
+deleted under its flows)."""
+
+import pytest
+
+from tests.fakeswitch import FakeSwitch
+
+
+@pytest.fixture(autouse=True)
+def switches_never_refuse():
+    FakeSwitch.made.clear()
+    yield
+    violations = [v for sw in FakeSwitch.made for v in sw.violations]
+    FakeSwitch.made.clear()
+    assert not violations, violations
