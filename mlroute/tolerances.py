@@ -15,9 +15,6 @@ ABS_TOL = 1e-12
 #: Floor of a relative scale that must stay positive (water-filling levels of nearly starved flows).
 TINY = 1e-300
 
-#: Decimals to which rates are rounded when grouping flows into rate levels (same rate up to float noise).
-RATE_DECIMALS = 12
-
 #: An LP bound within this distance below an integer is that integer (the LP solver's own feasibility slack).
 SOLVER_TOL = 1e-6
 

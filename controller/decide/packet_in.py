@@ -4,7 +4,7 @@ let one host take over another's address.
 Only ARP and IPv4 toward not-yet-known hosts reach the controller (see forwarding.base_rules). ARP requests for
 known hosts are answered by the controller itself; requests for unknown hosts go out on host-facing ports only,
 once per (sender, target) per ``flood_hold_s`` (so a copy that loops back through a port LLDP has not classified
-yet is ignored instead of re-flooded). The answer is plain data; app.py turns it into packet-outs.
+yet is ignored instead of re-flooded). The answer is plain data; the shell turns it into packet-outs.
 
 No hijack (docs/architecture.md, "Threat model"): a packet whose sender contradicts a live binding (a gratuitous
 ARP or a forged IPv4 source claiming a bound address) is neither learned, answered nor forwarded. The handler

@@ -1,9 +1,10 @@
 """OpenFlow rules as plain values, the desired state of each switch, and the ordered diff between two states.
 
-Rules stay values until app.py compiles them into OFPFlowMod / OFPGroupMod, so planning, traffic engineering and
-failure handling are testable without Ryu or a switch. A match is a sorted tuple of (OXM field name, value);
-actions are a tuple of ("output", port) / ("group", group_id) / ("controller", max_len) / ("goto", table) /
-("resubmit", table) / ("learn_seen", ip_proto, hold_s) (the last two Open vSwitch's); no action means drop.
+Rules stay values until ``southbound/ofmsg.compile_change`` makes them OFPFlowMod / OFPGroupMod, so planning,
+traffic engineering and failure handling are testable without Ryu or a switch. A match is a sorted tuple of (OXM
+field name, value); actions are a tuple of ("output", port) / ("group", group_id) / ("controller", max_len) /
+("goto", table) / ("resubmit", table) / ("learn_seen", ip_proto, hold_s) (the last two Open vSwitch's); no
+action means drop.
 
 Table 0 classifies (ARP and IPv6 handling, per-transport-flow accounting at the ingress switch, pinned
 elephants), table 1 forwards toward hosts (the ECMP baseline), table 2 (Open vSwitch, ``te.flow_copy: learn``)

@@ -6,8 +6,8 @@ switch and period gives every port's byte counters. Rates come from the switch-r
 monitor.py, because a poll that arrives late on a busy controller would otherwise inflate or deflate the rate;
 a switch that does not report durations (all ones, allowed by OpenFlow 1.3) falls back to the controller's
 clock. A counter that goes backwards (port re-created, counters cleared) starts a new baseline instead of
-producing a negative rate, and a port missing from a complete reply is forgotten. Plain data, no Ryu: app.py
-hands the reply's entries to ``samples_from_reply``.
+producing a negative rate, and a port missing from a complete reply is forgotten. Plain data, no Ryu: the
+southbound wing hands the reply's entries to ``samples_from_reply``.
 """
 
 from __future__ import annotations

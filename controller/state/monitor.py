@@ -6,7 +6,8 @@ after ``polls_needed`` consecutive polls at or above the threshold. An elephant 
 job's compute phase) stays known, idle, for ``memory_s`` so its route is still in place when it comes back --
 but only while its counting rule exists: a flow whose rule was removed (idle timeout, flow-removed) or whose
 job ended (``job_ended``) stops counting at once, so finished flows never hold routes against new ones.
-Everything here is plain data: app.py parses OpenFlow replies into ``FlowSample`` values.
+Everything here is plain data: the southbound wing (``southbound/ofstats.py``, ``ofmsg.py``) parses OpenFlow
+replies into ``FlowSample`` values.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What the controller knows of the network: switches and their live ports, fabric links, and hosts.
 
-Plain data, no Ryu: app.py feeds it discovery events and asks it questions. A port that carries a discovered
-switch-to-switch link is a *fabric* port; every other live port is *host-facing* (access). Hosts are learned
-only on access ports, so a packet that crosses the fabric never teaches a wrong location.
+Plain data, no Ryu: the core feeds it the discovery events app.py receives, and asks it questions. A port that
+carries a discovered switch-to-switch link is a *fabric* port; every other live port is *host-facing* (access).
+Hosts are learned only on access ports, so a packet that crosses the fabric never teaches a wrong location.
 
 Hostile hosts (docs/architecture.md, "Threat model"):
 

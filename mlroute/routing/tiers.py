@@ -19,9 +19,6 @@ CORE = "core"
 LEAF_SPINE_TIERS = (LEAF, SPINE)
 FAT_TREE_TIERS = (EDGE, AGGREGATION, CORE)
 
-#: Every canonical tier name.
-TIERS = LEAF_SPINE_TIERS + FAT_TREE_TIERS
-
 #: Other names accepted for a tier.
 SYNONYMS = {"tor": LEAF, "agg": AGGREGATION}
 

@@ -54,6 +54,5 @@ class FlowSlots:
         self.ring_size = np.diff(self.ring_first)
         self.job_kind = [job.kind for job in self.jobs]
         self.job_rings = [np.flatnonzero(self.ring_job == j) for j in range(len(self.jobs))]
-        self.job_slots = [np.flatnonzero(self.job_of == j) for j in range(len(self.jobs))]
         self.n = len(job_of)
         self.n_rings = ring_id

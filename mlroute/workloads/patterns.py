@@ -28,9 +28,6 @@ class PatternError(MlrouteError, ValueError):
     """A pattern name or argument is wrong."""
 
 
-PATTERNS = ("stride", "randbij", "random", "stag", "hotspot")
-
-
 def _args(spec: str) -> tuple[str, list[str]]:
     name, _, rest = spec.partition(":")
     name = name.strip().lower()

@@ -11,7 +11,7 @@ flow's own candidate list (no guarantee there).
 from __future__ import annotations
 
 from mlroute.routing.optimisers.base import Problem
-from mlroute.routing.optimisers.colouring import edge_colouring
+from mlroute.routing.optimisers.bipartite_colouring import edge_colouring
 
 
 def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 
 from mlroute.routing.optimisers.base import Problem
-from mlroute.routing.optimisers.colouring import equitable_colouring
+from mlroute.routing.optimisers.bipartite_colouring import equitable_colouring
 
 
 def fattree_colouring(prob: Problem) -> np.ndarray | None:

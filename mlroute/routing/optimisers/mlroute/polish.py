@@ -87,7 +87,7 @@ def _promising(prob, at, mat, choice, free, n_ge, lam) -> np.ndarray:
 def rate_levels(rates: np.ndarray, limit: int) -> list[float]:
     """The ``limit`` lowest distinct levels among ``rates``, ascending: rates within ``REL_TOL`` of a level's
     lowest rate are that level (float noise apart, flows of one bottleneck have one rate whatever the capacity
-    unit; rounding to RATE_DECIMALS, as before, kept noise apart at capacities in bit/s)."""
+    unit; rounding to 12 decimals, as before, kept noise apart only at capacities in bit/s)."""
     out: list[float] = []
     for v in np.unique(rates).tolist():
         if not out or v > out[-1] * (1 + REL_TOL) + (ABS_TOL if out[-1] == 0 else 0.0):

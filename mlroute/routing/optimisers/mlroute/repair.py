@@ -11,7 +11,7 @@ import numpy as np
 
 from mlroute.routing import kernels
 from mlroute.routing.optimisers.base import Problem
-from mlroute.routing.optimisers.colouring import BipartiteColouring
+from mlroute.routing.optimisers.bipartite_colouring import BipartiteColouring
 
 
 def _rank_within(keys: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import compare, rates
 from mlroute.routing.optimisers import OPTIMISERS, Problem, optimise
-from mlroute.routing.optimisers.colouring import edge_colouring
+from mlroute.routing.optimisers.bipartite_colouring import edge_colouring
 from mlroute.routing.optimisers.greedy import group_order
 
 from .strategies import any_instance, clos_instance, fattree_instance
