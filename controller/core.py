@@ -308,6 +308,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         # the pin table itself, not a copy: a decision taken over replaces it (te.TrafficEngineer.take), and
         # nothing changes it in place while a decision is in flight (restored pins go in just above)
         self._started = (self.te.last.elephants if self.te.last else 0, len(elephants), self.te.pinned)
+        self._decided_graph = self.live_graph()
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
         return self.te.input(self.fabric(), [(k, None) for k in keys], self.jobs_by_host(),
                              declared_jobs.weights(self.jobs), estimate=True), keys
@@ -349,10 +350,9 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         decision = outcome.decision
         if outcome.status == DONE and decision is not None:
             pinned = self.te.pinned if decision.unchanged else decision.pinned
-            stale = self._stale_pin(pinned, decision.identity)
+            stale = self._stale_decision(pinned, decision.identity)
             if stale is not None:  # taken on a topology that changed meanwhile: it must not be installed
-                LOG.info("te: a decision taken before a topology change pins %s on %s, no longer live: dropped, "
-                         "deciding again", stale, pinned[stale] if pinned else None)
+                LOG.info("te: a decision taken before a topology change (%s): dropped, deciding again", stale)
                 self.request_decision()
                 return te.TEResult(False, elephants=self._started[1], reason="the topology changed during the "
                                    "decision: dropped, deciding again")
@@ -363,19 +363,24 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
                     "ran late" if outcome.status == LATE else "failed", outcome.error)
         return None
 
-    def _stale_pin(self, pinned: Mapping[te.RouteKey, te.Path] | None, identity: Any) -> te.RouteKey | None:
-        """A pin of a decision that ended which the topology no longer supports (a switch or link gone, an end
-        host moved), when the fabric's identity changed while it was decided (``identity``: the one it was
-        computed for); else None (still valid: applied)."""
+    def _stale_decision(self, pinned: Mapping[te.RouteKey, te.Path] | None, identity: Any) -> str | None:
+        """Why a decision that ended must not be installed, or None: its fabric identity (``identity``, the one
+        it was computed for) no longer holds because the switch graph changed while it was decided (a switch or
+        link came or went: the optimum may differ even where its pins survive), or one of its pins no longer
+        joins its hosts' switches over live links (a host moved). A fabric rebuilt only because hosts were
+        learned keeps the decision: a large fabric learns hosts all the time."""
         fabric = self.fabric()
-        if not pinned or (None if fabric is None else fabric.identity) == identity:
+        if (None if fabric is None else fabric.identity) == identity:
             return None
-        graph, hosts = self.live_graph(), self.topology.hosts
-        for key, path in pinned.items():
+        graph, before = self.live_graph(), self._decided_graph
+        if before is not None and before is not graph and _links(before) != _links(graph):
+            return "the switch graph changed"
+        hosts = self.topology.hosts
+        for key, path in (pinned or {}).items():
             src, dst = hosts.get(key.src_ip), hosts.get(key.dst_ip)
             if src is None or dst is None or (path[0], path[-1]) != (src.dpid, dst.dpid) \
                     or sync.pinned_paths_broken({key: path}, graph):
-                return key
+                return f"{key} pinned on {path}, no longer live"
         return None
 
     def _restore_pins(self, keys: list[FlowKey]) -> None:
@@ -522,3 +527,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             LOG.info("topology is a %s: %s", result.kind, ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
         else:
             LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
+
+
+def _links(graph: nx.Graph) -> tuple[frozenset, frozenset]:
+    """A switch graph's switches and links, comparable across rebuilds."""
+    return frozenset(graph), frozenset(frozenset(e) for e in graph.edges)

@@ -78,6 +78,7 @@ class CoreState:
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
         # the decision in flight's elephants before, now; the pin table in force when it started
         self._started: tuple[int, int, dict] = (0, 0, {})
+        self._decided_graph: nx.Graph | None = None  # the live switch graph the decision in flight was taken on
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones

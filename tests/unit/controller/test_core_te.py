@@ -140,6 +140,27 @@ def test_a_decision_taken_before_a_topology_change_is_not_applied_after_it():
     assert results[-1].applied and set(core.te.pinned) == set(KEYS)  # decided again, on the live fabric
 
 
+def test_a_decision_is_dropped_when_any_link_fails_meanwhile_even_one_none_of_its_pins_uses():
+    """The fabric identity no longer holds once a link failed, wherever it was: the optimum may differ (the
+    issue's rule); a fabric rebuilt because a host was learned meanwhile keeps the decision."""
+    runner = SlowRunner()
+    core = core_with_elephants(runner)
+    core.request_decision()
+    core.decision_tick()
+    assert runner.busy
+    task, _ = runner.task
+    used = {frozenset(hop) for path in te.decide(task).pinned.values() for hop in zip(path, path[1:])}
+    link = next(k for k in core.topology.live_links() if frozenset((k.src, k.dst)) not in used)
+    core.port_changed(link.src, link.src_port, live=False)
+    results = []
+    while core.decisions.busy or runner.busy:
+        result = core.decision_tick()
+        if result is not None:
+            results.append(result)
+    assert not results[0].applied and "topology changed" in results[0].reason, results[0]
+    assert results[-1].applied and set(core.te.pinned) == set(KEYS)
+
+
 def test_the_routing_view_is_the_decisions_own_report_and_costs_no_routing(monkeypatch):
     """GET /mlroute/routing and the /metrics ECMP estimate show the reports the decision computed (the routing it
     left in force, and ECMP's estimate); reading them runs no optimiser and no report in the event loop. They are
