@@ -7,7 +7,6 @@ import os
 import pytest
 
 from mlroute.routing.fabric import Fabric
-from mlroute.routing.flow import Flow
 
 try:  # a modest, deterministic hypothesis budget: the machine is shared
     from hypothesis import HealthCheck, settings
@@ -24,31 +23,9 @@ except ImportError:  # pragma: no cover
 
 
 @pytest.fixture
-def small_clos():
-    """4 ToRs x 2 spines x 2 hosts per ToR (hosts 0..7)."""
-    return Fabric.clos(4, 2, 2)
-
-
-@pytest.fixture
-def paper_clos():
-    """The paper's scale: 64 ToRs x 32 spines x 32 hosts per ToR."""
-    return Fabric.clos(64, 32, 32)
-
-
-@pytest.fixture
 def fattree4():
     """A k=4 fat-tree (16 hosts, 8 edge, 8 aggregation, 4 core switches)."""
     return Fabric.fattree(4)
-
-
-@pytest.fixture
-def stride_flows():
-    """A factory: stride(i) flows on n hosts."""
-
-    def make(n, i):
-        return [Flow(h, (h + i) % n) for h in range(n)]
-
-    return make
 
 
 @pytest.fixture

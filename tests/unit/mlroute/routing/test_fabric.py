@@ -55,8 +55,8 @@ def test_clos_naming_links_and_nics():
     assert fab.tor_of(5) == "tor1" and fab.tor_of(f) == ("tor1", "tor2")
 
 
-def test_fattree_structure_and_paths():
-    fab = Fabric.fattree(4)
+def test_fattree_structure_and_paths(fattree4):
+    fab = fattree4
     assert len(fab.tops) == 4 and len(fab.leaves) == 8 and fab.n_hosts == 16
     assert fab.tor_of(0) == "edge0_0" and fab.tor_of(3) == "edge0_1" and fab.tor_of(15) == "edge3_1"
     inter = fab.candidate_paths(Flow(0, 15))
@@ -151,10 +151,10 @@ def test_fattree_candidate_paths_match_brute_force(inst):
             assert fab.is_valid_path(f, p)
 
 
-def test_the_identity_survives_pickling_and_changes_with_a_failure():
+def test_the_identity_survives_pickling_and_changes_with_a_failure(fattree4):
     import pickle
 
-    fab = Fabric.fattree(4)
+    fab = fattree4
     copy = pickle.loads(pickle.dumps(fab))
     assert copy.identity == fab.identity != Fabric.fattree(4).identity
     fab.fail_link("edge0_0", "agg0_0")

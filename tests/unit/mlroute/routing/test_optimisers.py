@@ -265,10 +265,10 @@ def test_fattree_colouring_balances_every_edge_switch(inst):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_mlroute_matches_ilp_on_intact_k4_fattree(seed):
+def test_mlroute_matches_ilp_on_intact_k4_fattree(seed, fattree4):
     from mlroute.workloads.patterns import pattern_flows
 
-    fab = Fabric.fattree(4)
+    fab = fattree4
     flows = pattern_flows("random", seed=seed, fabric=fab) + pattern_flows("randbij", seed=seed + 9, fabric=fab)
     ilp = OPTIMISERS["ilp"](fab, flows, time_limit=20)
     assert ilp.info["proved_optimal"]

@@ -22,8 +22,8 @@ def test_kept_paths_stay_and_the_others_avoid_the_loaded_links():
     assert metric.report(fab, flows, fixed)["max_link_load"] == 2
 
 
-def test_a_repair_after_a_failure_gives_every_broken_flow_a_live_path():
-    fab = Fabric.fattree(4)
+def test_a_repair_after_a_failure_gives_every_broken_flow_a_live_path(fattree4):
+    fab = fattree4
     rng = np.random.default_rng(2)
     flows = [Flow(int(a), int(b)) for a, b in zip(rng.integers(0, 16, 40), rng.integers(0, 16, 40)) if a != b]
     paths = optimise("mlroute", fab, flows).paths

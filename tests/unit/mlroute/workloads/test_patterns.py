@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlroute.routing.fabric import Fabric
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
 from mlroute.workloads.patterns import PatternError, pattern_flows, pattern_pairs
@@ -62,18 +61,18 @@ def test_hotspot_and_unknown():
         pattern_pairs("zipf", 16)
 
 
-def test_pattern_flows_from_a_fabric():
-    fab = Fabric.fattree(4)
+def test_pattern_flows_from_a_fabric(fattree4):
+    fab = fattree4
     flows = pattern_flows("stag:0,1", seed=0, fabric=fab)  # hosts per edge 2, per pod 4
     assert len(flows) == 16
     assert all(f.src // 4 == f.dst // 4 and f.src // 2 != f.dst // 2 for f in flows)
 
 
 @pytest.mark.parametrize("spec", ["stride:4", "stride:8", "stride:2", "randbij", "stride:1", "hotspot"])
-def test_best_single_path_routing_reaches_the_ideal_on_k4(spec):
+def test_best_single_path_routing_reaches_the_ideal_on_k4(spec, fattree4):
     """docs/paper.md: on a k=4 fat-tree the best single-path routing reaches 100 % of the non-blocking ideal on
     stride 2/4/8 and random bijective traffic; stride 1 and hotspot are 100 % for every routing."""
-    fab = Fabric.fattree(4)
+    fab = fattree4
     flows = pattern_flows(spec, seed=1, fabric=fab)
     rep = report(fab, flows, OPTIMISERS["mlroute"](fab, flows).paths)
     assert rep["fraction_of_ideal"] == pytest.approx(1.0)
