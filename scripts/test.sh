@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The test command: set-up (idempotent) of both frameworks' venvs (.venv with Ryu 4.34, .venv-osken with os-ken
-# 4.x), the lint and type gates, the unit tests of everything that runs on the framework under os-ken (the
-# controller, the CLI, the deployment; the mlroute library never imports a framework, so its tests run once),
-# then the whole suite under Ryu — unit tests, then
-# the integration tests that run the real controller, Open vSwitch and Mininet (needs root); their os-ken subset
-# (tests/integration/test_os_ken.py, test_rest_bad_input.py, test_installed_wheel.py) runs the controller from
-# .venv-osken. Extra arguments go to the final pytest (and skip the os-ken unit run).
+# 4.x), the lint and type gates, then the unit tests under both frameworks side by side (under os-ken:
+# everything that runs on the framework -- the controller, the CLI, the deployment; the mlroute library never
+# imports a framework, so its tests run once, under Ryu), then the integration tests alone: the real
+# controller, Open vSwitch and Mininet (needs root); their os-ken subset (tests/integration/test_os_ken.py,
+# test_rest_bad_input.py, test_installed_wheel.py) runs the controller from .venv-osken. Extra arguments make
+# it one pytest run under Ryu with them, after the set-up and the gates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup_env.sh
@@ -13,11 +13,30 @@ MLROUTE_FRAMEWORK=os-ken MLROUTE_VENV=.venv-osken scripts/setup_env.sh
 export MLROUTE_REQUIRE_INTEGRATION=1  # a missing OVS/Mininet is a failure here, not a skip
 .venv/bin/ruff check .  # the lint gate (settings in pyproject.toml)
 .venv/bin/mypy          # the type gate over the controller's decision core (pyproject.toml [tool.mypy])
-if [ $# -eq 0 ]; then
-  echo "[test] unit tests under os-ken"
-  # (the kill-at-every-step recovery tests exercise the framework-free core through the app bench, which the
-  # other app tests here already cover under os-ken: they run once, under Ryu, for the suite's time)
-  .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
-    tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/test_recovery_kills.py
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -v -p no:cacheprovider --durations=25 "$@"
 fi
-exec .venv/bin/python -m pytest -v -p no:cacheprovider --durations=25 "${@:-tests}"  # (the slowest 25 listed)
+# The unit tests of both frameworks side by side (CPU-bound, one core each), then the integration tests alone
+# (they measure throughput on the emulated network: nothing else runs beside them).
+# (the kill-at-every-step recovery tests exercise the framework-free core through the app bench, which the
+# other app tests here already cover under os-ken: they run once, under Ryu, for the suite's time)
+echo "[test] unit tests under os-ken (beside the unit tests under Ryu; their output follows them)"
+OSKEN_LOG=$(mktemp)
+.venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
+  tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/test_recovery_kills.py \
+  >"$OSKEN_LOG" 2>&1 &
+OSKEN_PID=$!
+echo "[test] unit tests under Ryu"
+unit=0
+.venv/bin/python -m pytest -v -p no:cacheprovider --durations=10 tests/unit || unit=$?
+osken=0
+wait "$OSKEN_PID" || osken=$?
+echo "[test] unit tests under os-ken:"
+cat "$OSKEN_LOG"
+rm -f "$OSKEN_LOG"
+if [ "$unit" -ne 0 ] || [ "$osken" -ne 0 ]; then
+  echo "[test] unit tests failed (Ryu: exit $unit, os-ken: exit $osken)" >&2
+  exit 1
+fi
+echo "[test] integration tests (real ryu-manager / mlroute controller, Open vSwitch, Mininet)"
+exec .venv/bin/python -m pytest -v -p no:cacheprovider --durations=25 tests/integration  # (the slowest 25 listed)
