@@ -56,7 +56,7 @@ class SwitchTables(CoreState):
         switch holds (an add or a modify leaves the rule out of it, a delete leaves it in), held back from the
         next resyncs for REFUSED_HOLD_S, counted and logged by name."""
         kind, why = error_names(type_, code)
-        self.metrics.openflow_errors.labels(kind, why).inc()
+        self.metrics.openflow_errors.labels(str(dpid), kind, why).inc()
         caps = self.capabilities.get(dpid)
         if caps is not None:
             caps.errors[f"{kind}/{why}"] = caps.errors.get(f"{kind}/{why}", 0) + 1

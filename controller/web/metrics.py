@@ -46,8 +46,8 @@ class Metrics:
                                      "cap (port, total) or the per-port rate (rate) of the hosts configuration",
                                      ["reason"], registry=r)
         self.openflow_errors = Counter("mlroute_openflow_errors", "OpenFlow error replies from switches, by "
-                                       "type and code (FLOW_MOD_FAILED / TABLE_FULL, ...)", ["type", "code"],
-                                       registry=r)
+                                       "switch, type and code (FLOW_MOD_FAILED / TABLE_FULL, ...)",
+                                       ["dpid", "type", "code"], registry=r)
         self.rules_refused = Gauge("mlroute_rules_refused", "Rule changes switches refused lately, held back "
                                    "(not believed installed; sent again after a hold)", registry=r)
         self.hosts_aged = Counter("mlroute_hosts_aged", "Hosts forgotten with their rules: silent for "

@@ -68,7 +68,7 @@ def test_a_rule_a_full_table_refuses_is_not_believed_installed_counted_and_held_
     core, edge = lab.app.core, lab.switches[EDGE]
     refused = edge.errors_sent
     assert refused > 0 and believed_is_held(lab)  # before: the refused rules were believed installed
-    assert core.metrics.openflow_errors.labels("FLOW_MOD_FAILED", "TABLE_FULL")._value.get() == refused
+    assert core.metrics.openflow_errors.labels(str(EDGE), "FLOW_MOD_FAILED", "TABLE_FULL")._value.get() == refused
     assert core.metrics.rules_refused._value.get() == refused
     lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(lines) == 1 and "switch 1000 refused add" in lines[0] and "TABLE_FULL" in lines[0], lines
