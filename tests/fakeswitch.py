@@ -1,6 +1,6 @@
 """Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's
-fakeoftable): flow mods and group mods are serialised to bytes, parsed back and applied to a table of rule
-values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects. Strict as
+fakeoftable): flow mods and group mods are serialised to bytes, read back here (``decode_flow_mod``, not with
+the controller's own parser) and applied to a table of rule values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects. Strict as
 Open vSwitch is: a goto to the flow's own or a lower table, a flow forwarding to a group the switch lacks, a
 group added that exists or modified that does not are refused with their OpenFlow errors, and deleting a group
 deletes the flows that forward to it. Each is recorded in ``violations``; every test that made fake switches
@@ -16,9 +16,9 @@ from __future__ import annotations
 import itertools
 import struct
 
-from controller.desired.rules import SwitchRules
+from controller.desired.rules import FlowRule, SwitchRules
 from controller.southbound import ofmsg
-from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+from controller.southbound.framework import ofproto_v1_3, ofproto_v1_3_parser
 
 OFP = ofproto_v1_3
 PARSER = ofproto_v1_3_parser
@@ -52,6 +52,85 @@ def parse_group_mod(buf: bytes) -> tuple[int, int, list]:
         buckets.append(bucket)
         offset += bucket.len
     return command, group_id, buckets
+
+
+NICIRA = 0x00002320  # Open vSwitch's experimenter id
+NXAST_RESUBMIT_TABLE, NXAST_LEARN = 14, 16
+# a learn spec's ip_proto destination: OXM's header (class 0x8000, field 10, 1 byte) or NXM's (vendor 0, field 6)
+IP_PROTO_HEADERS = (0x80001401, 0x00000C01)
+
+
+def decode_flow_mod(dpid: int, buf: bytes) -> tuple[int, FlowRule]:
+    """(command, rule) of a serialised OFPFlowMod, read from its bytes here rather than by the controller's own
+    parser (southbound/ofmsg.py), so an error shared by how the controller compiles a rule and how it reads one
+    back cannot cancel out: the fixed header and the instructions by their OpenFlow 1.3 layout, the OXM match
+    by the framework's match parser, the Open vSwitch actions (resubmit, learn) by their Nicira layout."""
+    (cookie, _mask, table, command, idle, _hard, priority, _buffer, _out_port, _out_group,
+     _flags) = struct.unpack_from("!QQBBHHHIIIH", buf, OFP.OFP_HEADER_SIZE)
+    ofmatch = PARSER.OFPMatch.parser(buf, OFP.OFP_FLOW_MOD_SIZE - OFP.OFP_MATCH_SIZE)
+    offset = OFP.OFP_FLOW_MOD_SIZE - OFP.OFP_MATCH_SIZE + (ofmatch.length + 7) // 8 * 8
+    actions: list[tuple] = []
+    while offset < len(buf):
+        kind, length = struct.unpack_from("!HH", buf, offset)
+        if kind == OFP.OFPIT_GOTO_TABLE:
+            actions.append(("goto", buf[offset + 4]))
+        elif kind == OFP.OFPIT_APPLY_ACTIONS:
+            actions += _actions(buf, offset + 8, offset + length)
+        else:
+            raise AssertionError(f"unexpected instruction type {kind}")
+        offset += length
+    fields = dict(ofmatch.items())
+    return command, FlowRule(dpid, priority, tuple(sorted(fields.items())), tuple(actions), table=table,
+                             cookie=cookie, idle_timeout=idle)
+
+
+def _actions(buf: bytes, offset: int, end: int) -> list[tuple]:
+    out: list[tuple] = []
+    while offset < end:
+        kind, length = struct.unpack_from("!HH", buf, offset)
+        if kind == OFP.OFPAT_OUTPUT:
+            port, max_len = struct.unpack_from("!IH", buf, offset + 4)
+            out.append(("controller", max_len) if port == OFP.OFPP_CONTROLLER else ("output", port))
+        elif kind == OFP.OFPAT_GROUP:
+            out.append(("group", struct.unpack_from("!I", buf, offset + 4)[0]))
+        elif kind == OFP.OFPAT_EXPERIMENTER:
+            vendor, subtype = struct.unpack_from("!IH", buf, offset + 4)
+            assert vendor == NICIRA, f"unexpected experimenter {vendor:#x}"
+            if subtype == NXAST_RESUBMIT_TABLE:
+                out.append(("resubmit", buf[offset + 12]))
+            elif subtype == NXAST_LEARN:
+                out.append(_learn(buf, offset, offset + length))
+            else:
+                raise AssertionError(f"unexpected Nicira action {subtype}")
+        else:
+            raise AssertionError(f"unexpected action type {kind}")
+        offset += length
+    return out
+
+
+def _learn(buf: bytes, start: int, end: int) -> tuple:
+    """("learn_seen", ip_proto, hard_timeout) of a Nicira learn action: its ip_proto is the immediate value of
+    the match spec whose destination is the ip_proto field."""
+    hard = struct.unpack_from("!H", buf, start + 12)[0]
+    offset, proto = start + 32, None
+    while offset + 2 <= end:
+        header = struct.unpack_from("!H", buf, offset)[0]
+        if header == 0:  # the padding after the last spec
+            break
+        immediate, n_bits = header >> 13 & 1, header & 0x3FF
+        offset += 2
+        if immediate:
+            width = (n_bits + 15) // 16 * 2
+            value = int.from_bytes(buf[offset:offset + width], "big")
+            offset += width
+        else:
+            offset += 6  # the source field's header and offset
+        dst = struct.unpack_from("!I", buf, offset)[0]
+        offset += 6  # the destination field's header and offset
+        if immediate and dst in IP_PROTO_HEADERS:
+            proto = value
+    assert proto is not None, "a learn action without an ip_proto"
+    return ("learn_seen", proto, hard)
 
 
 class FakeSwitch:
@@ -88,7 +167,7 @@ class FakeSwitch:
         if isinstance(msg, PARSER.OFPFlowMod | PARSER.OFPGroupMod):
             self.budget.take()
         if isinstance(msg, PARSER.OFPFlowMod):
-            self._flow_mod(ofproto_parser.msg(self, OFP.OFP_VERSION, msg.msg_type, msg.msg_len, msg.xid, buf))
+            self._flow_mod(msg, *decode_flow_mod(self.id, buf))
         elif isinstance(msg, PARSER.OFPGroupMod):
             self._group_mod(*parse_group_mod(buf), msg=msg)
         elif isinstance(msg, PARSER.OFPBarrierRequest):
@@ -142,10 +221,9 @@ class FakeSwitch:
         return n
 
     # -- the table ---------------------------------------------------------------------------------------------
-    def _flow_mod(self, mod) -> None:
+    def _flow_mod(self, mod, command, rule) -> None:
         self.flow_mods += 1
-        rule = ofmsg.rule_from_stats(self.id, mod)
-        if mod.command in (OFP.OFPFC_ADD, OFP.OFPFC_MODIFY_STRICT):
+        if command in (OFP.OFPFC_ADD, OFP.OFPFC_MODIFY_STRICT):
             refused = self._refusal(rule)
             if refused is not None:
                 self.violations.append(f"switch {self.id}: error {refused} for {rule}")
@@ -157,13 +235,13 @@ class FakeSwitch:
                 self._refuse(mod, OFP.OFPET_FLOW_MOD_FAILED, OFP.OFPFMFC_TABLE_FULL)
                 return
             self.table.add_flow(rule)
-        elif mod.command == OFP.OFPFC_DELETE_STRICT:
+        elif command == OFP.OFPFC_DELETE_STRICT:
             self.table.flows.pop(rule.key, None)
-        elif mod.command == OFP.OFPFC_DELETE:
+        elif command == OFP.OFPFC_DELETE:
             self.table.flows = {k: r for k, r in self.table.flows.items()
                                 if (r.cookie & mod.cookie_mask) != (mod.cookie & mod.cookie_mask)}
         else:
-            raise AssertionError(f"unexpected flow-mod command {mod.command}")
+            raise AssertionError(f"unexpected flow-mod command {command}")
 
     def _refusal(self, rule) -> tuple[int, int] | None:
         """What Open vSwitch answers a flow that jumps back (a goto to its own or a lower table) or forwards to a
