@@ -1,10 +1,11 @@
-"""Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's
-fakeoftable): flow mods and group mods are serialised to bytes, read back here (``decode_flow_mod``, not with
-the controller's own parser) and applied to a table of rule values; barrier, flow-stats and group-description requests are answered with real Ryu reply objects. Strict as
-Open vSwitch is: a goto to the flow's own or a lower table, a flow forwarding to a group the switch lacks, a
-group added that exists or modified that does not are refused with their OpenFlow errors, and deleting a group
-deletes the flows that forward to it. Each is recorded in ``violations``; every test that made fake switches
-fails if one has any (tests/unit/controller/conftest.py), so make-before-break order bugs surface.
+"""Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's fakeoftable):
+flow mods and group mods are serialised to bytes, read back here (``decode_flow_mod``, not with the controller's
+own parser) and applied to a table of rule values; barrier, flow-stats and group-description requests are answered
+with real Ryu reply objects. Strict as Open vSwitch is: a goto to the flow's own or a lower table, a flow
+forwarding to a group the switch lacks, a group added that exists or modified that does not are refused with their
+OpenFlow errors, and deleting a group deletes the flows that forward to it. Each is recorded in ``violations``;
+every test that made fake switches fails if one has any (tests/unit/controller/conftest.py), so make-before-break
+order bugs surface.
 
 ``FakeSwitch`` has what Ryu's Datapath offers the app (``id``, ``ofproto``, ``ofproto_parser``, ``set_xid``,
 ``send_msg``), so ``controller.app.MlrouteApp`` runs against it unchanged; its ``table`` (a SwitchRules) can be
