@@ -74,9 +74,10 @@ def test_sigkill_for_10s_and_restart_under_pinned_elephants(fabric_factory):
     # run: ..., 92.2, 54.1, 89.2, ... long after the re-pin). So "no outage" is judged on 3-second means, with a
     # floor for every 2-second mean (a 1 s outage would take one to about half); the old controller (tables
     # wiped on reconnect) fell to 2-28 Mb/s for 11-13 s. The second after the restart dips on this 2-core VM
-    # (54.6-58.1 of 79-80 Mb/s in two of three clean-clone runs, with the restart's forwarding churn gone: the
-    # starting controller and the switches' 20 re-added LLDP rules share the cores with the userspace datapath),
-    # which took a 3-s mean to 0.87-0.88: the 3-s bound is 0.8 (a 1-s outage gives 0.67), the 2-s floor 0.75.
+    # (54.6-58.1 of 79-80 Mb/s in two of three clean-clone runs, with the restart's forwarding churn gone; not
+    # pinned down yet: the starting controller's CPU beside the userspace datapath, or the 20 LLDP rules
+    # re-added at connect), which took a 3-s mean to 0.87-0.88: the 3-s bound is 0.8 (a 1-s outage gives 0.67),
+    # the 2-s floor 0.75.
     assert min(smooth) >= 0.8 * reference, (reference, after)
     pairs = [(a + b) / 2 for a, b in zip(after, after[1:])]
     assert min(pairs) >= 0.75 * reference, (reference, after)
