@@ -170,7 +170,7 @@ class FakeSwitch:
         if isinstance(msg, PARSER.OFPFlowMod):
             self._flow_mod(msg, *decode_flow_mod(self.id, buf))
         elif isinstance(msg, PARSER.OFPGroupMod):
-            self._group_mod(*parse_group_mod(buf), msg=msg)
+            self._group_mod(msg, *parse_group_mod(buf))
         elif isinstance(msg, PARSER.OFPBarrierRequest):
             reply = PARSER.OFPBarrierReply(self)
             reply.xid = msg.xid
@@ -261,7 +261,7 @@ class FakeSwitch:
         self.errors_sent += 1
         self.replies.append(("EventOFPErrorMsg", error))
 
-    def _group_mod(self, command, group_id, buckets, msg=None) -> None:
+    def _group_mod(self, msg, command, group_id, buckets) -> None:
         """As Open vSwitch: adding a group it holds is GROUP_EXISTS, modifying one it lacks UNKNOWN_GROUP;
         deleting a group deletes the flows that forward to it (OpenFlow 1.3 s. 6.5): recorded as a violation,
         the make-before-break order broken (the controller must have moved them first)."""
@@ -279,7 +279,7 @@ class FakeSwitch:
         exists = group_id in self.table.groups
         refused = {(OFP.OFPGC_ADD, True): OFP.OFPGMFC_GROUP_EXISTS,
                    (OFP.OFPGC_MODIFY, False): OFP.OFPGMFC_UNKNOWN_GROUP}.get((command, exists))
-        if msg is not None and refused is not None:
+        if refused is not None:
             self.violations.append(f"switch {self.id}: group {group_id} command {command}: error code {refused}")
             self._refuse(msg, OFP.OFPET_GROUP_MOD_FAILED, refused)
             return
