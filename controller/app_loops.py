@@ -70,7 +70,7 @@ class AppLoops:
     def _wipe_unread(self):
         for dpid in self.core.readback_overdue():
             dp = self.datapaths.get(dpid)
-            for message in ofmsg.wipe(dp) if dp is not None else ():
+            for message in ofmsg.wipe(dp, groups=self.core.selects(dpid)) if dp is not None else ():
                 dp.send_msg(message)
 
     def resync(self):

@@ -33,7 +33,7 @@ from controller.core_views import CoreViews
 from controller.decide import te
 from controller.decide.optimiser_runner import DONE, LATE, Outcome
 from controller.decide.packet_in import Decision, Limited, PacketIn
-from controller.desired import sync, table_budget, te_rules
+from controller.desired import group_free, sync, table_budget, te_rules
 from controller.desired.rules import (
     Change,
     SwitchRules,
@@ -441,8 +441,13 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         desired = self.plan.desired  # equals sync.desired_state(...) of these inputs (the property test)
         ready = [d for d in sorted(self.connected) if d in self.installed and d in desired
                  and (d in changed or d in stale)]
+        # a switch without SELECT groups: its ECMP spread over plain entries, diffed whole (its tables are small)
+        plain = self.group_free(ready)
+        if plain:
+            desired = group_free.plain_view(desired, plain)
         # a switch whose installed state is its last desired one: diff only what the plan changed there
-        only = {d: keys for d, keys in self.plan.changed.items() if keys is not None and d not in stale}
+        only = {d: keys for d, keys in self.plan.changed.items()
+                if keys is not None and d not in stale and d not in plain}
         steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
         if self.refused:
             steps = self._without_refused(steps)

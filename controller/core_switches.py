@@ -8,7 +8,7 @@ budget). A mixin of ``controller.core.ControllerCore`` over its state (``core_st
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.core_state import READBACK_TIMEOUT_S, CoreState
@@ -88,8 +88,10 @@ class SwitchTables(CoreState):
         configured policy cannot work on that switch."""
         caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
         caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
+        had = self.selects(dpid)
         profile = self.profiles[dpid] = switch_profiles.resolve(self.profile_entries, dpid, mfr_desc, hw_desc,
                                                                   sw_desc or "")
+        self._spreading_changed(dpid, had)
         rate = profile.max_flow_mods_per_s
         if rate:
             self.pacing[dpid] = TokenBucket(rate, max(1.0, rate / 10), self.clock)
@@ -158,8 +160,28 @@ class SwitchTables(CoreState):
 
     def group_features(self, dpid: int, types: frozenset[str], max_groups: Mapping[str, int]) -> None:
         caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
+        had = self.selects(dpid)
         caps.group_types, caps.max_groups = types, dict(max_groups)
         LOG.info("switch %s: group types %s", dpid, ", ".join(sorted(types)) or "none")
+        self._spreading_changed(dpid, had)
+
+    def selects(self, dpid: int) -> bool:
+        """Whether ECMP on ``dpid`` uses SELECT groups: its profile allows them and the switch has not said it
+        lacks them (a switch that has not answered yet is taken at its profile's word)."""
+        profile = self.profiles.get(dpid)
+        caps = self.capabilities.get(dpid)
+        return (profile is None or profile.groups == "select") and (caps is None or caps.select_groups() is not False)
+
+    def group_free(self, switches: Iterable[int]) -> dict[int, int]:
+        """Of ``switches``, those that spread without groups (group_free.py), with their tier level."""
+        levels = self.tiers.levels if self.tiers is not None else {}
+        return {d: levels.get(d, 0) for d in switches if not self.selects(d)}
+
+    def _spreading_changed(self, dpid: int, had: bool) -> None:
+        if self.selects(dpid) != had:
+            LOG.info("switch %s: ECMP by %s", dpid, "SELECT groups" if not had else "plain entries (no groups)")
+            self._stale.add(dpid)
+            self.dirty = True
 
     def table_stats(self, dpid: int, active: Mapping[int, int]) -> None:
         """The switch's table stats (polled): its fill, and whether a table holds fewer entries than the

@@ -266,6 +266,10 @@ class FakeSwitch:
         deleting a group deletes the flows that forward to it (OpenFlow 1.3 s. 6.5): recorded as a violation,
         the make-before-break order broken (the controller must have moved them first)."""
         self.flow_mods += 1
+        if self.no_groups:  # a switch without groups: any group-mod is an error (the controller must not send one)
+            self.violations.append(f"switch {self.id}: group-mod {command} to a switch without groups")
+            self._refuse(msg, OFP.OFPET_GROUP_MOD_FAILED, OFP.OFPGMFC_BAD_TYPE)
+            return
         if command == OFP.OFPGC_DELETE:
             gone = set(self.table.groups) if group_id == OFP.OFPG_ALL else {group_id} & set(self.table.groups)
             lost = [k for k, r in self.table.flows.items() if any(a[0] == "group" and a[1] in gone for a in r.actions)]

@@ -117,3 +117,28 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
 
     visit(dpid, in_port, [])
     return result
+
+
+def _compatible(a, b):
+    """Whether one packet can match both values of a field (exact or (value, mask) addresses)."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        va, ma = (_number(a[0]), _number(a[1])) if isinstance(a, tuple) else (_number(a), 0xFFFFFFFF)
+        vb, mb = (_number(b[0]), _number(b[1])) if isinstance(b, tuple) else (_number(b), 0xFFFFFFFF)
+        return (va ^ vb) & ma & mb == 0
+    return a == b
+
+
+def ambiguous(rules):
+    """Pairs of a switch's entries in one table at one priority that one packet can match with different
+    actions: OpenFlow leaves which one applies undefined (a switch may pick either)."""
+    by_slot = {}
+    for rule in rules.flows.values():
+        by_slot.setdefault((rule.table, rule.priority), []).append(rule)
+    out = []
+    for same in by_slot.values():
+        for i, a in enumerate(same):
+            fa = dict(a.match)
+            for b in same[i + 1:]:
+                if a.actions != b.actions and all(_compatible(fa[k], v) for k, v in b.match if k in fa):
+                    out.append((a, b))
+    return out

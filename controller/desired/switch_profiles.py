@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.desired.flowcopy import is_open_vswitch
 
-KEYS = ("table_capacity", "flow_copy", "max_flow_mods_per_s", "min_idle_timeout_s", "stats_interval_s",
+KEYS = ("table_capacity", "groups", "flow_copy", "max_flow_mods_per_s", "min_idle_timeout_s", "stats_interval_s",
         "barriers")
 
 
@@ -29,6 +29,7 @@ KEYS = ("table_capacity", "flow_copy", "max_flow_mods_per_s", "min_idle_timeout_
 class Profile:
     name: str
     table_capacity: Mapping[int, int] = field(default_factory=dict)  # table -> entries (besides what it says)
+    groups: str = "select"  # "select": ECMP by SELECT groups (where the switch reports them); "none": group_free.py
     flow_copy: str | None = None  # "learn" | "controller"; None: te.flow_copy decides
     max_flow_mods_per_s: float | None = None  # flow and group mods per second at most (None: unpaced)
     min_idle_timeout_s: int = 0  # idle timeouts below this are refused or rounded up by the switch
@@ -37,6 +38,7 @@ class Profile:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "table_capacity": {str(t): n for t, n in self.table_capacity.items()},
+                "groups": self.groups,
                 "flow_copy": self.flow_copy, "max_flow_mods_per_s": self.max_flow_mods_per_s,
                 "min_idle_timeout_s": self.min_idle_timeout_s, "stats_interval_s": self.stats_interval_s,
                 "barriers": self.barriers}
@@ -44,19 +46,22 @@ class Profile:
 
 SHIPPED: dict[str, Profile] = {p.name: p for p in (
     Profile("open-vswitch", flow_copy="learn"),  # a million entries per table, every group type, learn
-    # Aruba 2930F / 3810 / 5400R: ~100 free entries per table in sample output; a software rate limit
-    Profile("aruba", table_capacity={0: 100, 1: 100, 2: 50}, flow_copy="controller", max_flow_mods_per_s=100),
+    # Aruba 2930F / 3810 / 5400R: ~100 free entries per table in sample output; a software rate limit; SELECT
+    # groups in software only, round-robin per packet (reordering a TCP flow's packets): spread by entries
+    Profile("aruba", table_capacity={0: 100, 1: 100, 2: 50}, groups="none", flow_copy="controller",
+            max_flow_mods_per_s=100),
     # Cisco Catalyst 9300/9400 (IOS-XE >= 16.9): counters every 5 s for at most 9,216 flows, idle timeout >= 10 s
     Profile("catalyst-9300", table_capacity={0: 9216}, flow_copy="controller", max_flow_mods_per_s=500,
             min_idle_timeout_s=10, stats_interval_s=5.0),
     Profile("noviflow", flow_copy="controller", max_flow_mods_per_s=1000),  # reports its tables; needs barriers
     Profile("allied-telesis", flow_copy="controller", max_flow_mods_per_s=200),  # TCAM carved IPv4 / IPv6
-    # Zodiac FX: 512 flows in all in OpenFlow 1.3 (firmware MAX_FLOWS_13), split here over mlroute's tables
-    Profile("zodiac-fx", table_capacity={0: 200, 1: 250, 2: 50}, flow_copy="controller", max_flow_mods_per_s=50,
-            stats_interval_s=2.0),
-    # an unknown switch: what it reports, plain OpenFlow 1.3, paced, idle timeouts and counters as a cautious
-    # hardware switch
-    Profile("generic-of13", flow_copy="controller", max_flow_mods_per_s=200, min_idle_timeout_s=10,
+    # Zodiac FX: 512 flows in all in OpenFlow 1.3 (firmware MAX_FLOWS_13), split here over mlroute's tables; groups
+    # only in a sibling build
+    Profile("zodiac-fx", table_capacity={0: 200, 1: 250, 2: 50}, groups="none", flow_copy="controller",
+            max_flow_mods_per_s=50, stats_interval_s=2.0),
+    # an unknown switch: what it reports, plain OpenFlow 1.3 (SELECT groups are optional in it), paced, idle
+    # timeouts and counters as a cautious hardware switch
+    Profile("generic-of13", groups="none", flow_copy="controller", max_flow_mods_per_s=200, min_idle_timeout_s=10,
             stats_interval_s=5.0),
 )}
 
@@ -130,6 +135,10 @@ def _checked(key: str, v: Any) -> Any:
                                               for t, n in v.items()):
             raise ProfileError(f"table_capacity: must map table id (0-254) -> entries (> 0), got {v!r}")
         return dict(v)
+    if key == "groups":
+        if v not in ("select", "none"):
+            raise ProfileError(f"groups: must be select or none, got {v!r}")
+        return v
     if key == "flow_copy":
         if v not in ("learn", "controller"):
             raise ProfileError(f"flow_copy: must be learn or controller, got {v!r}")

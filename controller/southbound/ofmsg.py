@@ -117,13 +117,14 @@ def _learned_proto(action) -> int:
     raise ValueError("learn action without an ip_proto")
 
 
-def wipe(dp) -> list:
-    """Delete every rule and group mlroute may have left on a switch (state unknown), then a barrier."""
+def wipe(dp, groups: bool = True) -> list:
+    """Delete every rule and group mlroute may have left on a switch (state unknown), then a barrier; the
+    groups only where ECMP uses them (``groups``: a switch without groups gets no group-mod at all)."""
     parser = dp.ofproto_parser
-    return [parser.OFPFlowMod(dp, cookie=COOKIE_PREFIX, cookie_mask=COOKIE_PREFIX_MASK, table_id=ofp.OFPTT_ALL,
-                              command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY),
-            parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, ofp.OFPG_ALL, []),
-            parser.OFPBarrierRequest(dp)]
+    flows = parser.OFPFlowMod(dp, cookie=COOKIE_PREFIX, cookie_mask=COOKIE_PREFIX_MASK, table_id=ofp.OFPTT_ALL,
+                              command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+    delete_groups = [parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, ofp.OFPG_ALL, [])] if groups else []
+    return [flows, *delete_groups, parser.OFPBarrierRequest(dp)]
 
 
 def flow_stats_request(dp, cookie: int = COOKIE_PREFIX, cookie_mask: int = COOKIE_PREFIX_MASK):

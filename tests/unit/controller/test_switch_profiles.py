@@ -39,6 +39,7 @@ def test_every_shipped_profile_names_itself_and_keeps_idle_floors_under_the_defa
     ("switches:\n  - dpid: 1\n    table_capacity: {0: -1}\n", "x.yaml:3: switches[0].table_capacity: must map"),
     ("switches:\n  - dpid: 0xZZ\n", "x.yaml:2: switches[0].dpid: must be an integer"),
     ("switches:\n  - dpid: 1\n    max_flow_mods_per_s: fast\n", "x.yaml:3: switches[0].max_flow_mods_per_s"),
+    ("switches:\n  - dpid: 1\n    groups: fast_failover\n", "x.yaml:3: switches[0].groups: must be select or none"),
     ("te:\n  flow_idle_timeout_s: 5\nswitches:\n  - dpid: 1\n    profile: catalyst-9300\n",
      "x.yaml:4: switches[0]: its profile's min_idle_timeout_s (10 s) is above te.flow_idle_timeout_s (5 s)"),
 ])
