@@ -177,17 +177,34 @@ def check_platform() -> list[str]:
     return problems
 
 
-def start_network(topo: Any, controller: Controller, jumbo: bool = False) -> Any:
-    """Build and start a Mininet network on userspace OVS, connected to ``controller``."""
+TABLES_CAPPED = (0, 1, 2)  # the tables mlroute writes (controller/desired/rules.py)
+
+
+def start_network(topo: Any, controller: Controller, jumbo: bool = False,
+                  table_limit: int | None = None) -> Any:
+    """Build and start a Mininet network on userspace OVS, connected to ``controller``. ``table_limit``: every
+    bridge's tables hold at most that many entries and refuse the next (``flow_limit`` with
+    ``overflow_policy=refuse``, set as the bridge is created, before it meets the controller, and reported in
+    its table features): a lab switch's small tables (../shared/HARDWARE.md)."""
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
+
+    class CappedSwitch(OVSSwitch):
+        def bridgeOpts(self) -> str:  # noqa: N802 (Mininet's method name)
+            """The bridge's options in Mininet's one ovs-vsctl transaction, plus the Flow_Table row its tables
+            share (a name of its own: Mininet batches every bridge into one ovs-vsctl call)."""
+            ref = "@ft_" + re.sub(r"\W", "_", self.name)
+            tables = " ".join(f"flow_tables:{t}={ref}" for t in TABLES_CAPPED)
+            return (f"{super().bridgeOpts()} {tables} -- --id={ref} create Flow_Table flow_limit={table_limit} "
+                    "overflow_policy=refuse")
 
     class Remote(RemoteController):
         def checkListening(self) -> None:  # noqa: N802 (Mininet's method name)
             """Mininet probes the port with telnet and decodes Ryu's binary HELLO as UTF-8, which fails at
             random; the controller's REST answered already (Controller.wait_ready), so it is listening."""
 
-    net = Mininet(topo=topo, switch=OVSSwitch, controller=None, autoSetMacs=False, build=False,
+    net = Mininet(topo=topo, switch=OVSSwitch if table_limit is None else CappedSwitch, controller=None,
+                  autoSetMacs=False, build=False,
                   waitConnected=False)
     net.addController(Remote("c0", ip="127.0.0.1", port=controller.of_port))
     try:

@@ -49,13 +49,13 @@ class Fabric:
 def fabric_factory(tmp_path_factory):
     made = []
 
-    def make(topo, config_text=None, jumbo=False, framework="ryu", extra_env=None):
+    def make(topo, config_text=None, jumbo=False, framework="ryu", extra_env=None, table_limit=None):
         for earlier in made:  # one emulated network at a time on this machine
             harness.stop_network(earlier.net)
         workdir = tmp_path_factory.mktemp("ctl")
         controller = harness.Controller(workdir, config_text, extra_env, **harness.framework_options(framework))
         controller.wait_ready()
-        net = harness.start_network(topo, controller, jumbo=jumbo)
+        net = harness.start_network(topo, controller, jumbo=jumbo, table_limit=table_limit)
         fab = Fabric(controller, net, time.time())
         made.append(fab)
         return fab

@@ -40,9 +40,14 @@ def parse_flow(line):
 
 
 def _field_matches(have, want):
-    """``want`` as ovs-ofctl prints it: a value, or an address prefix (``10.0.0.0/30``, compact forwarding)."""
+    """``want`` as ovs-ofctl prints it: a value, an address prefix (``10.0.0.0/30``, compact forwarding) or an
+    address and any mask (``0.0.0.1/0.0.0.1``, ECMP spread without groups)."""
     if "/" in want and have is not None:
+        value, mask = want.split("/", 1)
         try:
+            if "." in mask:
+                bits = int(ipaddress.ip_address(mask))
+                return int(ipaddress.ip_address(have)) & bits == int(ipaddress.ip_address(value)) & bits
             return ipaddress.ip_address(have) in ipaddress.ip_network(want, strict=False)
         except ValueError:
             return False
