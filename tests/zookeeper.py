@@ -21,6 +21,15 @@ MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 TICK_MS = 100
 
 
+def until(predicate, timeout_s: float = 20.0) -> None:
+    """Polls ``predicate`` until true (cluster callbacks run on kazoo's threads): a bound against hanging, not a
+    timing assertion."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -16,17 +15,11 @@ from webob import Request
 from controller.southbound.framework import ofp_event
 from tests import topologies
 from tests.fakeswitch import FakeSwitch
-from tests.lab import Lab, stop_apps
+from tests.lab import Lab, arp_request, stop_apps
+from tests.zookeeper import until
 
 _names = itertools.count()
 
-
-def _until(predicate, timeout_s=20.0):
-    """Polls ``predicate`` (the coordinator's callbacks run on kazoo's threads): a bound, not a timing check."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -37,7 +30,7 @@ def node(zookeeper, tmp_path, monkeypatch):
     def make(node_id):
         path = tmp_path / f"{node_id}.yaml"
         path.write_text(f"te:\n  mode: ecmp\nrest:\n  token: t\ncluster:\n  zookeeper: {zookeeper.hosts}\n"
-                        f"  name: {name}\n  node_id: {node_id}\n  session_timeout_s: 1.0\n")
+                        f"  name: {name}\n  node_id: {node_id}\n  session_timeout_s: 4.0\n")
         monkeypatch.setenv("MLROUTE_CONFIG", str(path))
         ref = topologies.fat_tree(4)
         switches = None
@@ -63,12 +56,11 @@ def _join(lab):
 
 def _lead(lab):
     """Waits until the node leads and asked every switch for MASTER; then the replies and read-backs."""
-    _until(lambda: lab.app.roles.leading and all(sw.replies for sw in lab.switches.values()))
+    until(lambda: lab.app.roles.leading and all(sw.replies for sw in lab.switches.values()))
     lab.pump()
     assert set(lab.app.datapaths) == set(lab.switches)  # adopted: every switch confirmed MASTER
     lab.discover_links()
     for host in lab.ref.hosts.values():
-        from tests.lab import arp_request
         lab.packet_in(host.dpid, host.port, arp_request(host, "10.0.0.254"))
     lab.app.resync()
     lab.pump()
@@ -88,7 +80,7 @@ def test_the_leader_writes_once_master_and_a_follower_never_writes(node):
         assert t.delivered and not t.dropped and not t.looped
     b = node("b")
     _join(b)
-    _until(lambda: b.app.roles.generation == 1)
+    until(lambda: b.app.roles.generation == 1)
     b.pump()
     b.app.resync()
     b.app._send_actions(b.app.core.housekeeping().actions)
@@ -107,7 +99,7 @@ def test_a_deposed_leader_is_fenced_by_the_switches_and_the_new_one_recovers_wit
     _lead(a)
     b = node("b")
     _join(b)
-    _until(lambda: b.app.roles.generation == 1)
+    until(lambda: b.app.roles.generation == 1)
     b.pump()
     held = {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in a.switches.items()}
     # a's lock node vanishes behind its back (as when its session expired while it was paused): it still
@@ -156,7 +148,7 @@ def test_jobs_posted_to_a_follower_are_stored_in_zookeeper_and_applied_by_the_le
     res = req.get_response(RestController(b.app))
     assert res.status_code == 202, res.body
     assert json.loads(res.body)["cluster"] == {"stored": True, "leader": "a"}
-    _until(lambda: [j["name"] for j in a.app.core.jobs] == ["ring0"])
+    until(lambda: [j["name"] for j in a.app.core.jobs] == ["ring0"])
     assert a.app.core.jobs[0]["hosts"] == jobs[0]["hosts"]
     res = Request.blank("/mlroute/cluster").get_response(RestController(b.app))
     assert json.loads(res.body)["role"] == "follower"

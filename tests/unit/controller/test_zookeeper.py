@@ -17,6 +17,7 @@ import pytest
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from controller.cluster.zookeeper import Coordinator
+from tests.zookeeper import until
 
 ROOT = Path(__file__).resolve().parents[3]
 _names = itertools.count()
@@ -50,13 +51,6 @@ class Recorder:
     def led(self):
         return [e[1] for e in self.events if e[0] == "leading"]
 
-
-def _until(predicate, timeout_s=20.0):
-    """Polls ``predicate`` until true (a bound against hanging, not a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -92,11 +86,11 @@ def _process(zookeeper, name, node_id, session_timeout_s):
 
 def test_one_of_three_leads_at_generation_one_and_all_know_the_members(cluster):
     nodes = [cluster(f"n{i}") for i in range(3)]
-    _until(lambda: sum(n.leading for n, _ in nodes) == 1)
+    until(lambda: sum(n.leading for n, _ in nodes) == 1)
     leader, rec = next((n, r) for n, r in nodes if n.leading)
     assert rec.led() == [1]
-    _until(lambda: all(n.leader and n.leader["id"] == leader.node_id for n, _ in nodes))
-    _until(lambda: all(len(n.members) == 3 for n, _ in nodes))
+    until(lambda: all(n.leader and n.leader["id"] == leader.node_id for n, _ in nodes))
+    until(lambda: all(len(n.members) == 3 for n, _ in nodes))
     assert {m["id"] for m in nodes[0][0].status()["members"]} == {"n0", "n1", "n2"}
     assert nodes[1][0].members["n1"]["rest"] == "http://n1:8080"
     for node, r in nodes:  # the followers learnt the generation too
@@ -107,12 +101,12 @@ def test_one_of_three_leads_at_generation_one_and_all_know_the_members(cluster):
 
 def test_a_leader_that_resigns_is_followed_by_another_at_a_larger_generation(cluster):
     a, ra = cluster("a")
-    _until(lambda: a.leading)
+    until(lambda: a.leading)
     b, rb = cluster("b")
     a.resign()
     rb.wait_for(lambda ev: ("leading", 2) in ev)
     ra.wait_for(lambda ev: ("following", 1) in ev)  # a stepped down at once
-    _until(lambda: b.leader is not None and b.leader["generation"] == 2)
+    until(lambda: b.leader is not None and b.leader["generation"] == 2)
     # a campaigns again and waits: b keeps leading, the generation stays
     assert b.leading and not a.leading
 
@@ -129,7 +123,7 @@ def test_a_killed_leader_is_replaced_once_its_session_expires(cluster, zookeeper
         rb.wait_for(lambda ev: ("leading", 2) in ev)
         took = time.monotonic() - killed
         print(f"takeover after SIGKILL with a 1 s session: {took:.2f} s")
-        _until(lambda: b.leader == {"id": "b", "rest": "http://b:8080", "generation": 2})
+        until(lambda: b.leader == {"id": "b", "rest": "http://b:8080", "generation": 2})
     finally:
         proc.kill()
         proc.wait()
@@ -158,17 +152,17 @@ def test_a_paused_leader_steps_down_when_it_resumes_and_the_new_one_has_a_larger
 
 def test_zookeeper_down_the_leader_keeps_its_role_and_nobody_takes_over(cluster, zookeeper):
     a, ra = cluster("a", session_timeout_s=4.0)
-    _until(lambda: a.leading)
+    until(lambda: a.leading)
     b, rb = cluster("b", session_timeout_s=4.0)
-    _until(lambda: b.generation == 1)
+    until(lambda: b.generation == 1)
     zookeeper.stop()
     try:
-        _until(lambda: a.state == "suspended" and b.state == "suspended")
+        until(lambda: a.state == "suspended" and b.state == "suspended")
         time.sleep(6.0)  # longer than the session timeout: no quorum, so no expiry, no election
         assert a.leading and not b.leading
     finally:
         zookeeper.start()
-    _until(lambda: a.state == "connected" and b.state == "connected")
+    until(lambda: a.state == "connected" and b.state == "connected")
     assert a.leading and not b.leading and ra.led() == [1] and rb.led() == []
     assert ("following", 1) not in ra.events  # never stepped down
 
@@ -185,7 +179,7 @@ def test_jobs_written_through_one_node_reach_every_node(cluster):
 
 def test_only_the_leader_publishes_the_view(cluster):
     a, ra = cluster("a")
-    _until(lambda: a.leading)
+    until(lambda: a.leading)
     b, rb = cluster("b")
     assert not b.publish_view({"pinned": 3})
     assert a.publish_view({"pinned": 4})
