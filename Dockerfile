@@ -6,6 +6,7 @@
 #   emulation   deps + the apt packages of scripts/setup_env.sh (Open vSwitch, Mininet's mnexec, iperf3, ethtool)
 #               + the project: the docker-compose `emulation` service (privileged, host network)
 #   prometheus  Debian's prometheus with deploy/prometheus/prometheus.yml: the docker-compose `monitoring` profile
+#   zookeeper   Debian's zookeeper with deploy/zookeeper/zoo.cfg: the docker-compose `cluster` profile
 #   controller  deps + the project, MLROUTE_CONFIG, `mlroute controller`; the default (last) target,
 #               so a plain `docker build -t mlroute .` gives the controller
 #
@@ -81,6 +82,17 @@ COPY deploy/prometheus/prometheus.yml /etc/prometheus/prometheus.yml
 USER prometheus
 EXPOSE 9090
 CMD ["sh", "-c", "exec prometheus --config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/var/lib/prometheus/metrics2 --web.listen-address=:9090"]
+
+FROM ${BASE_IMAGE} AS zookeeper
+# Debian's ZooKeeper 3.8 for the docker-compose `cluster` profile (README "Controller cluster"), run in the
+# foreground with deploy/zookeeper/zoo.cfg (one standalone server).
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null \
+ && rm -rf /var/lib/apt/lists/* && mkdir -p /var/lib/zookeeper && chown zookeeper /var/lib/zookeeper
+COPY deploy/zookeeper/zoo.cfg /etc/zookeeper/conf/zoo.cfg
+USER zookeeper
+EXPOSE 2181
+CMD ["sh", "-c", "exec java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.quorum.QuorumPeerMain /etc/zookeeper/conf/zoo.cfg"]
 
 FROM deps AS controller
 COPY . .

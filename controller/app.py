@@ -5,7 +5,8 @@ discovery is switched on here, no other flags needed). ryu-manager loads this fi
 imports absolutely. The framework comes from ``controller.southbound.framework``, the only module that imports
 one. Each handler turns one OpenFlow or topology event into one core call; ``controller.southbound.ofmsg`` turns
 the core's values into messages and parsed replies back into values; ``controller.web.rest`` serves the REST API.
-The loops (resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``.
+The loops (resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``; the
+controller cluster's roles and leadership (a ``cluster:`` section) are ``controller.app_cluster``.
 """
 
 import logging
@@ -13,6 +14,7 @@ import sys
 import time
 
 from controller import config as mlconfig
+from controller.app_cluster import ClusterShell
 from controller.app_loops import AppLoops
 from controller.core import ControllerCore, time_budget_s
 from controller.decide.optimiser_runner import OptimiserRunner
@@ -53,7 +55,7 @@ if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-host"):  # R
 if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
-class MlrouteApp(AppLoops, southbound.App):
+class MlrouteApp(ClusterShell, AppLoops, southbound.App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = southbound.rest_contexts()
     _REQUIRED_APP = [southbound.SWITCHES_APP]
@@ -85,6 +87,7 @@ class MlrouteApp(AppLoops, southbound.App):
         self._threads = []  # the loops, started with the app (start)
         self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
         self.collector = None  # the sFlow collector (te.detection sflow | both)
+        self._cluster_init()  # with a cluster: section, self.datapaths holds only the switches this node leads
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
@@ -92,9 +95,15 @@ class MlrouteApp(AppLoops, southbound.App):
     # -- topology events -------------------------------------------------------------------------------------
     @set_ev_cls(topo_event.EventSwitchEnter)
     def switch_enter(self, ev):
-        dp = ev.switch.dp
+        dp, live = ev.switch.dp, [p.port_no for p in ev.switch.ports if p.is_live()]
+        if self.roles is not None:
+            return self._cluster_switch_enter(dp, live)  # adopted once it confirms this node as MASTER
+        self._adopt_switch(dp, live)
+
+    def _adopt_switch(self, dp, live_ports):
+        """A switch this node writes to: the core reads its tables back before anything is sent to it."""
         self.datapaths[dp.id] = dp
-        self.core.switch_connected(dp.id, [p.port_no for p in ev.switch.ports if p.is_live()])
+        self.core.switch_connected(dp.id, live_ports)
         # first what it is and holds (answered in order, so known before the read-back ends and the first sync:
         # the copy policy and the table budget)
         for request in (ofmsg.desc_request(dp), ofmsg.table_features_request(dp), ofmsg.group_features_request(dp)):
@@ -112,6 +121,8 @@ class MlrouteApp(AppLoops, southbound.App):
     @set_ev_cls(topo_event.EventSwitchLeave)
     def switch_leave(self, ev):
         dpid = ev.switch.dp.id
+        if self.roles is not None:
+            self._cluster_switch_gone(dpid, ev.switch.dp)
         if self.datapaths.get(dpid, ev.switch.dp) is not ev.switch.dp:
             return  # the old connection of a switch that has already reconnected
         self.datapaths.pop(dpid, None)
@@ -121,13 +132,19 @@ class MlrouteApp(AppLoops, southbound.App):
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def datapath_dead(self, ev):
         dpid = ev.datapath.id
+        if dpid is not None and self.roles is not None:
+            self._cluster_switch_gone(dpid, ev.datapath)
         if dpid is not None and self.datapaths.get(dpid) is ev.datapath:
-            self.datapaths.pop(dpid, None)
-            self.core.connection_lost(dpid)
-            self.assembler.forget(dpid)
-            self.link_load.forget(dpid)
-            self.sent_changes.forget(dpid)
-            self._audit_xids = {x: d for x, d in self._audit_xids.items() if d != dpid}
+            self._forget_switch(dpid)
+
+    def _forget_switch(self, dpid):
+        """Its connection lost, or this node no longer leads it: nothing more is sent to it."""
+        self.datapaths.pop(dpid, None)
+        self.core.connection_lost(dpid)
+        self.assembler.forget(dpid)
+        self.link_load.forget(dpid)
+        self.sent_changes.forget(dpid)
+        self._audit_xids = {x: d for x, d in self._audit_xids.items() if d != dpid}
 
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
@@ -144,6 +161,10 @@ class MlrouteApp(AppLoops, southbound.App):
     @set_ev_cls([topo_event.EventPortAdd, topo_event.EventPortModify, topo_event.EventPortDelete])
     def port_change(self, ev):
         live = ev.port.is_live() and not isinstance(ev, topo_event.EventPortDelete)
+        if self.roles is not None:
+            self._cluster_port(ev.port.dpid, ev.port.port_no, live)
+            if ev.port.dpid not in self.datapaths:
+                return  # the core knows only the switches this node leads
         self.core.port_changed(ev.port.dpid, ev.port.port_no, live)
         self.wake()
 
@@ -151,6 +172,8 @@ class MlrouteApp(AppLoops, southbound.App):
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def packet_in_handler(self, ev):
         msg, dp = ev.msg, ev.msg.datapath
+        if self.roles is not None and dp.id not in self.datapaths:
+            return  # a cluster's switch this node does not lead (an EQUAL connection's packet-ins)
         if msg.cookie == COOKIE_FLOW_MISS:
             return self._new_transport_flow(msg)
         kind, pkt = ofmsg.decode_packet_in(dp.id, msg.match["in_port"], msg.data)  # (undecodable: guarded)
@@ -259,9 +282,17 @@ class MlrouteApp(AppLoops, southbound.App):
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):
         msg, dp = ev.msg, ev.msg.datapath
+        if self.roles is not None and self._cluster_error(dp.id, msg.type, msg.code):
+            return  # a role matter (fenced: stepped down), or a switch this node does not lead
         for change in self.core.openflow_error(dp.id, msg.type, msg.code, self.sent_changes.pop(dp.id, msg.xid)):
             self._send_change(dp, change)
         self.wake()
+
+    @set_ev_cls(ofp_event.EventOFPRoleReply, MAIN_DISPATCHER)
+    def role_reply(self, ev):
+        msg = ev.msg
+        if self.roles is not None:
+            self._role_reply(msg.datapath.id, msg.role, msg.generation_id)
 
     def start(self):
         """Called by the app manager once every app exists: REST served, the four loops started."""
@@ -274,6 +305,7 @@ class MlrouteApp(AppLoops, southbound.App):
                                                              self._decision_loop, self._lag_loop)]
         if self.core.sflow is not None:
             self._start_sflow()
+        self._cluster_start()
         return started
 
     def release(self):
@@ -284,6 +316,7 @@ class MlrouteApp(AppLoops, southbound.App):
         if self.rest_server is not None:
             self.rest_server.shutdown()
             self.rest_server = None
+        self._cluster_stop()
         if self.collector is not None:
             self._sflow_stop.set()
             self.collector.close()

@@ -70,7 +70,8 @@ class AppLoops:
     def _wipe_unread(self):
         for dpid in self.core.readback_overdue():
             dp = self.datapaths.get(dpid)
-            for message in ofmsg.wipe(dp, groups=self.core.selects(dpid)) if dp is not None else ():
+            writable = dp is not None and self.may_write(dpid)
+            for message in ofmsg.wipe(dp, groups=self.core.selects(dpid)) if writable else ():
                 dp.send_msg(message)
 
     def resync(self):
@@ -87,6 +88,8 @@ class AppLoops:
 
     def _send_change(self, dp, change):
         """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""
+        if not self.may_write(dp.id):
+            return  # a cluster node that does not lead it (controller/app_cluster.py)
         msg = ofmsg.compile_change(dp, change)
         dp.set_xid(msg)
         self.sent_changes.record(dp.id, msg.xid, change)
@@ -142,7 +145,7 @@ class AppLoops:
         """Packet-outs for the core's packet decisions (replies, forwards of ``data``, probes)."""
         for action in actions:
             target = self.datapaths.get(action.dpid)
-            if target is None:
+            if target is None or not self.may_write(action.dpid):
                 continue
             if isinstance(action, ArpReply):
                 target.send_msg(ofmsg.packet_out(target, action.port, ofmsg.arp_reply_frame(action)))

@@ -80,7 +80,18 @@ DEFAULTS: dict[str, Any] = {
         "probes": 3,  # ... this many times; unanswered, it is forgotten with its rules
         "probe_interval_s": 1.0,  # ... at least this far apart (probes go out with the housekeeping, every poll)
     },
+    "cluster": None,  # a controller cluster on ZooKeeper (controller/cluster/); None: one controller, no ZooKeeper
 }
+
+#: the ``cluster:`` section's defaults; ``zookeeper`` and ``node_id`` have none (a cluster needs both)
+CLUSTER_DEFAULTS: dict[str, Any] = {
+    "zookeeper": None,  # connection string: host:port[,host:port...][/chroot]
+    "name": "mlroute",  # the cluster (one fabric): its znodes live under /mlroute/<name>
+    "node_id": None,  # this controller's id, unique in the cluster
+    "session_timeout_s": 4.0,  # a dead leader is replaced this long after it stopped answering ZooKeeper
+    "advertise": None,  # the REST URL others reach this node at; None: http://<rest.host>:<rest.port>
+}
+CLUSTER_REQUIRED = ("zookeeper", "node_id")
 
 
 #: bounds on what a configuration (or a REST call) may ask the controller to keep in memory
@@ -96,6 +107,9 @@ DETECTION_MODES = ("flowstats", "sflow", "both")  # te.detection
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a znode name: no slash, no leading dot
+# ZooKeeper's connection string: host:port pairs, an optional chroot
+_ZK_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}")
 _TOKEN = re.compile(r"[\x21-\x7e]{1,4096}")  # printable ASCII, no whitespace: an HTTP header value as is
 
 
@@ -156,6 +170,24 @@ def _token(v: str) -> str | None:
         "must be a non-empty string of printable characters without spaces (or null: no mutating calls)"
 
 
+def _zookeeper(v: str) -> str | None:
+    hosts, _, chroot = v.partition("/")
+    ok = all(_ZK_HOST.fullmatch(h) and 0 < int(h.rsplit(":", 1)[1]) < 65536 for h in hosts.split(","))
+    if ok and (not chroot or all(_NODE_ID.fullmatch(part) for part in chroot.split("/"))):
+        return None
+    return "must be host:port[,host:port...][/chroot] (ZooKeeper's connection string)"
+
+
+def _node_id(v: str) -> str | None:
+    return None if _NODE_ID.fullmatch(v) else \
+        "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def _url(v: str) -> str | None:
+    scheme, _, rest = v.partition("://")
+    return None if scheme in ("http", "https") and rest and " " not in rest else "must be an http(s):// URL"
+
+
 NUMBER = (int, float)
 SCHEMA = {
     "rest": {
@@ -208,6 +240,13 @@ SCHEMA = {
         "age_after_s": _Rule(NUMBER, lambda v: None if v >= 0 else "must be >= 0 (0: never age)"),
         "probes": _Rule(int, _positive),
         "probe_interval_s": _Rule(NUMBER, _positive),
+    },
+    "cluster": {
+        "zookeeper": _Rule(str, _zookeeper),
+        "name": _Rule(str, _node_id),
+        "node_id": _Rule(str, _node_id),
+        "session_timeout_s": _Rule(NUMBER, _between(0.5, 600.0)),
+        "advertise": _Rule(str, _url, nullable=True),
     },
 }
 
@@ -265,7 +304,9 @@ def parse(text: str, name: str = "<config>") -> dict[str, Any]:
         key = key_node.value
         line = f"{name}:{key_node.start_mark.line + 1}"
         value = yaml.safe_load(yaml.serialize(value_node))
-        if key in SCHEMA:
+        if key == "cluster":
+            config["cluster"] = _cluster(value_node, value, name, line)
+        elif key in SCHEMA:
             config[key].update(_section(key, value_node, value, name))
         elif key == "tiers":
             config["tiers"] = _tiers(value, line)
@@ -278,6 +319,15 @@ def parse(text: str, name: str = "<config>") -> dict[str, Any]:
     _idle_floors(config, node, name)
     _sflow_windows(config, node, name)
     return config
+
+
+def _cluster(node: yaml.Node, value: Any, name: str, line: str) -> dict[str, Any]:
+    """``cluster:`` present: its keys checked, ``zookeeper`` and ``node_id`` required (no default can name them)."""
+    given = _section("cluster", node, value, name)
+    for key in CLUSTER_REQUIRED:
+        if given.get(key) is None:
+            raise ConfigError(f"{line}: cluster.{key}: required in a cluster: section")
+    return {**CLUSTER_DEFAULTS, **given}
 
 
 def _sflow_windows(config: dict[str, Any], node: yaml.Node, name: str) -> None:

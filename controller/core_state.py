@@ -134,6 +134,12 @@ class CoreState:
             self._graph = self.topology.graph()
         return self._graph
 
+    def begin_recovery(self) -> None:
+        """This node just took over a cluster's switches (controller/app_cluster.py): recover as after a restart
+        (read back, only add rules until LLDP and the read-back have settled)."""
+        self.recovery_ends = self.clock() + max(RECOVERY_MIN_S, 3 * self.config["te"]["poll_interval_s"])
+        self.found_state = False
+
     def recovering(self) -> bool:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""
         return self.found_state and self.clock() < self.recovery_ends

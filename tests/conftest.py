@@ -38,3 +38,14 @@ def paper_workload():
         return jobs_mod.jobs_to_flows(jobs_mod.paper_jobs(n_jobs, ring, 64, 32, seed=seed, gpus_per_host=g))
 
     return make
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper server (tests/zookeeper.py) for one test module; ``stop()`` / ``start()`` for outages."""
+    from tests.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()

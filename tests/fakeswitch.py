@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import struct
 
+from controller.cluster import roles
 from controller.desired.rules import FlowRule, SwitchRules
 from controller.southbound import ofmsg
 from controller.southbound.framework import ofproto_v1_3, ofproto_v1_3_parser
@@ -134,6 +135,30 @@ def _learn(buf: bytes, start: int, end: int) -> tuple:
     return ("learn_seen", proto, hard)
 
 
+class Roles:
+    """One switch's controller roles over its connections (OpenFlow 1.3 §6.3.6): a FakeSwitch per controller
+    shares it (and its table) to stand for one switch connected to a cluster."""
+
+    def __init__(self) -> None:
+        self.generation: int | None = None
+        self.of: dict[int, int] = {}  # id(connection) -> role (absent: EQUAL)
+
+    def request(self, conn, role: int, generation: int) -> bool:
+        """False when the request is STALE (an older generation than the switch has seen)."""
+        if role in (OFP.OFPCR_ROLE_MASTER, OFP.OFPCR_ROLE_SLAVE):
+            if self.generation is not None and roles.distance(generation, self.generation) < 0:
+                return False
+            self.generation = generation
+        if role == OFP.OFPCR_ROLE_MASTER:
+            self.of = {c: OFP.OFPCR_ROLE_SLAVE if r == OFP.OFPCR_ROLE_MASTER else r for c, r in self.of.items()}
+        if role != OFP.OFPCR_ROLE_NOCHANGE:
+            self.of[id(conn)] = role
+        return True
+
+    def role(self, conn) -> int:
+        return self.of.get(id(conn), OFP.OFPCR_ROLE_EQUAL)
+
+
 class FakeSwitch:
     ofproto = OFP
     ofproto_parser = PARSER
@@ -156,6 +181,8 @@ class FakeSwitch:
         self.reports_limit = True  # table features tell table_limit (else: 1,000,000, and TABLE_FULL past it)
         self.no_groups = False  # reports no group types (a switch without SELECT groups)
         self.violations: list[str] = []  # what Open vSwitch refuses or undoes (see the module docstring)
+        self.refused_as_slave = 0  # writes refused because this connection is SLAVE
+        self.roles = Roles()  # shared by the FakeSwitches that are one switch's connections to a cluster
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -165,6 +192,8 @@ class FakeSwitch:
             self.set_xid(msg)
         msg.serialize()
         buf = bytes(msg.buf)
+        if self._refused_as_slave(msg) or self._role_request(msg):
+            return
         if isinstance(msg, PARSER.OFPFlowMod | PARSER.OFPGroupMod):
             self.budget.take()
         if isinstance(msg, PARSER.OFPFlowMod):
@@ -208,6 +237,27 @@ class FakeSwitch:
             self.packet_outs.append(msg)
         else:
             raise AssertionError(f"unexpected message {type(msg).__name__}")
+
+    def _refused_as_slave(self, msg) -> bool:
+        """A write on a SLAVE connection: BAD_REQUEST / IS_SLAVE, nothing applied (as Open vSwitch)."""
+        if not isinstance(msg, PARSER.OFPFlowMod | PARSER.OFPGroupMod | PARSER.OFPPacketOut) \
+                or self.roles.role(self) != OFP.OFPCR_ROLE_SLAVE:
+            return False
+        self.refused_as_slave += 1
+        self._refuse(msg, OFP.OFPET_BAD_REQUEST, OFP.OFPBRC_IS_SLAVE)
+        return True
+
+    def _role_request(self, msg) -> bool:
+        """A role request answered (a reply, or ROLE_REQUEST_FAILED / STALE); False for any other message."""
+        if not isinstance(msg, PARSER.OFPRoleRequest):
+            return False
+        if not self.roles.request(self, msg.role, msg.generation_id):
+            self._refuse(msg, OFP.OFPET_ROLE_REQUEST_FAILED, OFP.OFPRRFC_STALE)
+            return True
+        reply = PARSER.OFPRoleReply(self, role=self.roles.role(self), generation_id=self.roles.generation or 0)
+        reply.xid = msg.xid
+        self.replies.append(("EventOFPRoleReply", reply))
+        return True
 
     def _queue(self, name, reply, xid, body) -> None:
         reply.xid, reply.body, reply.flags = xid, body, 0

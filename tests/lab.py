@@ -20,7 +20,8 @@ APP_PATH = Path(__file__).resolve().parents[1] / "controller" / "app.py"
 REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsReply": "flow_stats_reply",
                   "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply",
                   "EventOFPErrorMsg": "error_handler", "EventOFPTableFeaturesStatsReply": "table_reply",
-                  "EventOFPTableStatsReply": "table_reply", "EventOFPGroupFeaturesStatsReply": "group_features_reply"}
+                  "EventOFPTableStatsReply": "table_reply", "EventOFPGroupFeaturesStatsReply": "group_features_reply",
+                  "EventOFPRoleReply": "role_reply"}
 
 
 def load_app_module():
@@ -176,4 +177,5 @@ def stop_apps():
     for app in Lab.apps:
         if app.core.runner is not None:
             app.core.runner.close()
+        app._cluster_stop()  # a cluster node leaves ZooKeeper
     Lab.apps.clear()

@@ -165,6 +165,12 @@ def barrier_request(dp):
     return dp.ofproto_parser.OFPBarrierRequest(dp)
 
 
+def role_request(dp, role: int, generation: int):
+    """OFPT_ROLE_REQUEST with the cluster's generation (controller/cluster/roles.py): the switch fences whoever
+    asks with an older one (a framework helper sends generation_id 0, which fences nobody)."""
+    return dp.ofproto_parser.OFPRoleRequest(dp, role, generation)
+
+
 def packet_out(dp, port: int, data: bytes):
     parser = dp.ofproto_parser
     return parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,

@@ -65,6 +65,14 @@ class Metrics:
                                        "has no room (capacity less headroom; tried again every poll)", registry=r)
         self.flows_uncounted = Counter("mlroute_flows_uncounted", "New transport flows left on ECMP without a "
                                        "counting rule, by reason (table_full)", ["reason"], registry=r)
+        self.cluster_leader = Gauge("mlroute_cluster_leader", "1 while this node leads its controller cluster "
+                                    "(0: follower; absent without a cluster: section)", registry=r)
+        self.cluster_generation = Gauge("mlroute_cluster_generation", "The cluster's generation this node knows "
+                                        "(bumped at each election; the leader's role requests carry it)", registry=r)
+        self.cluster_leader_changes = Counter("mlroute_cluster_leader_changes", "Times this node became leader or "
+                                              "stepped down", registry=r)
+        self.cluster_writable = Gauge("mlroute_cluster_switches_writable", "Switches that confirmed this node as "
+                                      "MASTER at the current generation", registry=r)
         self.audits = Counter("mlroute_audits", "Switch tables read back to verify what mlroute installed",
                               registry=r)
         self.audit_findings = Counter("mlroute_audit_findings", "Rules an audit found differing from what mlroute "

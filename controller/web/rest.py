@@ -140,6 +140,8 @@ class RestController:
         jobs, error = rest_input.parse_jobs(req.content_length, self._read(req))  # bounded, all or nothing
         if error is not None:
             return _json(error[1], error[0])
+        if self._clustered():
+            return self._stored("jobs", jobs)
         ticket = self.core.decisions.request(urgent=True)  # a job event: decided at once, coalesced
         if isinstance(ticket, Refusal):
             return self._refused(ticket)  # nothing applied
@@ -185,9 +187,26 @@ class RestController:
         objective = body.get("objective") if isinstance(body, dict) and len(body) == 1 else None
         if objective not in ("flow", "job"):
             return _json({"error": "body must be {\"objective\": \"flow\" or \"job\"}"}, 400)
+        if self._clustered():
+            return self._stored("objective", objective)
         self.core.te.objective = objective
         LOG.info("objective set over REST: %s", objective)
         return _json({"objective": objective})
+
+    def _clustered(self):
+        return getattr(self.app, "roles", None) is not None
+
+    def _stored(self, key, value):
+        """A cluster: the write goes to ZooKeeper and the leader applies it (202: accepted, not yet applied)."""
+        self.app.cluster_put(key, value)
+        LOG.info("%s stored in ZooKeeper over REST", key)
+        leader = (self.app.cluster_json().get("leader") or {}).get("id")
+        return _json({key: value, "decision": None, "cluster": {"stored": True, "leader": leader}}, 202)
+
+    @route("GET", "/mlroute/cluster")
+    def get_cluster(self, req, **kwargs):
+        """This node's role, the leader, the generation, the members and each switch's role (every node)."""
+        return _json(self.app.cluster_json())
 
     def _authorise(self, req):
         """A refusal for a POST that may not go on (rate limit first: it counts unauthorised calls too)."""

@@ -332,3 +332,20 @@ def test_docker_compose_config_accepts_the_file():
     resolved = yaml.safe_load(out.stdout)["services"]
     assert set(resolved) >= {"controller", "emulation"}
     assert Path(resolved["controller"]["build"]["context"]).resolve() == ROOT
+
+
+def test_the_cluster_profile_runs_zookeeper_and_three_controllers_that_find_it():
+    services = _compose()["services"]
+    nodes = {name: s for name, s in services.items() if "cluster" in s.get("profiles", []) and name != "zookeeper"}
+    assert len(nodes) == 3 and services["zookeeper"]["build"]["target"] == "zookeeper"
+    ids, openflow = set(), set()
+    for name, service in nodes.items():
+        assert service["build"]["target"] == "controller" and "zookeeper" in service["depends_on"]
+        source = next(v.split(":")[0] for v in service["volumes"] if v.split(":")[1] == "/etc/mlroute/mlroute.yaml")
+        cluster = mlconfig.load(str(ROOT / source))["cluster"]
+        assert cluster["zookeeper"].split(":")[0] == "zookeeper" and cluster["node_id"] == name
+        assert cluster["advertise"] == f"http://{name}:8080"
+        ids.add(cluster["node_id"])
+        openflow |= {p.split(":")[0] for p in service["ports"] if str(p).endswith(":6653")}
+        assert all(str(p).startswith("127.0.0.1:") for p in service["ports"] if str(p).endswith(":8080"))
+    assert len(ids) == 3 and len(openflow) == 3 and "6653" not in openflow  # beside the plain controller

@@ -150,3 +150,36 @@ def test_host_learning_limits_are_configurable_and_checked():
     with pytest.raises(config.ConfigError) as err:
         config.parse("te:\n  poll_interval_s: 2\nhosts:\n  max_total: 0\n", "c.yaml")
     assert str(err.value).startswith("c.yaml:4: hosts.max_total:"), str(err.value)
+
+
+# -- issue 22: the cluster: section ---------------------------------------------------------------------------
+
+def test_without_a_cluster_section_there_is_no_cluster():
+    assert config.parse("te:\n  mode: ecmp\n")["cluster"] is None
+
+
+def test_a_cluster_section_gets_its_defaults():
+    cfg = config.parse("cluster:\n  zookeeper: zk1:2181,zk2:2181/fabric\n  node_id: ctl-a\n")["cluster"]
+    assert cfg == {"zookeeper": "zk1:2181,zk2:2181/fabric", "node_id": "ctl-a", "name": "mlroute",
+                   "session_timeout_s": 4.0, "advertise": None}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("cluster:\n  node_id: a\n", "c.yaml:1: cluster.zookeeper: required"),
+    ("te:\n  mode: ecmp\ncluster:\n  zookeeper: zk:2181\n", "c.yaml:3: cluster.node_id: required"),
+    ("cluster:\n  zookeeper: zk\n  node_id: a\n", "c.yaml:2: cluster.zookeeper: must be host:port"),
+    ("cluster:\n  zookeeper: zk:99999\n  node_id: a\n", "c.yaml:2: cluster.zookeeper: must be host:port"),
+    ("cluster:\n  zookeeper: zk:2181/a//b\n  node_id: a\n", "c.yaml:2: cluster.zookeeper: must be host:port"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a/b\n", "c.yaml:3: cluster.node_id: must be 1-64 letters"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  name: ''\n", "c.yaml:4: cluster.name: must be 1-64"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  session_timeout_s: 0.1\n",
+     "c.yaml:4: cluster.session_timeout_s: must be in [0.5, 600]"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  advertise: ftp://x\n",
+     "c.yaml:4: cluster.advertise: must be an http(s):// URL"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  leader: a\n", "c.yaml:4: cluster.leader: unknown key"),
+    ("cluster: [zk:2181]\n", "c.yaml:1: cluster: must be a mapping"),
+])
+def test_bad_cluster_values_name_the_line_and_the_key(text, expected):
+    with pytest.raises(config.ConfigError) as err:
+        config.parse(text, "c.yaml")
+    assert str(err.value).startswith(expected), str(err.value)

@@ -1,9 +1,11 @@
-"""The controller's wings import in one direction: state <- desired <- decide <- southbound / web <- core <- app.
+"""The controller's wings import in one direction: state <- desired <- decide <- southbound / web / cluster <- core
+<- app.
 
 Read from the modules' syntax trees (every ``import`` and ``from ... import``, those inside functions included),
 not by importing them, so a lazy import counts as much as one at the top. A module may import its own wing,
 any wing below it, and the top-level modules ranked at or below it; southbound and web stand side by side (the
-REST application uses the framework's WSGI glue; the sFlow detection feeds the metrics).
+REST application uses the framework's WSGI glue; the sFlow detection feeds the metrics; the cluster's coordination
+sits beside them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ RANK = {
     "decide": 2,
     "southbound": 3,
     "web": 3,
+    "cluster": 3,  # the controller cluster: role logic and ZooKeeper coordination, beside southbound / web
     "core": 4,
     "core_state": 4,  # the core's state (ControllerCore's base) and the methods of its seams:
     "core_switches": 4,  # each switch's tables (read-back, audit, refusals, table budget)
@@ -30,8 +33,9 @@ RANK = {
     "launcher": 4,  # `mlroute controller`: chooses the framework, starts ryu-manager / osken-manager
     "app": 5,
     "app_loops": 5,  # the app's loops and sending (a mixin of MlrouteApp)
+    "app_cluster": 5,  # the cluster's roles and leadership in the shell (a mixin of MlrouteApp)
 }
-WINGS = ("state", "desired", "decide", "southbound", "web")
+WINGS = ("state", "desired", "decide", "southbound", "web", "cluster")
 
 
 def _part(module: str) -> str | None:

@@ -1,0 +1,279 @@
+"""One node's part in the controller cluster, over ZooKeeper (kazoo): membership, election, the generation, and
+the state every node shares (declared jobs, the objective, the leader's warm view).
+
+Znodes under ``/mlroute/<name>``: ``members/<node_id>`` (ephemeral: id and REST address), ``election`` (kazoo's
+lock recipe: the holder leads), ``generation`` (a decimal counter that only grows), ``leader`` (ephemeral: who
+leads at which generation), ``jobs`` and ``objective`` (written by any node's REST, applied by the leader) and
+``view`` (the leader's small summary for the followers: pinned paths, topology counts).
+
+Why these rules:
+- The elected node bumps the generation *before* it asks any switch for MASTER, in one transaction that also
+  checks its lock node still exists, so a generation is only ever issued to the current lock holder, and the
+  switches (OpenFlow 1.3 §6.3.6) refuse whoever holds an older one.
+- SUSPENDED (ZooKeeper unreachable) keeps the role: the session may still live, and while ZooKeeper has no
+  quorum nobody else can be elected; if the session did expire meanwhile, a newer leader's generation fences
+  this one at the switches. LOST (the session expired) steps down at once.
+- Callbacks (``Listener``) come from kazoo's handler: green threads under eventlet (Ryu), native threads
+  otherwise; the shell makes them take the core's turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.retry import KazooRetry
+
+LOG = logging.getLogger("mlroute")
+
+_U64 = 1 << 64
+SHARED = ("jobs", "objective", "view")  # the znodes every node watches (Listener.shared)
+
+
+class Listener(Protocol):
+    """What the coordinator tells its node (from kazoo's handler thread)."""
+
+    def leading(self, generation: int) -> None: ...  # elected; the generation is bumped: ask for MASTER
+
+    def following(self, generation: int | None) -> None: ...  # not (or no longer) the leader
+
+    def shared(self, key: str, value: Any) -> None: ...  # jobs / objective / view changed (None: unset)
+
+
+def default_handler() -> Any:
+    """kazoo's eventlet handler where eventlet has monkey-patched threads (Ryu), its threading handler elsewhere."""
+    patcher = sys.modules.get("eventlet.patcher")
+    if patcher is not None and patcher.is_monkey_patched("thread"):
+        from kazoo.handlers.eventlet import SequentialEventletHandler
+        return SequentialEventletHandler()
+    from kazoo.handlers.threading import SequentialThreadingHandler
+    return SequentialThreadingHandler()
+
+
+class Coordinator:
+    """Membership, election and shared state of one node; ``start`` joins, ``stop`` leaves."""
+
+    def __init__(self, hosts: str, name: str, node_id: str, advertise: str, session_timeout_s: float,
+                 listener: Listener, handler: Any = None, clock: Callable[[], float] | None = None) -> None:
+        self.node_id, self.advertise = node_id, advertise
+        self.base = f"/mlroute/{name}"
+        self.listener = listener
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s, handler=handler or default_handler(),
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+        self.leading = False
+        self.generation: int | None = None  # the newest seen (this node's own while it leads)
+        self.leader: dict[str, Any] | None = None
+        self.members: dict[str, dict[str, Any]] = {}
+        self.state = "connecting"  # connected | suspended | lost | connecting | stopped
+        self.leader_changes = 0
+        self._stopped = False
+        self._deposed = self.client.handler.event_object()
+        self._reconnected = self.client.handler.event_object()  # set while a session exists
+        self._reconnected.set()
+        self._lock: Any = None
+        self._clock = clock
+
+    # -- joining and leaving ---------------------------------------------------------------------------------
+    def start(self, timeout_s: float = 15.0) -> None:
+        """Connect (at most ``timeout_s``), register as a member, watch the shared state, and campaign."""
+        self.client.add_listener(self._session)
+        self.client.start(timeout=timeout_s)
+        self.state = "connected"
+        for path in ("members", "shared"):
+            self.client.ensure_path(f"{self.base}/{path}")
+        self._register()
+        self.client.ChildrenWatch(f"{self.base}/members", self._members_changed)
+        self.client.DataWatch(f"{self.base}/generation", self._generation_changed)
+        self.client.DataWatch(f"{self.base}/leader", self._leader_changed)
+        for key in SHARED:
+            self.client.DataWatch(f"{self.base}/shared/{key}", self._shared_watch(key))
+        self.client.handler.spawn(self._campaign)
+
+    def stop(self) -> None:
+        """Leave the cluster: leadership given up (its ephemeral nodes deleted with the session), client closed."""
+        self._stopped = True
+        self._deposed.set()
+        self._reconnected.set()
+        if self._lock is not None:
+            self._lock.cancel()
+        try:
+            self.client.stop()
+            self.client.close()
+        except KazooException:
+            pass
+        self.state = "stopped"
+
+    def _register(self) -> None:
+        body = json.dumps({"id": self.node_id, "rest": self.advertise}).encode()
+        path = f"{self.base}/members/{self.node_id}"
+        try:
+            self.client.create(path, body, ephemeral=True)
+        except NodeExistsError:  # a previous session's node, not yet expired: ours now
+            self.client.delete(path)
+            self.client.create(path, body, ephemeral=True)
+
+    def _session(self, state: str) -> None:
+        """kazoo's connection-state listener (must not block)."""
+        if state == KazooState.LOST:
+            self.state = "lost"
+            self._reconnected.clear()
+            self._deposed.set()  # the campaign steps down at once
+        elif state == KazooState.SUSPENDED:
+            self.state = "suspended"  # keep the role: see the module's docstring
+        elif state == KazooState.CONNECTED:
+            lost = self.state == "lost"
+            self.state = "connected"
+            if lost and not self._stopped:
+                self.client.handler.spawn(self._rejoin)
+
+    def _rejoin(self) -> None:
+        """A new session after the old one expired: the member node again, and the campaign goes on."""
+        try:
+            self._register()
+        except KazooException:
+            LOG.exception("cluster: could not register again after the session expired")
+        self._reconnected.set()
+
+    # -- election --------------------------------------------------------------------------------------------
+    def _campaign(self) -> None:
+        """Wait for the lock; holding it, bump the generation and lead until deposed; then wait again."""
+        while not self._stopped:
+            self._deposed.clear()
+            self._lock = self.client.Lock(f"{self.base}/election", identifier=self.node_id)
+            try:
+                if not self._lock.acquire():
+                    continue
+                generation = self._bump()
+            except KazooException as exc:
+                LOG.warning("cluster: election interrupted (%s); campaigning again", type(exc).__name__)
+                self._wait_for_session()
+                continue
+            if generation is None:
+                self._release()
+                continue
+            self.leading, self.generation = True, generation
+            self.leader_changes += 1
+            LOG.info("cluster: %s leads at generation %d", self.node_id, generation)
+            self.listener.leading(generation)
+            self._deposed.wait()
+            self.leading = False
+            LOG.warning("cluster: %s no longer leads (session %s)", self.node_id, self.state)
+            self.listener.following(self.generation)
+            self._release()
+            self._wait_for_session()
+
+    def _bump(self) -> int | None:
+        """The generation + 1 and the leader node, written only if this node's lock node still exists."""
+        lock_node = f"{self._lock.path}/{self._lock.node}"
+        path = f"{self.base}/generation"
+        self.client.ensure_path(path)
+        while not self._stopped:
+            data, stat = self.client.get(path)
+            generation = (int(data or b"0") + 1) % _U64
+            body = json.dumps({"id": self.node_id, "rest": self.advertise, "generation": generation}).encode()
+            tx = self.client.transaction()
+            tx.check(lock_node, 0)
+            tx.set_data(path, str(generation).encode(), version=stat.version)
+            tx.create(f"{self.base}/leader", body, ephemeral=True)
+            results = tx.commit()
+            failed = [r for r in results if isinstance(r, Exception)]
+            if not failed:
+                return generation
+            if any(isinstance(r, NodeExistsError) for r in failed):
+                self._clear_stale_leader()
+            elif not any(isinstance(r, BadVersionError) for r in failed):
+                LOG.warning("cluster: generation not bumped (%s)", ", ".join(type(r).__name__ for r in failed))
+                return None
+        return None
+
+    def _clear_stale_leader(self) -> None:
+        """A leader node left by this node's own previous term (the lock proves no one else leads)."""
+        try:
+            self.client.delete(f"{self.base}/leader")
+        except NoNodeError:
+            pass
+
+    def _release(self) -> None:
+        try:
+            if self.state == "connected":
+                self._clear_stale_leader()
+            self._lock.release()
+        except KazooException:
+            pass
+
+    def _wait_for_session(self) -> None:
+        """After a lost session, campaign again only once a new one exists."""
+        if not self._stopped:
+            self._reconnected.wait()
+
+    def resign(self) -> None:
+        """Step down (a switch fenced this node: a newer generation exists) and campaign again."""
+        self._deposed.set()
+
+    # -- watches ---------------------------------------------------------------------------------------------
+    def _members_changed(self, children: list[str]) -> bool:
+        members = {}
+        for child in children:
+            try:
+                data, _ = self.client.get(f"{self.base}/members/{child}")
+                members[child] = json.loads(data)
+            except (NoNodeError, ValueError):
+                continue
+        self.members = members
+        return not self._stopped
+
+    def _generation_changed(self, data: bytes | None, stat: Any) -> bool:
+        if data:
+            generation = int(data)
+            if not self.leading:
+                self.generation = generation
+                self.listener.following(generation)
+        return not self._stopped
+
+    def _leader_changed(self, data: bytes | None, stat: Any) -> bool:
+        self.leader = json.loads(data) if data else None
+        return not self._stopped
+
+    def _shared_watch(self, key: str) -> Callable[[bytes | None, Any], bool]:
+        def changed(data: bytes | None, stat: Any) -> bool:
+            try:
+                value = json.loads(data) if data else None
+            except ValueError:
+                LOG.error("cluster: %s/shared/%s is not JSON; ignored", self.base, key)
+                return not self._stopped
+            self.listener.shared(key, value)
+            return not self._stopped
+        return changed
+
+    # -- shared state ----------------------------------------------------------------------------------------
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) as shared ``key``: every node's watch hands it to its listener."""
+        if key not in SHARED:
+            raise ValueError(f"unknown shared key {key!r} (known: {', '.join(SHARED)})")
+        path, body = f"{self.base}/shared/{key}", json.dumps(value).encode()
+        try:
+            self.client.set(path, body)
+        except NoNodeError:
+            try:
+                self.client.create(path, body)
+            except NodeExistsError:
+                self.client.set(path, body)
+
+    def publish_view(self, view: dict[str, Any]) -> bool:
+        """The leader's warm view for the followers (written only while this node leads)."""
+        if not self.leading:
+            return False
+        self.put("view", dict(view, generation=self.generation, leader=self.node_id))
+        return True
+
+    def status(self) -> dict[str, Any]:
+        """What GET /mlroute/cluster shows of the coordination."""
+        return {"node_id": self.node_id, "rest": self.advertise, "session": self.state, "leading": self.leading,
+                "generation": self.generation, "leader": self.leader, "leader_changes": self.leader_changes,
+                "members": sorted(self.members.values(), key=lambda m: str(m.get("id")))}

@@ -1,0 +1,172 @@
+"""controller/app_cluster.py: two MlrouteApps on the same fake switches (one FakeSwitch per controller
+connection, sharing the switch's table and roles) and a real ZooKeeper (tests/zookeeper.py): the leader writes
+only once MASTER, a follower never writes, a deposed leader is fenced by the switches and writes nothing more,
+the new leader recovers from the tables without changing them, REST writes on a follower reach the leader."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from kazoo.client import KazooClient
+from webob import Request
+
+from controller.southbound.framework import ofp_event
+from tests import topologies
+from tests.fakeswitch import FakeSwitch
+from tests.lab import Lab, arp_request, stop_apps
+from tests.zookeeper import until
+
+_names = itertools.count()
+
+
+
+@pytest.fixture
+def node(zookeeper, tmp_path, monkeypatch):
+    """A factory of cluster nodes (Labs) on one cluster name; the first one's switches are shared by the rest."""
+    name, first = f"app{next(_names)}", []
+
+    def make(node_id):
+        path = tmp_path / f"{node_id}.yaml"
+        path.write_text(f"te:\n  mode: ecmp\nrest:\n  token: t\ncluster:\n  zookeeper: {zookeeper.hosts}\n"
+                        f"  name: {name}\n  node_id: {node_id}\n  session_timeout_s: 4.0\n")
+        monkeypatch.setenv("MLROUTE_CONFIG", str(path))
+        ref = topologies.fat_tree(4)
+        switches = None
+        if first:
+            switches = {}
+            for dpid, other in first[0].switches.items():  # this controller's connections to the same switches
+                switches[dpid] = sw = FakeSwitch(dpid)
+                sw.table, sw.roles = other.table, other.roles
+        lab = Lab(ref, switches)
+        first.append(lab)
+        return lab
+    yield make
+    stop_apps()
+
+
+def _join(lab):
+    """Every switch connects to the node, the node joins the cluster; role replies handled."""
+    for dpid in lab.switches:
+        lab.connect(dpid)
+    lab.pump()
+    lab.app._cluster_start()
+
+
+def _lead(lab):
+    """Waits until the node leads and asked every switch for MASTER; then the replies and read-backs."""
+    until(lambda: lab.app.roles.leading and all(sw.replies for sw in lab.switches.values()))
+    lab.pump()
+    assert set(lab.app.datapaths) == set(lab.switches)  # adopted: every switch confirmed MASTER
+    lab.discover_links()
+    for host in lab.ref.hosts.values():
+        lab.packet_in(host.dpid, host.port, arp_request(host, "10.0.0.254"))
+    lab.app.resync()
+    lab.pump()
+
+
+def _mods(lab):
+    return sum(sw.flow_mods + len(sw.packet_outs) + sw.refused_as_slave for sw in lab.switches.values())
+
+
+def test_the_leader_writes_once_master_and_a_follower_never_writes(node):
+    a = node("a")
+    _join(a)
+    _lead(a)
+    assert _mods(a) > 0 and a.app.roles.generation == 1
+    for src, dst in (("10.0.0.1", "10.0.0.16"), ("10.0.0.5", "10.0.0.2")):
+        t = a.trace(src, dst)
+        assert t.delivered and not t.dropped and not t.looped
+    b = node("b")
+    _join(b)
+    until(lambda: b.app.roles.generation == 1)
+    b.pump()
+    b.app.resync()
+    b.app._send_actions(b.app.core.housekeeping().actions)
+    assert _mods(b) == 0 and not b.app.datapaths
+    status = b.app.cluster_json()
+    assert status["role"] == "follower" and status["leader"]["id"] == "a" and status["generation"] == 1
+    assert {s["role"] for s in status["switches"].values()} == {"slave"}
+    assert {m["id"] for m in status["members"]} == {"a", "b"}
+    assert a.app.cluster_json()["role"] == "leader"
+    assert {s["writable"] for s in a.app.cluster_json()["switches"].values()} == {True}
+
+
+def test_a_deposed_leader_is_fenced_by_the_switches_and_the_new_one_recovers_without_changes(node, zookeeper):
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    until(lambda: b.app.roles.generation == 1)
+    b.pump()
+    held = {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in a.switches.items()}
+    # a's lock node vanishes behind its back (as when its session expired while it was paused): it still
+    # believes it leads; b is elected at generation 2 and takes every switch
+    zk = KazooClient(hosts=zookeeper.hosts)
+    zk.start()
+    try:
+        election = f"/mlroute/{a.app.config['cluster']['name']}/election"
+        for child in zk.get_children(election):
+            if zk.get(f"{election}/{child}")[0] == b"a":
+                zk.delete(f"{election}/{child}")
+    finally:
+        zk.stop()
+        zk.close()
+    _lead(b)
+    assert b.app.roles.generation == 2 and a.app.roles.leading  # a has not noticed
+    assert {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in b.switches.items()} == held
+    before = {d: sw.flow_mods for d, sw in a.switches.items()}
+    # a writes (a new flow's counting rule, a resync): the switches refuse it as SLAVE and a steps down
+    dpid = next(iter(a.switches))
+    a.app.core.dirty = True
+    a.app.core.installed[dpid].flows.clear()  # it believes a switch lost its rules: it would re-add them
+    a.app.core._stale.add(dpid)
+    a.app.resync()
+    a.pump()
+    assert not a.app.roles.leading and not a.app.datapaths
+    assert sum(sw.refused_as_slave for sw in a.switches.values()) > 0
+    assert {d: sw.flow_mods for d, sw in a.switches.items()} == before  # nothing applied from a
+    refused = sum(sw.refused_as_slave for sw in a.switches.values())
+    a.app.resync()
+    a.app._send_actions(a.app.core.housekeeping().actions)
+    assert sum(sw.refused_as_slave for sw in a.switches.values()) == refused  # it sends nothing more
+    assert {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in b.switches.items()} == held
+
+
+def test_jobs_posted_to_a_follower_are_stored_in_zookeeper_and_applied_by_the_leader(node):
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    from controller.web.rest import RestController
+    jobs = [{"name": "ring0", "hosts": ["10.0.0.1", "10.0.0.5"]}]
+    req = Request.blank("/mlroute/jobs", method="POST", body=json.dumps({"jobs": jobs}).encode(),
+                        headers={"Authorization": "Bearer t", "Content-Type": "application/json"})
+    res = req.get_response(RestController(b.app))
+    assert res.status_code == 202, res.body
+    assert json.loads(res.body)["cluster"] == {"stored": True, "leader": "a"}
+    until(lambda: [j["name"] for j in a.app.core.jobs] == ["ring0"])
+    assert a.app.core.jobs[0]["hosts"] == jobs[0]["hosts"]
+    res = Request.blank("/mlroute/cluster").get_response(RestController(b.app))
+    assert json.loads(res.body)["role"] == "follower"
+
+
+def test_without_a_cluster_section_the_cluster_view_says_standalone():
+    lab = Lab(topologies.fat_tree(4))
+    try:
+        assert lab.app.cluster_json() == {"enabled": False, "role": "standalone"}
+        assert lab.app.may_write(1)
+    finally:
+        stop_apps()
+
+
+def test_a_role_reply_for_an_unknown_switch_is_ignored(node):
+    a = node("a")
+    sw = a.switches[next(iter(a.switches))]
+    from tests.fakeswitch import PARSER
+    reply = PARSER.OFPRoleReply(sw, role=2, generation_id=5)
+    a.app.role_reply(ofp_event.EventOFPRoleReply(reply))
+    assert not a.app.datapaths

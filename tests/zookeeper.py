@@ -1,0 +1,127 @@
+"""A real ZooKeeper server for tests: Debian's ``zookeeper`` package (3.8) run in the foreground.
+
+``java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.quorum.QuorumPeerMain
+zoo.cfg`` with a generated standalone configuration: a temporary data directory, a free client port, a 100 ms
+tick (sessions down to 0.2 s, so expiry tests are short). ``stop`` / ``start`` keep the port and the data, so
+clients reconnect and their sessions survive a short outage, as with a restarted production server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+JAR = Path("/usr/share/java/zookeeper.jar")
+CONF_DIR = Path("/etc/zookeeper/conf")  # log4j.properties
+MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+TICK_MS = 100
+
+
+def until(predicate, timeout_s: float = 20.0) -> None:
+    """Polls ``predicate`` until true (cluster callbacks run on kazoo's threads): a bound against hanging, not a
+    timing assertion."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing() -> str | None:
+    """Why no server can be started here (None: it can)."""
+    if not JAR.is_file():
+        return f"{JAR} missing: apt-get install zookeeper (scripts/setup_env.sh installs it)"
+    if shutil.which("java") is None:
+        return "java missing (Debian's zookeeper package depends on a JRE)"
+    return None
+
+
+class ZooKeeperServer:
+    """One standalone server; ``hosts`` is the connection string."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        self.root, self.port = root, port or free_port()
+        self.hosts = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        (root / "zoo.cfg").write_text(
+            f"tickTime={TICK_MS}\ndataDir={root / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            f"minSessionTimeout={2 * TICK_MS}\nmaxSessionTimeout=60000\nadmin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr\n")
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        problem = missing()
+        if problem:
+            raise RuntimeError(problem)
+        log = open(self.root / "server.log", "ab")
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-Dzookeeper.log.dir=" + str(self.root), "-cp", f"{CONF_DIR}:{JAR}", MAIN,
+             str(self.root / "zoo.cfg")], stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
+            start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while not self.ruok():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ZooKeeper did not answer ruok within {timeout_s:g} s; see "
+                                   f"{self.root / 'server.log'}")
+            time.sleep(0.1)
+
+    def ruok(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"ruok")
+                return s.recv(4) == b"imok"
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Killed (SIGKILL: a crash, as a lost quorum looks to its clients); the data stays."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        self.proc = None
+
+
+def run_node(hosts: str, name: str, node_id: str, session_timeout_s: float) -> None:
+    """A cluster node in a process of its own (``python -m tests.zookeeper HOSTS NAME ID TIMEOUT``): one line
+    per event on stdout (``leading G`` / ``following G`` / ``shared KEY JSON``), so a test can SIGKILL or
+    SIGSTOP it like a controller."""
+    import json
+    import sys
+
+    from kazoo.handlers.threading import SequentialThreadingHandler
+
+    from controller.cluster.zookeeper import Coordinator
+
+    class Printer:
+        def leading(self, generation):
+            print("leading", generation, flush=True)
+
+        def following(self, generation):
+            print("following", generation, flush=True)
+
+        def shared(self, key, value):
+            print("shared", key, json.dumps(value), flush=True)
+
+    node = Coordinator(hosts, name, node_id, f"http://{node_id}:8080", session_timeout_s, Printer(),
+                       handler=SequentialThreadingHandler())
+    node.start()
+    print("started", flush=True)
+    sys.stdin.read()  # until the test closes our stdin (or kills us)
+    node.stop()
+
+
+if __name__ == "__main__":
+    import sys
+
+    run_node(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]))
