@@ -35,6 +35,7 @@ from controller.decide.optimiser_runner import DONE, LATE, Outcome
 from controller.decide.packet_in import Decision, Limited, PacketIn
 from controller.desired import group_free, sync, table_budget, te_rules
 from controller.desired.rules import (
+    TABLE_CLASSIFY,
     Change,
     SwitchRules,
     apply_change,
@@ -42,7 +43,7 @@ from controller.desired.rules import (
 from controller.desired.sync import Step
 from controller.state import jobs as declared_jobs
 from controller.state.capabilities import SwitchCapabilities
-from controller.state.flowkey import FlowKey, key_from_fields
+from controller.state.flowkey import FlowKey, key_from_fields, pair_key
 from controller.state.monitor import FlowSample
 from controller.state.tiers import infer_tiers
 
@@ -166,9 +167,11 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
         self.ageing.heard_from(key.src_ip, dpid, in_port)
+        if key not in self.accounting:
+            key = self._counted_as(key, dpid)
         if key in self.accounting:
             if not self.accounting.observe(key, dpid, in_port):
-                return []  # a copy that was already in flight
+                return []  # a copy that was already in flight (or a flow of a pair counted whole)
         elif not self.new_flow_budget.take():
             self.metrics.packet_in.labels("newflow_over_budget").inc()
             return []  # past the packet-in budget: the flow stays on ECMP, uncounted
@@ -194,6 +197,20 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         held.add_flow(rule)
         self.metrics.rule_changes.inc()
         return [change]
+
+    def _counted_as(self, key: FlowKey, dpid: int) -> FlowKey:
+        """The key a new flow is counted by: its own 5-tuple, or its host pair where the ingress table is too
+        tight for one entry per flow (table_budget.tight: the last entries count whole pairs)."""
+        held = self.installed.get(dpid)
+        if held is None or not (self.full_at or self._small):
+            return key
+        room = self._limits_of(dpid).get(TABLE_CLASSIFY)
+        if room is None or not table_budget.tight(held, TABLE_CLASSIFY, room):
+            return key
+        pair = pair_key(key)
+        if pair not in self.accounting:
+            self.metrics.flows_by_pair.inc()
+        return pair
 
     def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any]) -> None:
         """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the

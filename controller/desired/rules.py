@@ -46,6 +46,7 @@ PRIO_SEEN = 10  # table 2: a learned 5-tuple (no actions: its packets are not co
 PRIO_FLOW_MISS = 5  # table 0: new TCP/UDP flow from a host port -> controller copy + forwarding
 PRIO_HOST = 10  # IPv4 toward a known host: output or ECMP group
 PRIO_PAIR = 15  # table 0: a declared job's host pair at its ingress (copy to the controller, pinned first hop)
+PRIO_PAIR_COUNT = 17  # table 0: a host pair counted whole at its ingress (a table too tight for its 5-tuples)
 PRIO_FLOW = 20  # table 0: one transport flow at its ingress switch (counts; pins an elephant's first hop)
 PRIO_PAIR_HOP = 25  # table 0: a declared host pair's upward hop beyond the ingress (a pinned 5-tuple wins)
 PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress switch

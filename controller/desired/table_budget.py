@@ -86,3 +86,14 @@ def admit(steps: list[Step], installed: Mapping[int, SwitchRules], limits: Mappi
 def has_room(rules: SwitchRules, table: int, table_limit: int) -> bool:
     """Whether one more entry fits in ``table`` (a counting rule sent at once, outside a sync)."""
     return table_counts(rules).get(table, 0) < table_limit
+
+
+PAIR_RESERVE_FRACTION = 0.25  # the last quarter of a table's room counts host pairs, not 5-tuples
+
+
+def tight(rules: SwitchRules, table: int, table_limit: int) -> bool:
+    """Whether ``table`` is too tight for one counting rule per transport flow: fewer free entries than a
+    quarter of its room (at least two) are left, so new flows are counted per host pair (one entry for all of a
+    pair's flows: ``flowkey.PROTO_PAIR``) and the last entries serve as many pairs as they can."""
+    free = table_limit - table_counts(rules).get(table, 0)
+    return free < max(2, math.ceil(table_limit * PAIR_RESERVE_FRACTION))

@@ -38,6 +38,7 @@ from controller.desired.rules import (
     PRIO_FLOW,
     PRIO_FLOW_MISS,
     PRIO_PAIR,
+    PRIO_PAIR_COUNT,
     PRIO_PAIR_HOP,
     TABLE_CLASSIFY,
     TABLE_FORWARD,
@@ -78,16 +79,16 @@ def host_miss_rules(host: Host, copy: NewFlowCopy = CONTROLLER_COPY) -> list[Flo
 
 def counting_rule(graph: nx.Graph, key: FlowKey, dpid: int, in_port: int, pinned: Mapping[RouteKey, Sequence[int]],
                   idle_timeout: int) -> FlowRule:
-    """One transport flow's exact counting rule at its ingress switch: on to the ECMP table, or to the pinned
-    first hop when the flow (or its host pair) is pinned."""
+    """One transport flow's exact counting rule at its ingress switch (a pair key's: below the 5-tuples' of the
+    pair): on to the ECMP table, or to the pinned first hop when the flow (or its host pair) is pinned."""
     actions = (("goto", TABLE_FORWARD),)
     path = pinned.get(key) or pinned.get(HostPair(key.src_ip, key.dst_ip))
     if path and path[0] == dpid and len(path) > 1:
         port = port_toward(graph, path[0], path[1])
         if port is not None:
             actions = (("output", port),)
-    return FlowRule(dpid, PRIO_FLOW, five_tuple_match(key, in_port), actions, table=TABLE_CLASSIFY,
-                    cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
+    return FlowRule(dpid, PRIO_PAIR_COUNT if key.is_pair else PRIO_FLOW, five_tuple_match(key, in_port), actions,
+                    table=TABLE_CLASSIFY, cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
 
 
 def pin_rules(hosts: Mapping[str, Host], graph: nx.Graph, tiers: TierInference | None, key: RouteKey,
@@ -104,9 +105,9 @@ def pin_rules(hosts: Mapping[str, Host], graph: nx.Graph, tiers: TierInference |
         port = port_toward(graph, path[i], path[i + 1])
         if port is None:
             continue
-        if isinstance(key, HostPair):
-            rules.append(FlowRule(path[i], PRIO_PAIR_HOP, pair_match(key), (("output", port),),
-                                  table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
+        if isinstance(key, HostPair) or key.is_pair:  # a whole pair: below any of its pinned 5-tuples
+            rules.append(FlowRule(path[i], PRIO_PAIR_HOP, pair_match(HostPair(key.src_ip, key.dst_ip)),
+                                  (("output", port),), table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))
         else:
             rules.append(FlowRule(path[i], PRIO_ELEPHANT, five_tuple_match(key), (("output", port),),
                                   table=TABLE_CLASSIFY, cookie=COOKIE_ELEPHANT))

@@ -25,6 +25,9 @@ def match(**fields: Any) -> Match:
 
 PROTO_TCP = 6
 PROTO_UDP = 17
+#: A host pair counted as a whole (one counting rule for all its transport flows, where a table is too tight
+#: for one per 5-tuple): a FlowKey with this protocol and no ports names the pair's IPv4 traffic.
+PROTO_PAIR = 0
 L4_PREFIX = {PROTO_TCP: "tcp", PROTO_UDP: "udp"}  # OXM field prefix of the transport ports
 
 #: Every OXM field a counting rule's match can carry: what to read back from a flow-stats entry.
@@ -45,24 +48,39 @@ class FlowKey:
         return {"src_ip": self.src_ip, "dst_ip": self.dst_ip, "proto": self.proto,
                 "src_port": self.src_port, "dst_port": self.dst_port}
 
+    @property
+    def is_pair(self) -> bool:
+        """A host pair counted as a whole, not one transport flow (PROTO_PAIR)."""
+        return self.proto == PROTO_PAIR
+
     def sort_key(self) -> tuple[str, str, int, int, int]:
         """The fields the ordering compares, as a plain tuple: sorting 10k keys by it compares in C (the
         dataclass's own comparisons are Python calls, 30 ms of event loop per 10k-key sort)."""
         return (self.src_ip, self.dst_ip, self.proto, self.src_port, self.dst_port)
 
 
+def pair_key(key: FlowKey) -> FlowKey:
+    """The key that counts ``key``'s host pair as a whole."""
+    return FlowKey(key.src_ip, key.dst_ip, PROTO_PAIR, 0, 0)
+
+
 def five_tuple_match(key: FlowKey, in_port: int | None = None) -> Match:
-    """The exact match of ``key`` (and of its ingress port, for the counting rule)."""
-    l4 = L4_PREFIX[key.proto]
-    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ip_proto": key.proto, "ipv4_src": key.src_ip,
-                              "ipv4_dst": key.dst_ip, f"{l4}_src": key.src_port, f"{l4}_dst": key.dst_port}
+    """The exact match of ``key`` (and of its ingress port, for the counting rule); a pair key's match is the
+    pair's IPv4 traffic."""
+    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip}
+    if not key.is_pair:
+        l4 = L4_PREFIX[key.proto]
+        fields.update({"ip_proto": key.proto, f"{l4}_src": key.src_port, f"{l4}_dst": key.dst_port})
     if in_port is not None:
         fields["in_port"] = in_port
     return match(**fields)
 
 
 def key_from_fields(fields: Mapping[str, Any]) -> FlowKey:
-    """The FlowKey of a match given as OXM field -> value; KeyError / ValueError / TypeError if it is not one."""
+    """The FlowKey of a match given as OXM field -> value (a pair key where it names no transport protocol);
+    KeyError / ValueError / TypeError if it is not one."""
+    if "ip_proto" not in fields:
+        return FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), PROTO_PAIR, 0, 0)
     proto = int(fields["ip_proto"])
     l4 = L4_PREFIX[proto]
     return FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), proto,

@@ -63,6 +63,9 @@ class Metrics:
                                       registry=r)
         self.rules_over_budget = Gauge("mlroute_rules_over_budget", "Rules held back because their switch's table "
                                        "has no room (capacity less headroom; tried again every poll)", registry=r)
+        self.flows_by_pair = Counter("mlroute_flows_counted_by_pair", "Host pairs counted as a whole (one counting "
+                                     "rule for all their flows) because the ingress table was too tight for one "
+                                     "per transport flow", registry=r)
         self.flows_uncounted = Counter("mlroute_flows_uncounted", "New transport flows left on ECMP without a "
                                        "counting rule, by reason (table_full)", ["reason"], registry=r)
         self.cluster_leader = Gauge("mlroute_cluster_leader", "1 while this node leads its controller cluster "

@@ -7,7 +7,7 @@ import pytest
 
 from controller.southbound import ofmsg, ofstats
 from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
-from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
+from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match, pair_key
 from controller.state.monitor import MalformedStatsError, sample_from_stat
 from tests.flowstats_bytes import counting_entry, replies, stats_entry
 
@@ -97,3 +97,15 @@ def test_the_shell_reads_polls_from_the_bytes_and_read_backs_through_ryu():
     full = [ofproto_v1_3_parser.OFPFlowStats.parser(raw, 16),
             ofproto_v1_3_parser.OFPFlowStats.parser(raw, 16 + len(entries[0]))]
     assert [ofmsg.rule_from_stats(DPID, e) for e in msg.body] == [ofmsg.rule_from_stats(DPID, e) for e in full]
+
+
+def test_a_host_pairs_counting_rule_reads_as_its_pair_key_on_both_paths():
+    """Where a table is tight a host pair is counted whole (no transport fields in the match): both parsers read
+    it as the pair's key, and its match is the one the controller installs for that key."""
+    pair = pair_key(flows(1)[0])
+    (raw,) = replies([counting_entry(pair, 3, 12_345, 2.0)], xid=9)
+    ours = ofstats.parse_flow_stats_reply(DPID, raw)
+    _, _, theirs = ryu_samples(raw)
+    assert [s.key for s in ours.samples] == [s.key for s in theirs] == [pair] and pair.is_pair
+    assert dict(five_tuple_match(pair, 3)) == {"in_port": 3, "eth_type": 0x0800, "ipv4_src": pair.src_ip,
+                                               "ipv4_dst": pair.dst_ip}

@@ -7,6 +7,7 @@ from controller.desired.rules import (
     COOKIE_ELEPHANT,
     COOKIE_FLOW,
     COOKIE_FLOW_MISS,
+    PRIO_PAIR_COUNT,
     TABLE_CLASSIFY,
     Change,
     FlowRule,
@@ -14,9 +15,9 @@ from controller.desired.rules import (
     match,
 )
 from controller.desired.sync import Phase, Step
-from controller.state.flowkey import FlowKey
+from controller.state.flowkey import FlowKey, pair_key
 from tests import topologies
-from tests.lab import Lab, stop_apps, tcp_packet
+from tests.lab import PARSER, Lab, stats_reply, stop_apps, tcp_packet
 
 
 def rule(prio, cookie=COOKIE_BASE, table=TABLE_CLASSIFY, port=1):
@@ -91,5 +92,55 @@ def test_a_switch_that_reports_a_small_table_is_never_sent_more_than_fits():
         lab.app.resync()
         lab.pump()
         assert edge.flow_mods == mods and edge.errors_sent == 0, "no resend loop"
+    finally:
+        stop_apps()
+
+
+def pair_stat(pair, in_port, byte_count, seconds):
+    """A flow-stats entry of a host pair's counting rule (no transport fields), as the switch reports it."""
+    return PARSER.OFPFlowStats(table_id=0, duration_sec=seconds, duration_nsec=0, priority=PRIO_PAIR_COUNT,
+                               idle_timeout=10, hard_timeout=0, flags=0, cookie=COOKIE_FLOW, packet_count=1,
+                               byte_count=byte_count, match=PARSER.OFPMatch(in_port=in_port, eth_type=0x0800,
+                                                                            ipv4_src=pair.src_ip,
+                                                                            ipv4_dst=pair.dst_ip),
+                               instructions=[])
+
+
+def test_a_tight_ingress_table_counts_whole_host_pairs_and_pins_a_busy_one():
+    """Issue 20: where a table is tight, count per host pair. The edge's table 0 has room for 23 entries and its
+    forwarding, guards and copies take 18: fewer free than a quarter of the room, so each new flow is counted by
+    its host pair (one entry for all of the pair's flows, below any 5-tuple's), and a pair at 10 Mb/s is an
+    elephant the traffic engineer pins like any other. Before: one entry per 5-tuple until the table was
+    full, then flows uncounted (an elephant arriving then was never seen)."""
+    lab = Lab(topologies.fat_tree(4))
+    edge = lab.switches[EDGE]
+    edge.table_limit = {0: 24}
+    try:
+        lab.bring_up()
+        lab.pump()
+        lab.app.resync()
+        core = lab.app.core
+        src = lab.ref.hosts["10.0.0.1"]
+        before = {k for k, r in edge.table.flows.items() if r.cookie == COOKIE_FLOW}
+        flows = [FlowKey("10.0.0.1", "10.0.0.9", 6, 40000 + i, 5201) for i in range(3)]
+        flows.append(FlowKey("10.0.0.1", "10.0.0.13", 6, 40010, 5201))
+        for key in flows:
+            lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+        counting = [r for k, r in edge.table.flows.items() if r.cookie == COOKIE_FLOW and k not in before]
+        assert sorted(dict(r.match)["ipv4_dst"] for r in counting) == ["10.0.0.13", "10.0.0.9"], counting
+        assert all(r.priority == PRIO_PAIR_COUNT and "tcp_src" not in dict(r.match) for r in counting)
+        assert core.metrics.flows_by_pair._value.get() == 2 and edge.errors_sent == 0
+        pair = pair_key(flows[0])
+        for seconds in (2, 4, 6):  # three polls: the pair to 10.0.0.9 at 10 Mb/s, the other one quiet
+            lab.app.flow_stats_reply(stats_reply(edge, [pair_stat(pair, src.port, int(seconds * 1.25e6), seconds),
+                                                        pair_stat(pair_key(flows[3]), src.port, 100, seconds)]))
+        core.te_step(wait=True)
+        lab.app.resync()
+        assert pair in core.te.pinned, core.te.pinned
+        path = core.te.pinned[pair]
+        assert [e["proto"] for e in core.elephants_json()] == [0], "listed as a whole host pair"
+        t = lab.trace("10.0.0.1", "10.0.0.9", ip_proto=6, tcp_src=40001, tcp_dst=5201)
+        assert t.paths == [list(path)], (t.paths, path)
+        assert core.installed[EDGE].flows == edge.table.flows and edge.errors_sent == 0
     finally:
         stop_apps()
