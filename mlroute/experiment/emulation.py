@@ -52,13 +52,14 @@ class Controller:
     default for any other framework and what ``launcher=True`` chooses for Ryu."""
 
     def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None,
-                 framework: str = "ryu", python: str | None = None, launcher: bool | None = None) -> None:
+                 framework: str = "ryu", python: str | None = None, launcher: bool | None = None,
+                 of_port: int | None = None) -> None:
         self.framework = framework
         self.launcher = framework != "ryu" if launcher is None else launcher
         self.python = python or sys.executable
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.of_port = free_port()
+        self.of_port = of_port or free_port()  # a fixed port: a real switch is configured with it
         self.rest_port = free_port()
         self.log_path = self.workdir / "ryu.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))

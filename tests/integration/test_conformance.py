@@ -6,7 +6,10 @@ controller, Open vSwitch and Mininet (a k=4 fat-tree at 10 Mb/s). The profiles e
   ``overflow_policy=refuse`` before the controller connects, below what per-host forwarding needed (33 entries
   in table 1 of every switch); the switches report the cap in their table features;
 * ``no groups``: a ``groups: none`` profile; no switch ever holds a group (ECMP spread by plain entries);
-* ``plain copy``: ``flow_copy: controller``, new flows copied with plain OpenFlow 1.3 (no ``learn``).
+* ``plain copy``: ``flow_copy: controller``, new flows copied with plain OpenFlow 1.3 (no ``learn``); edge
+  switch e0_0 is a switch outside Mininet cabled into the fabric (tests/integration/hardware.py): an Open
+  vSwitch bridge standing in for a lab switch, or, with ``MLROUTE_HW_SWITCH`` set, the real switch under test
+  with its own profile (docs/lab-switches.md).
 
 Each: every pair reachable, a link cut routed around, 8 stride elephants pinned on link-disjoint paths at
 >= 0.9 of the non-blocking rate, a controller restart without a lost ping or a lost pin, an edge switch's
@@ -16,19 +19,25 @@ and no OpenFlow error (no TABLE_FULL) all along. docs/lab-switches.md runs the s
 
 import subprocess
 import time
+from contextlib import contextmanager, nullcontext
 
 import pytest
 
 from controller.desired.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.flowtables import disjoint_in_the_tables, dump_flows
+from tests.integration import hardware
+from tests.integration.conftest import Fabric
+from tests.integration.flowtables import bridges, disjoint_in_the_tables, dump_flows
 from tests.integration.harness import (
     POLL_S,
     STRIDE4,
+    Controller,
+    free_port,
     no_loss_with_link_cut,
     ping_all,
     ping_all_concurrently,
+    stop_network,
     te_config,
     wait_until,
 )
@@ -36,10 +45,10 @@ from tests.integration.harness import (
 OURS = {COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS}  # what the controller installs (not learned)
 TABLE_CAP = 24  # per table, every switch: per-host forwarding needed 33 in table 1 alone; compact needs 23 on a core
 OVS = '  - description: "Open vSwitch"\n    profile: open-vswitch\n'
-PROFILES = {
+PROFILES = {  # (the run with a switch outside Mininet first: it tears its network down itself)
+    "plain copy": {"table_limit": None, "extra": f"{OVS}    flow_copy: controller\n", "outside": True},
+    "no groups": {"table_limit": None, "extra": f"{OVS}    groups: none\n"},
     "small tables": {"table_limit": TABLE_CAP, "extra": ""},
-    "no groups": {"table_limit": None, "extra": f"switches:\n{OVS}    groups: none\n"},
-    "plain copy": {"table_limit": None, "extra": f"switches:\n{OVS}    flow_copy: controller\n"},
 }
 HOST_MBPS = 10
 LINKS = 64  # directed fabric links: 32 cables
@@ -54,35 +63,72 @@ def ovs(*args):
 
 
 def believed_is_held(fab):
-    """Every switch holds exactly the rules the controller believes it installed there (REST vs the tables)."""
-    names = {int(sw.dpid, 16): sw.name for sw in fab.net.switches}
+    """Every switch holds exactly the rules the controller believes it installed there (REST vs the tables; a
+    real switch by its table stats, which count what else it holds as well)."""
+    names = bridges(fab)
     for view in fab.controller.get("/mlroute/switches")["switches"]:
         believed = sum(t["mlroute_entries"] for t in view["tables"].values())
-        held = sum(1 for r in dump_flows(names[view["dpid"]]) if r["cookie"] in OURS)
-        if held != believed:
+        if view["dpid"] in names:
+            held = sum(1 for r in dump_flows(names[view["dpid"]]) if r["cookie"] in OURS)
+            if held != believed:
+                return None
+        elif sum(t["entries"] or 0 for t in view["tables"].values()) < believed:
             return None
     return True
 
 
 def profile_holds(fab, profile):
     """What the profile promises of every switch, read from the switches themselves."""
-    for sw in fab.net.switches:
-        flows = dump_flows(sw.name)
+    for name in bridges(fab).values():
+        flows = dump_flows(name)
         if profile == "small tables":
             per_table = {t: sum(1 for r in flows if r["table"] == t) for t in (0, 1, 2)}
-            assert max(per_table.values()) <= TABLE_CAP, (sw.name, per_table)
+            assert max(per_table.values()) <= TABLE_CAP, (name, per_table)
         if profile == "no groups":
-            assert "group_id" not in ovs("dump-groups", sw.name), f"{sw.name} holds a group"
+            assert "group_id" not in ovs("dump-groups", name), f"{name} holds a group"
         if profile == "plain copy":
-            assert not any("learn(" in r["actions"] for r in flows), f"{sw.name} holds a learn action"
+            assert not any("learn(" in r["actions"] for r in flows), f"{name} holds a learn action"
     assert fab.controller.metric("mlroute_openflow_errors_total") == 0, fab.controller.log()[-3000:]
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_a_lab_switch_profile_passes_every_scenario(fabric_factory, profile):
+@contextmanager
+def fabric_around_a_switch(extra, workdir):
+    """The k=4 fat-tree with e0_0 a switch outside Mininet: the real one ``MLROUTE_HW_SWITCH`` describes (its
+    profile first in ``switches:``), else an Open vSwitch bridge standing in for it."""
+    real = hardware.from_environment()
+    port = real.controller_port if real is not None else free_port()
+    with nullcontext(real) if real is not None else hardware.emulated_switch(port, {}) as hw:
+        entries = (hw.switches_entry() if real is not None else "") + extra
+        ctl = Controller(workdir, te_config("mlroute", f"switches:\n{entries}"), of_port=port)
+        net = None
+        try:
+            ctl.wait_ready()
+            net = hardware.start_network(hw, ctl, HOST_MBPS)
+            fab = Fabric(ctl, net, time.time())
+            fab.outside = {} if real is not None else {hw.dpid: "hw0"}  # a bridge: its tables can be dumped
+            fab.opaque = {hw.dpid} if real is not None else set()
+            yield fab
+        finally:
+            if net is not None:
+                stop_network(net)
+            ctl.stop()
+            print(f"\n--- controller log tail ({ctl.log_path}) ---\n{ctl.log()[-2000:]}")
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_lab_switch_profile_passes_every_scenario(fabric_factory, profile, tmp_path):
     spec = PROFILES[profile]
-    fab = fabric_factory(FatTreeTopo(k=4, bw=HOST_MBPS), te_config("mlroute", spec["extra"]), jumbo=True,
-                         table_limit=spec["table_limit"])
+    if spec.get("outside"):
+        with fabric_around_a_switch(spec["extra"], tmp_path / "ctl") as fab:
+            scenarios(fab, profile)
+        return
+    scenarios(fabric_factory(FatTreeTopo(k=4, bw=HOST_MBPS), te_config("mlroute", f"switches:\n{spec['extra']}"
+                                                                       if spec["extra"] else ""),
+                             jumbo=True, table_limit=spec["table_limit"]), profile)
+
+
+def scenarios(fab, profile):
+    """Every scenario in sequence on one fabric, with a timeline printed at the end."""
     ctl, net = fab.controller, fab.net
     timeline = []
 
@@ -102,7 +148,7 @@ def test_a_lab_switch_profile_passes_every_scenario(fabric_factory, profile):
     flows = Iperf3Flows(net, STRIDE4, seconds=60, base_port=BASE_PORT)
     try:
         assert wait_until(lambda: disjoint_in_the_tables(fab), timeout=6 * POLL_S + 5, interval=0.5), \
-            ctl.get("/mlroute/elephants")
+            [(e["src_ip"], e["dst_ip"], e["path"]) for e in ctl.get("/mlroute/elephants")]
         mark("8 stride elephants pinned link-disjoint (in the switches' tables)")
         rate = aggregate_rate(ctl, after_s=2 * POLL_S + 1)  # a poll's window wholly after the pinning
         mark(f"elephants at {rate / (8 * HOST_MBPS):.2f} of non-blocking ({rate:.1f} of {8 * HOST_MBPS} Mb/s)")
@@ -123,7 +169,8 @@ def test_a_lab_switch_profile_passes_every_scenario(fabric_factory, profile):
         assert not lost, f"pings lost across the restart: {lost}"
         mark("no ping lost across the restart (4 x 150 at 10/s)")
 
-        path = ctl.get("/mlroute/elephants")[0]["path"]
+        # the ingress of the elephants from h3 and h4 (an emulated switch: a real one cannot be wiped from here)
+        path = next(e["path"] for e in ctl.get("/mlroute/elephants") if e["src_ip"] == "10.0.0.3")
         edge = {int(sw.dpid, 16): sw.name for sw in net.switches}[path[0]]
         ovs("del-flows", edge)
         if profile != "no groups":
