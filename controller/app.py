@@ -44,6 +44,8 @@ southbound.prepare_rest(CONFIG["rest"]["client_timeout_s"])  # slow clients cut 
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port (Ryu) or mlroute controller's --rest-host /
 # --rest-port were given explicitly.
 CONF.set_override("observe_links", True)
+if CONFIG["cluster"] is not None:  # the topology app's own LLDP rule is written at connect, before any role:
+    CONF.set_override("install_lldp_flow", False)  # on a cluster only the leader writes (mlroute's copy of it)
 
 
 def _given_on_command_line(option):
