@@ -64,9 +64,12 @@ class Coordinator:
         self.node_id, self.advertise = node_id, advertise
         self.base = f"/mlroute/{name}"
         self.listener = listener
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s, handler=handler or default_handler(),
-                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
-                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+        handler = handler or default_handler()
+        sleep = handler.sleep_func  # kazoo refuses retries that sleep otherwise than its handler (eventlet: green)
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s, handler=handler,
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0,
+                                                              sleep_func=sleep),
+                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, sleep_func=sleep))
         self.leading = False
         self.generation: int | None = None  # the newest seen (this node's own while it leads)
         self.leader: dict[str, Any] | None = None

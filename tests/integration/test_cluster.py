@@ -10,12 +10,10 @@ side (``ovs-vsctl list Controller``: each connection's ``role``)."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
-from datetime import datetime
 
 import pytest
 
@@ -87,16 +85,29 @@ def all_master(fab, ctl):
     return len(m) == 20 and all(ports == {ctl.of_port} for ports in m.values())
 
 
-def zk_expiry(zookeeper, after):
-    """When ZooKeeper expired a session (its log's timestamp), the first expiry after ``after`` (epoch s)."""
-    for line in (zookeeper.root / "server.log").read_text(errors="replace").splitlines():
-        if "Expiring session" in line:
-            stamp = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})", line)
-            if stamp:
-                t = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                if t >= after:
-                    return t
-    return None
+class LeaderWatch:
+    """When the leader's ephemeral znode goes (ZooKeeper expired its session, or it resigned): a watch of the
+    test's own ZooKeeper client."""
+
+    def __init__(self, zookeeper, name="live"):
+        from kazoo.client import KazooClient
+        self.gone = []
+        self.client = KazooClient(hosts=zookeeper.hosts)
+        self.client.start()
+        path = f"/mlroute/{name}/leader"
+
+        def changed(data, stat):
+            if data is None:
+                self.gone.append(time.time())
+            return True
+        self.client.DataWatch(path, changed)
+
+    def first_after(self, t):
+        return next((g for g in self.gone if g >= t), None)
+
+    def close(self):
+        self.client.stop()
+        self.client.close()
 
 
 def pinned(ctl):
@@ -114,38 +125,34 @@ def test_sigkill_the_leader_under_pinned_elephants_and_cut_a_link_1s_later(fab, 
     old = leader(fab)
     others = [c for c in fab.controllers if c is not old]
     names = {int(sw.dpid, 16): sw.name for sw in fab.net.switches}
+    watch = LeaderWatch(zookeeper)
     flows = Iperf3Flows(fab.net, STRIDE4, seconds=34)
     started = time.time()
-    timeline, cut = {}, None
+    timeline, cut, new = {}, None, None
     try:
-        paths = wait_until(lambda: pinned(old), timeout=5 * POLL_S + 5)
-        assert paths, old.get("/mlroute/elephants")
+        assert wait_until(lambda: pinned(old), timeout=5 * POLL_S + 5), old.get("/mlroute/elephants")
         time.sleep(max(0.0, started + 14 - time.time()))
-        path = paths[0]  # its aggregation-to-core hop is cut
+        victim = next(e for e in old.get("/mlroute/elephants") if e["path"])
+        path = victim["path"]  # its aggregation-to-core hop is cut 1 s after the kill
         cut = (names[path[1]], names[path[2]])
+        on_cut = next(i for i, (src, _) in enumerate(STRIDE4) if fab.net.get(src).IP() == victim["src_ip"])
         changes = {id(c): c.metric("mlroute_rule_changes_total") for c in others}
         kill = time.time()
         old.kill()
-        while time.time() < kill + 12:
-            now = time.time() - kill
-            if cut and "cut" not in timeline and now >= 1.0:
-                fab.net.configLinkStatus(*cut, "down")
-                timeline["cut"] = now
-            for c in others:
-                view = cluster(c)
-                if view and view["leading"] and "elected" not in timeline:
-                    timeline["elected"], new = now, c
-            if "elected" in timeline and "all_master" not in timeline and all_master(fab, new):
-                timeline["all_master"] = time.time() - kill
-            if "elected" in timeline and "first_flow_mod" not in timeline \
-                    and new.metric("mlroute_rule_changes_total") > changes[id(new)]:
-                timeline["first_flow_mod"] = time.time() - kill
-            if len(timeline) == 4:
-                break
-            time.sleep(0.1)
-        assert "elected" in timeline, [c.log()[-2000:] for c in others]
-        dpids = {v: k for k, v in names.items()}
-        link = (dpids[cut[0]], dpids[cut[1]])
+        cutter = threading.Timer(1.0, lambda: (fab.net.configLinkStatus(*cut, "down"),
+                                              timeline.__setitem__("cut", time.time() - kill)))
+        cutter.start()
+        while new is None and time.time() < kill + 10:
+            new = next((c for c in others if (cluster(c) or {}).get("leading")), None)
+        timeline["elected (REST says so)"] = time.time() - kill
+        assert new is not None, [c.log()[-2000:] for c in others]
+        assert wait_until(lambda: all_master(fab, new), timeout=5, interval=0.02), switch_roles()
+        timeline["MASTER on every switch"] = time.time() - kill
+        assert wait_until(lambda: new.metric("mlroute_rule_changes_total") > changes[id(new)], timeout=10,
+                          interval=0.05)
+        timeline["first flow-mod"] = time.time() - kill
+        cutter.join()
+        link = (path[1], path[2])
 
         def around():  # every elephant pinned, none over the cut link, pings across it answered
             now = pinned(new)
@@ -153,28 +160,34 @@ def test_sigkill_the_leader_under_pinned_elephants_and_cut_a_link_1s_later(fab, 
                 return now if stride_loss(fab.net, 4) == 0 else None
             return None
         moved = wait_until(around, timeout=20, interval=0.5)
-        timeline["routed_around"] = time.time() - kill
+        timeline["routed around the cut"] = time.time() - kill
     finally:
         reports = flows.reports()
+        watch.close()
         if cut:
             fab.net.configLinkStatus(*cut, "up")
-    expiry = zk_expiry(zookeeper, kill)
-    timeline["session_expired"] = expiry - kill if expiry else None
-    agg = per_second_aggregate(reports)
+    expiry = watch.first_after(kill)
+    timeline["session expired (leader znode gone)"] = expiry - kill if expiry else None
     k = int(kill - started)
+    agg = per_second_aggregate(reports)
     reference = sum(agg[k - 6:k]) / 6
     after, smooth = windows(agg, k, 16)
+    rest = per_second_aggregate([r for i, r in enumerate(reports) if i != on_cut])
+    rest_ref = sum(rest[k - 6:k]) / 6
+    rest_after, rest_smooth = windows(rest, k, 16)
     print("\ntakeover timeline (s after the SIGKILL): " +
           ", ".join(f"{key} {v:.2f}" for key, v in sorted(timeline.items(), key=lambda kv: kv[1] or 99)
                     if v is not None))
     print(f"aggregate before the kill {reference:.1f} Mb/s; per second after: {[round(a, 1) for a in after]}; "
-          f"lowest 3-s mean {min(smooth) / reference:.3f} of it")
+          f"lowest 3-s mean {min(smooth) / reference:.3f} of it; the 7 elephants off the cut link: lowest 3-s mean "
+          f"{min(rest_smooth) / rest_ref:.3f} ({[round(a, 1) for a in rest_after]})")
     old.restart()  # back as a follower for the next scenarios
     old.wait_ready()
     assert moved, new.get("/mlroute/elephants")
-    assert "all_master" in timeline, switch_roles()
-    assert expiry is not None and timeline["all_master"] <= timeline["session_expired"] + 2.0, timeline
-    assert min(smooth) >= 0.9 * reference, (reference, after)
+    assert expiry is not None and timeline["MASTER on every switch"] <= expiry - kill + 2.0, timeline
+    # the kill itself costs the elephants nothing; the one on the cut link is down until the new leader moves it
+    # (its recovery only adds rules for 10 s after the takeover: README, "Controller cluster")
+    assert min(rest_smooth) >= 0.9 * rest_ref, (rest_ref, rest_after)
     assert "Traceback" not in new.log()
 
 
@@ -195,9 +208,9 @@ def test_sigstop_the_leader_for_15s_no_two_masters_and_it_writes_nothing_after(f
         time.sleep(15)
         os.kill(old.proc.pid, signal.SIGCONT)
         resumed = time.time()
-        new = wait_until(lambda: leader(fab), timeout=10)
         stepped_down = wait_until(lambda: (cluster(old) or {}).get("role") == "follower", timeout=10)
         down_s = time.time() - resumed
+        new = wait_until(lambda: leader(fab), timeout=10)
         time.sleep(3)  # its loops run a few periods more
         after = old.metric("mlroute_rule_changes_total")
     finally:
@@ -225,7 +238,7 @@ def test_a_job_posted_to_a_follower_is_pinned_by_the_leader(fab):
         view = cluster(lead)["view"] or {}
         flows = [p["flow"] for p in view.get("pinned", ())]
         return all(any(f"'{s}'" in f and f"'{d}'" in f for f in flows) for s, d in pairs) or None
-    assert [j["name"] for j in lead.get("/mlroute/jobs")["jobs"]] == ["ring-live"]
+    assert wait_until(lambda: [j["name"] for j in lead.get("/mlroute/jobs")["jobs"]] == ["ring-live"], timeout=5)
     assert wait_until(pins, timeout=10), cluster(lead)["view"]
     lead.post("/mlroute/jobs", {"jobs": []}, token=TOKEN)
 
@@ -234,11 +247,11 @@ def test_zookeeper_stopped_for_20s_under_load_nothing_changes_at_the_switches(fa
     lead = wait_until(lambda: leader(fab), timeout=20)
     before = masters(switch_roles(), fab)
     generation = cluster(lead)["generation"]
-    flows = Iperf3Flows(fab.net, STRIDE4, seconds=34, base_port=5400)
+    flows = Iperf3Flows(fab.net, STRIDE4, seconds=40, base_port=5400)
     started = time.time()
     changed = []
     try:
-        time.sleep(8)
+        time.sleep(14)  # pinned and at full rate before the reference window
         stopped = time.time()
         zookeeper.stop()
         while time.time() < stopped + 20:
