@@ -44,6 +44,8 @@ southbound.prepare_rest(CONFIG["rest"]["client_timeout_s"])  # slow clients cut 
 # 127.0.0.1, not Ryu's 0.0.0.0) unless --wsapi-host / --wsapi-port (Ryu) or mlroute controller's --rest-host /
 # --rest-port were given explicitly.
 CONF.set_override("observe_links", True)
+if CONFIG["cluster"] is not None:  # the topology app's own LLDP rule is written at connect, before any role:
+    CONF.set_override("install_lldp_flow", False)  # on a cluster only the leader writes (mlroute's copy of it)
 
 
 def _given_on_command_line(option):
@@ -66,16 +68,10 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         runner = OptimiserRunner(time_budget_s(CONFIG)) if CONFIG["te"]["mode"] != "ecmp" else None
         if runner is not None:
             runner.start()  # warms up in its own process while the switches connect
-        self.core = ControllerCore(CONFIG, time.monotonic, pause=lambda: southbound.sleep(0),  # long syncs yield
-                                   runner=runner)
+        self._new_core(runner)
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
-        self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
-        ignored = self.core.metrics.lldp_ignored
-        guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)
-        guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
-        switches.Switches.lldp_guard = guard
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._audit_xids = {}  # the same for the audit's read-backs (audit.py)
         self.sent_changes = SentChanges()  # (dpid, xid) -> the rule change sent with it (error replies name it)
@@ -88,9 +84,22 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
         self.collector = None  # the sFlow collector (te.detection sflow | both)
         self._cluster_init()  # with a cluster: section, self.datapaths holds only the switches this node leads
+        # a follower's LLDP would be refused (SLAVE): its topology app holds those ports back (lldp_loop.py)
+        switches.Switches.lldp_allowed = staticmethod(self.may_write) if self.roles is not None else None
         t = CONFIG["te"]
         LOG.info("mlroute: mode=%s poll=%ss elephant>=%.0f%% of %s Mb/s for %d polls", t["mode"],
                  t["poll_interval_s"], 100 * t["elephant_threshold"], t["host_link_mbps"], t["elephant_polls"])
+
+    def _new_core(self, runner, metrics=None):
+        """A core knowing nothing yet (at start; a cluster node that stepped down starts over with one, keeping
+        its metrics, jobs and objective): LLDP's guard and the ECMP estimate read the new one."""
+        self.core = ControllerCore(CONFIG, time.monotonic, metrics=metrics, pause=lambda: southbound.sleep(0),
+                                   runner=runner)  # long syncs yield
+        self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
+        ignored = self.core.metrics.lldp_ignored
+        guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)
+        guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
+        switches.Switches.lldp_guard = guard
 
     # -- topology events -------------------------------------------------------------------------------------
     @set_ev_cls(topo_event.EventSwitchEnter)
@@ -104,6 +113,8 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         """A switch this node writes to: the core reads its tables back before anything is sent to it."""
         self.datapaths[dp.id] = dp
         self.core.switch_connected(dp.id, live_ports)
+        if self.roles is not None:
+            self._seed_links(dp.id)  # a new leader: the links the last one published, LLDP confirms them
         # first what it is and holds (answered in order, so known before the read-back ends and the first sync:
         # the copy policy and the table budget)
         for request in (ofmsg.desc_request(dp), ofmsg.table_features_request(dp), ofmsg.group_features_request(dp)):
@@ -305,7 +316,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
                                                              self._decision_loop, self._lag_loop)]
         if self.core.sflow is not None:
             self._start_sflow()
-        self._cluster_start()
+        self._cluster_start(wait=False)  # until ZooKeeper answers, in a thread of its own
         return started
 
     def release(self):

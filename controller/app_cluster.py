@@ -5,14 +5,24 @@ every switch; ``self.connections`` holds them all, ``self.datapaths`` only those
 switch enters the core (``_adopt_switch``: read back, then synced) once it confirmed this node as MASTER at the
 current generation (controller/cluster/roles.py), and leaves it (``_forget_switch``) the moment this node steps
 down, so every write path, which reads ``self.datapaths``, writes nothing on a follower; ``may_write`` guards the
-sends once more. A follower keeps a warm view: members, leader, generation, the declared jobs and objective (from
-ZooKeeper, applied to its core) and the leader's published summary; as SLAVE it gets port status but no
-packet-ins, and its topology app's LLDP is refused, so its own topology is empty until it leads. A new leader
-recovers exactly as a restarted controller does (``core.begin_recovery``: read back, additions only until LLDP
-and the read-back settle). Without a cluster section nothing here does anything.
+sends once more.
+
+Why the rest:
+- A SLAVE may not send packet-outs (OpenFlow 1.3 §6.3.6), so a follower cannot run LLDP: its topology app holds
+  back the ports of switches it may not write to (``lldp_allowed``, southbound/lldp_loop.py) and it learns the
+  fabric from the leader's published view instead (links, hosts, pins, jobs; versioned). A new leader adopts
+  each switch with the view's links between live ports already in its core, so it routes at once instead of
+  after LLDP's first batch (4 s on k=4); LLDP then confirms or replaces them, and the tables are read back as on
+  a restart (``core.begin_recovery``).
+- A node that steps down starts over with a fresh core (jobs, objective and metrics kept): what it learned as
+  leader goes stale while another leads, and a later term reads everything back anyway.
+- A leader whose process was held up (SIGSTOP, a long stall) longer than a third of its session may have lost
+  the session without knowing yet: it writes nothing until ZooKeeper confirms it still holds the election lock
+  (``writes_held``); the switches' generation check fences it in any case, this keeps it from even trying.
 """
 
 import logging
+import time
 
 from controller.cluster import roles
 from controller.cluster.roles import SwitchRoles
@@ -23,6 +33,8 @@ LOG = logging.getLogger("mlroute")
 
 VIEW_PERIOD_S = 2.0  # the leader publishes its warm view this often (when it changed)
 VIEW_MAX_PINS = 1000  # pinned paths in the published view at most (it stays a small znode)
+HELD_UP_FRACTION = 1 / 3  # a leader held up this much of its session confirms its lead before writing again
+CONFIRM_RETRY_S = 0.2
 
 
 class _Listener:
@@ -44,9 +56,15 @@ class ClusterShell:
         self.coordinator = None
         self.cluster_view = None  # the leader's last published view (followers' warm view)
         self._view_published = None
+        self._view_version = 0
+        self._beat = None  # the lag loop's last tick (controller/app_loops.py; None: not running): a gap, a hold-up
+        self._held = False  # writes held until ZooKeeper confirms this node still leads
+        session = self.config["cluster"]["session_timeout_s"] if self.roles is not None else 0.0
+        self._held_up_s = max(0.2, HELD_UP_FRACTION * session)
 
-    def _cluster_start(self):
-        """Join the cluster (connects to ZooKeeper, at most 15 s) and start publishing the view when leading."""
+    def _cluster_start(self, wait=True):
+        """Join the cluster and publish the view while leading. ``wait`` False: in a thread of its own, trying
+        until ZooKeeper answers (the app's start); a follower meanwhile, writing nothing."""
         if self.roles is None:
             return
         from controller.cluster.zookeeper import Coordinator  # kazoo only with a cluster: section
@@ -55,8 +73,15 @@ class ClusterShell:
         advertise = c["advertise"] or f"http://{rest['host']}:{rest['port']}"
         self.coordinator = Coordinator(c["zookeeper"], c["name"], c["node_id"], advertise, c["session_timeout_s"],
                                        _Listener(self))
+        if wait:
+            self._cluster_join()
+        else:
+            self._threads.append(southbound.spawn(self._cluster_join))
+
+    def _cluster_join(self):
+        c = self.config["cluster"]
         with southbound.unlocked():
-            self.coordinator.start()
+            self.coordinator.start(timeout_s=None)
         self._threads.append(southbound.spawn(self._view_loop))
         LOG.info("cluster %s: node %s joined through %s (session %.1f s)", c["name"], c["node_id"], c["zookeeper"],
                  c["session_timeout_s"])
@@ -68,7 +93,48 @@ class ClusterShell:
 
     def may_write(self, dpid):
         """Flow mods, group mods and packet-outs to ``dpid`` allowed (always, without a cluster)."""
-        return self.roles is None or self.roles.may_write(dpid)
+        return self.roles is None or (self.roles.may_write(dpid) and not self.writes_held())
+
+    def writes_held(self):
+        """True while this leader, held up past a third of its session, waits for ZooKeeper to confirm its lead."""
+        if self.roles is None or not self.roles.leading:
+            return False
+        gap = 0.0 if self._beat is None else time.monotonic() - self._beat
+        if gap > self._held_up_s:
+            self._hold(gap)
+        return self._held
+
+    def _cluster_beat(self):
+        """The lag loop's tick: a late one (the process was paused or stalled) holds the writes."""
+        if self.roles is not None:
+            self.writes_held()
+            self._beat = time.monotonic()
+
+    def _hold(self, gap):
+        self._beat = time.monotonic()
+        if self._held:
+            return
+        self._held = True
+        self.core.metrics.cluster_writable.set(0)
+        LOG.warning("cluster: this process was held up %.1f s (paused? session %.1f s): writing nothing until "
+                    "ZooKeeper confirms it still leads", gap, self.config["cluster"]["session_timeout_s"])
+        self._threads.append(southbound.spawn(self._confirm_lead))
+
+    def _confirm_lead(self):
+        while self._held and self.roles.leading and self.coordinator is not None:
+            with southbound.unlocked():
+                confirmed = self.coordinator.confirm()
+            if confirmed and self.roles.leading and self._held:
+                self._held = False
+                LOG.info("cluster: ZooKeeper confirms this node still leads (generation %s): writing again; "
+                         "every switch read back (changes held meanwhile were not sent)", self.roles.generation)
+                for dp in list(self.datapaths.values()):
+                    self._read_tables(dp, self._audit_xids)
+                self._count_writable()
+                self.wake()
+                return
+            southbound.sleep(CONFIRM_RETRY_S)
+        self._held = False  # stepped down meanwhile: may_write says no anyway
 
     # -- switches ----------------------------------------------------------------------------------------------
     def _cluster_switch_enter(self, dp, live_ports):
@@ -116,6 +182,11 @@ class ClusterShell:
             self._forget_switch(dpid)
         for dpid in list(self.datapaths):  # adopted but not confirmed at this generation: none should be left
             self._forget_switch(dpid)
+        self._held = False
+        old = self.core  # what it learned goes stale while another leads: a fresh core, the shared state kept
+        self._new_core(old.runner, metrics=old.metrics)
+        self.core.jobs = list(old.jobs)
+        self.core.te.objective = old.te.objective
         self.core.metrics.cluster_leader.set(0)
         self.core.metrics.cluster_leader_changes.inc()
         self._count_writable()
@@ -127,7 +198,22 @@ class ClusterShell:
                 dp.send_msg(ofmsg.role_request(dp, request.role, request.generation))
 
     def _count_writable(self):
-        self.core.metrics.cluster_writable.set(sum(self.roles.may_write(d) for d in self.connections))
+        self.core.metrics.cluster_writable.set(sum(self.may_write(d) for d in self.connections))
+
+    def _seed_links(self, dpid):
+        """A switch just adopted: the published view's links between it and the switches adopted before it,
+        where both ports are live now (port status reaches a SLAVE too), go into the core as LLDP would put
+        them; LLDP confirms them, or removes them when they time out."""
+        view = self.cluster_view or {}
+        seeded = 0
+        for src, src_port, dst, dst_port in view.get("links", ()):
+            if dpid not in (src, dst) or src not in self.datapaths or dst not in self.datapaths:
+                continue
+            if src_port in self._live_ports.get(src, ()) and dst_port in self._live_ports.get(dst, ()):
+                self.core.link_added(src, src_port, dst, dst_port)
+                seeded += 1
+        if seeded:
+            LOG.info("switch %s: %d links from the cluster view (version %s)", dpid, seeded, view.get("version"))
 
     # -- the coordinator's callbacks ----------------------------------------------------------------------------
     def _cluster_leading(self, generation):
@@ -169,17 +255,21 @@ class ClusterShell:
                 if self.roles.leading:
                     view = self._view()
                     if view != self._view_published:
+                        self._view_version += 1
                         with southbound.unlocked():
-                            self.coordinator.publish_view(view)
+                            self.coordinator.publish_view(dict(view, version=self._view_version))
                         self._view_published = view
             except Exception:
                 LOG.exception("cluster: publishing the view failed; continuing")
 
     def _view(self):
+        """The leader's warm view: every admitted directed link ([src, port, dst, port]), hosts, jobs, pins."""
         topology = self.core.topology
         pins = sorted(self.core.te.pinned.items(), key=lambda item: str(item[0]))[:VIEW_MAX_PINS]
-        return {"switches": len(self.datapaths), "links": len(topology.links) // 2,
-                "hosts": len(topology.hosts), "jobs": [j["name"] for j in self.core.jobs],
+        return {"switches": sorted(self.datapaths),
+                "links": sorted([k.src, k.src_port, k.dst, k.dst_port] for k in topology.links.values()),
+                "hosts": sorted([h.ip, h.mac, h.dpid, h.port] for h in topology.hosts.values()),
+                "jobs": [j["name"] for j in self.core.jobs],
                 "pinned": [{"flow": str(key), "path": list(path)} for key, path in pins]}
 
     def cluster_json(self):

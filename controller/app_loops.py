@@ -50,6 +50,9 @@ class AppLoops:
     def _resync_loop(self):
         while True:
             self._wake.wait(timeout=1.0)
+            if self.writes_held():  # stays dirty: synced once ZooKeeper confirms the lead (app_cluster.py)
+                southbound.sleep(0.1)
+                continue
             self._wake.clear()
             try:
                 self._wipe_unread()
@@ -115,6 +118,7 @@ class AppLoops:
             start = time.monotonic()
             southbound.sleep(LAG_TICK_S)
             self.core.metrics.loop_lag.observe(max(0.0, time.monotonic() - start - LAG_TICK_S))
+            self._cluster_beat()  # a cluster leader held up (paused) confirms its lead before writing again
 
     def _poll_loop(self):
         """Every period: ask ingress switches for their per-flow counters and fabric switches for their port

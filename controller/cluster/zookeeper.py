@@ -33,6 +33,7 @@ LOG = logging.getLogger("mlroute")
 
 _U64 = 1 << 64
 SHARED = ("jobs", "objective", "view")  # the znodes every node watches (Listener.shared)
+MAX_LOG_INTERVAL_S = 30.0  # an unreachable ZooKeeper at start: said at doubling intervals up to this
 
 
 class Listener(Protocol):
@@ -63,9 +64,12 @@ class Coordinator:
         self.node_id, self.advertise = node_id, advertise
         self.base = f"/mlroute/{name}"
         self.listener = listener
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s, handler=handler or default_handler(),
-                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
-                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+        handler = handler or default_handler()
+        sleep = handler.sleep_func  # kazoo refuses retries that sleep otherwise than its handler (eventlet: green)
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s, handler=handler,
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0,
+                                                              sleep_func=sleep),
+                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, sleep_func=sleep))
         self.leading = False
         self.generation: int | None = None  # the newest seen (this node's own while it leads)
         self.leader: dict[str, Any] | None = None
@@ -80,10 +84,24 @@ class Coordinator:
         self._clock = clock
 
     # -- joining and leaving ---------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 15.0) -> None:
-        """Connect (at most ``timeout_s``), register as a member, watch the shared state, and campaign."""
+    def start(self, timeout_s: float | None = 15.0, log_every_s: float = 1.0) -> None:
+        """Connect, register as a member, watch the shared state, and campaign. Unreachable ZooKeeper: kazoo
+        tries again every second at most while this waits, saying so at doubling intervals (up to 30 s) instead of
+        giving up, so a node started before ZooKeeper joins once it answers; ``timeout_s`` None waits for ever,
+        else raises the handler's timeout after it."""
         self.client.add_listener(self._session)
-        self.client.start(timeout=timeout_s)
+        event = self.client.start_async()
+        waited, step = 0.0, log_every_s
+        while not (event.wait(step) or self.client.connected) and not self._stopped:
+            waited += step
+            if timeout_s is not None and waited >= timeout_s:
+                self.client.stop()
+                raise self.client.handler.timeout_exception(f"ZooKeeper not reached within {timeout_s:g} s")
+            LOG.warning("cluster: ZooKeeper (%s) not reached for %.0f s; still trying (kazoo: every <= 1 s)",
+                        self.client.hosts, waited)
+            step = min(2 * step, MAX_LOG_INTERVAL_S)
+        if self._stopped:
+            return
         self.state = "connected"
         for path in ("members", "shared"):
             self.client.ensure_path(f"{self.base}/{path}")
@@ -266,11 +284,33 @@ class Coordinator:
                 self.client.set(path, body)
 
     def publish_view(self, view: dict[str, Any]) -> bool:
-        """The leader's warm view for the followers (written only while this node leads)."""
-        if not self.leading:
+        """The leader's warm view for the followers, written only while this node leads: in one transaction that
+        checks its lock node still exists, so a deposed leader (paused past its session) cannot overwrite its
+        successor's."""
+        if not self.leading or self._lock is None or self._lock.node is None:
             return False
-        self.put("view", dict(view, generation=self.generation, leader=self.node_id))
-        return True
+        path, body = f"{self.base}/shared/view", json.dumps(dict(view, generation=self.generation,
+                                                                 leader=self.node_id)).encode()
+        if self.client.exists(path) is None:
+            try:
+                self.client.create(path, b"null")
+            except NodeExistsError:
+                pass
+        tx = self.client.transaction()
+        tx.check(f"{self._lock.path}/{self._lock.node}", 0)
+        tx.set_data(path, body)
+        return not any(isinstance(r, Exception) for r in tx.commit())
+
+    def confirm(self) -> bool:
+        """Does ZooKeeper still say this node leads (its lock node exists, asked in a round trip now)? For a
+        leader whose process was held up (paused) and may have lost its session meanwhile."""
+        if not self.leading or self._lock is None or self._lock.node is None:
+            return False
+        try:
+            self.client.sync(self.base)
+            return self.client.exists(f"{self._lock.path}/{self._lock.node}") is not None
+        except KazooException:
+            return False
 
     def status(self) -> dict[str, Any]:
         """What GET /mlroute/cluster shows of the coordination."""

@@ -10,6 +10,11 @@ This is Ryu's loop with one change: between guarded frames it checks the loop's 
 port change, and when it is set it starts over, so the ports waiting without a timestamp (just up, just changed,
 or a link's reverse end to re-check) are sent first; the rest of the batch follows. Same frames, same guard,
 same order otherwise. Ryu-free (the Switches app is passed in), installed by controller/app.py.
+
+A controller cluster's follower may not send (a SLAVE's packet-outs are refused, OpenFlow 1.3 §6.3.6), so a
+``lldp_allowed(dpid)`` on the app, when set, holds back the ports of switches it says no to: they keep no
+timestamp, so they go first once allowed (the shell sets ``lldp_event`` when this node takes over), and the loop
+looks again every ``HELD_RECHECK_S`` meanwhile instead of spinning on them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+HELD_RECHECK_S = 0.5  # ports held back (lldp_allowed said no): looked at again this often
 
 
 def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float] = time.time) -> None:
@@ -27,7 +34,12 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
         now = clock()
         timeout = None
         ports_now, ports = [], []
+        allowed = getattr(switches, "lldp_allowed", None)
+        held = False
         for key, data in switches.ports.items():  # ordered: never-sent first, then by the time of the last frame
+            if allowed is not None and not allowed(getattr(key, "dpid", None)):
+                held = True
+                continue
             if data.timestamp is None:
                 ports_now.append(key)
                 continue
@@ -50,6 +62,8 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
             continue
         if timeout is not None and ports:
             timeout = 0  # we have already slept
+        if held:
+            timeout = HELD_RECHECK_S if timeout is None else min(timeout, HELD_RECHECK_S)
         event.wait(timeout=timeout)
 
 

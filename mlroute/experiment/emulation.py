@@ -181,9 +181,11 @@ def check_platform() -> list[str]:
 TABLES_CAPPED = (0, 1, 2)  # the tables mlroute writes (controller/desired/rules.py)
 
 
-def start_network(topo: Any, controller: Controller, jumbo: bool = False,
+def start_network(topo: Any, controller: Controller | list[Controller], jumbo: bool = False,
                   table_limit: int | None = None) -> Any:
-    """Build and start a Mininet network on userspace OVS, connected to ``controller``. ``table_limit``: every
+    """Build and start a Mininet network on userspace OVS, every bridge connected to ``controller`` (a list: a
+    controller cluster, each bridge given all of them, as ``ovs-vsctl set-controller br tcp:a tcp:b tcp:c``
+    does). ``table_limit``: every
     bridge's tables hold at most that many entries and refuse the next (``flow_limit`` with
     ``overflow_policy=refuse``, set as the bridge is created, before it meets the controller, and reported in
     its table features): a lab switch's small tables (../shared/HARDWARE.md)."""
@@ -207,7 +209,8 @@ def start_network(topo: Any, controller: Controller, jumbo: bool = False,
     net = Mininet(topo=topo, switch=OVSSwitch if table_limit is None else CappedSwitch, controller=None,
                   autoSetMacs=False, build=False,
                   waitConnected=False)
-    net.addController(Remote("c0", ip="127.0.0.1", port=controller.of_port))
+    for i, ctl in enumerate(controller if isinstance(controller, list) else [controller]):
+        net.addController(Remote(f"c{i}", ip="127.0.0.1", port=ctl.of_port))
     try:
         net.build()
         net.start()

@@ -34,10 +34,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 class Fabric:
-    """A running controller + network pair, with the time the network started."""
+    """A running controller (or cluster of them: ``controllers``) + network pair, with the time the network
+    started."""
 
-    def __init__(self, controller, net, started):
-        self.controller = controller
+    def __init__(self, controllers, net, started):
+        self.controllers = controllers
+        self.controller = controllers[0] if controllers else None
         self.net = net
         self.started = started
 
@@ -50,21 +52,31 @@ def fabric_factory(tmp_path_factory):
     made = []
 
     def make(topo, config_text=None, jumbo=False, framework="ryu", extra_env=None, table_limit=None):
+        """``config_text`` a list: one controller per configuration (a cluster), every switch connected to all."""
         for earlier in made:  # one emulated network at a time on this machine
             harness.stop_network(earlier.net)
-        workdir = tmp_path_factory.mktemp("ctl")
-        controller = harness.Controller(workdir, config_text, extra_env, **harness.framework_options(framework))
-        controller.wait_ready()
-        net = harness.start_network(topo, controller, jumbo=jumbo, table_limit=table_limit)
-        fab = Fabric(controller, net, time.time())
-        made.append(fab)
+        texts = config_text if isinstance(config_text, list) else [config_text]
+        controllers = []
+        fab = Fabric(controllers, None, time.time())
+        made.append(fab)  # stopped at teardown even if a later one fails to start
+        for text in texts:
+            controllers.append(harness.Controller(tmp_path_factory.mktemp("ctl"), text, extra_env,
+                                                  **harness.framework_options(framework)))
+        for controller in controllers:
+            controller.wait_ready()
+        fab.controller = controllers[0]
+        fab.net = harness.start_network(topo, controllers if len(controllers) > 1 else controllers[0], jumbo=jumbo,
+                                        table_limit=table_limit)
+        fab.started = time.time()
         return fab
 
     yield make
     for fab in made:  # every controller is stopped even if a network's teardown fails
         try:
-            harness.stop_network(fab.net)
+            if fab.net is not None:
+                harness.stop_network(fab.net)
         except Exception as exc:
             print(f"teardown of a network failed: {exc!r}")
-        fab.controller.stop()
-        print(f"\n--- controller log tail ({fab.controller.log_path}) ---\n{fab.controller.log()[-2000:]}")
+        for controller in fab.controllers:
+            controller.stop()
+            print(f"\n--- controller log tail ({controller.log_path}) ---\n{controller.log()[-2000:]}")

@@ -104,16 +104,7 @@ def test_a_deposed_leader_is_fenced_by_the_switches_and_the_new_one_recovers_wit
     held = {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in a.switches.items()}
     # a's lock node vanishes behind its back (as when its session expired while it was paused): it still
     # believes it leads; b is elected at generation 2 and takes every switch
-    zk = KazooClient(hosts=zookeeper.hosts)
-    zk.start()
-    try:
-        election = f"/mlroute/{a.app.config['cluster']['name']}/election"
-        for child in zk.get_children(election):
-            if zk.get(f"{election}/{child}")[0] == b"a":
-                zk.delete(f"{election}/{child}")
-    finally:
-        zk.stop()
-        zk.close()
+    _depose(zookeeper, a)
     _lead(b)
     assert b.app.roles.generation == 2 and a.app.roles.leading  # a has not noticed
     assert {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in b.switches.items()} == held
@@ -170,3 +161,61 @@ def test_a_role_reply_for_an_unknown_switch_is_ignored(node):
     reply = PARSER.OFPRoleReply(sw, role=2, generation_id=5)
     a.app.role_reply(ofp_event.EventOFPRoleReply(reply))
     assert not a.app.datapaths
+
+
+def _depose(zookeeper, lab):
+    """``lab``'s lock node vanishes behind its back (its session expired while it was paused)."""
+    zk = KazooClient(hosts=zookeeper.hosts)
+    zk.start()
+    try:
+        election = f"/mlroute/{lab.app.config['cluster']['name']}/election"
+        for child in zk.get_children(election):
+            if zk.get(f"{election}/{child}")[0] == lab.app.config["cluster"]["node_id"].encode():
+                zk.delete(f"{election}/{child}")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_new_leader_starts_from_the_published_links_and_a_deposed_one_forgets_what_it_knew(node, zookeeper):
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    assert a.app.coordinator.publish_view(dict(a.app._view(), version=1))
+    until(lambda: (b.app.cluster_view or {}).get("version") == 1)
+    assert len(b.app.cluster_view["links"]) == len(a.app.core.topology.links) > 0
+    assert not b.app.core.topology.links  # a follower's own core knows nothing: no LLDP as SLAVE
+    assert not any(b.app.may_write(d) for d in b.switches)  # so its topology app holds its LLDP back
+    _depose(zookeeper, a)
+    until(lambda: b.app.roles.leading and all(sw.replies for sw in b.switches.values()))
+    b.pump()  # role replies: every switch adopted, no LLDP yet
+    assert set(b.app.datapaths) == set(b.switches)
+    assert set(b.app.core.topology.links) == set(a.app.core.topology.links)  # from the view, before any LLDP
+    a.app.core.dirty = True  # a writes, is fenced as SLAVE and steps down
+    a.app.core._stale.add(next(iter(a.switches)))
+    a.app.core.installed[next(iter(a.switches))].flows.clear()
+    a.app.resync()
+    a.pump()
+    assert not a.app.roles.leading
+    assert not a.app.core.topology.links and not a.app.core.topology.hosts and not a.app.core.te.pinned
+
+
+def test_a_leader_held_up_past_a_third_of_its_session_writes_nothing_until_zookeeper_confirms(node, zookeeper):
+    import time
+
+    a = node("a")
+    _join(a)
+    _lead(a)
+    dpid = next(iter(a.switches))
+    a.app._cluster_beat()
+    assert a.app.may_write(dpid)
+    a.app._beat = time.monotonic() - a.app._held_up_s - 0.5  # the lag loop did not tick: a SIGSTOP, a stall
+    a.app.core.dirty = True
+    assert not a.app.may_write(dpid) and a.app.writes_held()
+    assert a.app.coordinator.confirm()  # still the lock holder
+    a.app._confirm_lead()
+    assert a.app.may_write(dpid) and not a.app.writes_held()
+    _depose(zookeeper, a)
+    assert not a.app.coordinator.confirm()  # its lock node is gone: it would stay held until it steps down

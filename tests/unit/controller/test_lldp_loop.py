@@ -102,6 +102,40 @@ def test_ryus_own_loop_sends_it_only_after_the_batch(monkeypatch):
     assert sent.index("p3", 4) == 100  # what the change is for: after all 100 due ports
 
 
+class Port(str):
+    """A port key as Ryu's (it names its switch)."""
+
+    @property
+    def dpid(self):
+        return int(self[1:]) % 2 + 1  # p0, p2, ... on switch 1; p1, p3, ... on switch 2
+
+
+def test_ports_of_switches_this_node_may_not_write_to_are_held_back_and_go_first_once_allowed():
+    """A cluster's follower (SLAVE: its packet-outs refused) sends no LLDP; once it leads, those ports go first."""
+    clock = [0.0]
+    sw = FakeSwitches(6, clock)
+    sw.order = [Port(p) for p in sw.order]
+    sw.data = {p: Data(None) for p in sw.order}
+    leading = {1}
+    sw.lldp_allowed = lambda dpid: dpid in leading
+    waits, allowed_at = [], []
+
+    def wait(timeout=None):
+        waits.append(timeout)
+        if len(waits) == 3:
+            leading.add(2)
+            allowed_at.append(len(sw.sent))
+        clock[0] += timeout or 0
+        if len(waits) == 6:
+            sw.is_active = False
+    sw.lldp_event.wait = wait
+    lldp_loop.lldp_loop(sw, lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0])
+    n = allowed_at[0]
+    assert n >= 3 and all(p.dpid == 1 for p in sw.sent[:n])  # switch 1 only while switch 2 says no
+    assert sw.sent[n:n + 3] == ["p1", "p3", "p5"]  # then switch 2's, never sent before: at once
+    assert waits[0] == lldp_loop.HELD_RECHECK_S  # held ports: looked at again soon, no busy loop
+
+
 def test_install_replaces_the_loop_of_the_class():
     class Cls:
         def lldp_loop(self):
