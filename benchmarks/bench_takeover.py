@@ -8,8 +8,9 @@ Real parts, no Mininet: Debian's ZooKeeper (tests/zookeeper.py), three real cont
 controller/app.py with a ``cluster:`` section) and a few Open vSwitch bridges without hosts (userspace datapath,
 ``fail_mode=secure``, each pointed at all three controllers), which is everything a takeover involves: the
 leader is SIGKILLed, ZooKeeper expires its session, the next node is elected, bumps the generation and asks each
-switch for MASTER. Measured from the switches' side (``ovs-vsctl list Controller``: each connection's role,
-polled every 20 ms) and ZooKeeper's (when the leader's ephemeral znode went: its session expired). Run it under
+switch for MASTER. Measured from the switches' side (each switch's role reply to the new leader, as its
+``GET /mlroute/cluster`` shows them, polled every 20 ms; Open vSwitch's own ``role`` column lags by its status
+refresh) and ZooKeeper's (when the leader's ephemeral znode went: its session expired). Run it under
 ``flock /tmp/mininet.lock`` where other Open vSwitch users share the machine.
 """
 
@@ -75,6 +76,23 @@ def wait_master(ports: set[int], timeout: float) -> float | None:
     return None
 
 
+def wait_confirmed(ctls: list[Controller], timeout: float) -> float | None:
+    """Until one of ``ctls`` leads and every bridge's role reply says MASTER at its generation; the time or None."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for c in ctls:
+            try:
+                view = c.get("/mlroute/cluster")
+            except OSError:
+                continue
+            switches = view.get("switches", {})
+            if view.get("leading") and len(switches) == len(BRIDGES) and all(
+                    s["role"] == "master" and s["generation"] == view.get("generation") for s in switches.values()):
+                return time.time()
+        time.sleep(0.02)
+    return None
+
+
 def measure(zk: ZooKeeperServer, workdir: Path, session_s: float, kills: int) -> list[tuple[float, float]]:
     """(kill -> session expiry, expiry -> every bridge MASTER at the new leader) per kill."""
     cfg = ("te:\n  mode: ecmp\n  poll_interval_s: 2\ncluster:\n  zookeeper: {zk}\n  name: bench{s}\n"
@@ -95,7 +113,7 @@ def measure(zk: ZooKeeperServer, workdir: Path, session_s: float, kills: int) ->
             time.sleep(1.0)
             kill = time.time()
             old.kill()
-            done = wait_master(set(by_port) - {port}, session_s + 15)
+            done = wait_confirmed([c for c in ctls if c is not old], session_s + 15)
             expiry = watch.first_after(kill)
             if done is None or expiry is None:
                 raise RuntimeError(f"no takeover after a kill: {masters()}")

@@ -476,7 +476,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if self.recovering():
             # (a switch read back forwarding keeps it while the links found so far make no Clos: sync.additions_only)
             keep = self.recovered.forwarding if self.tiers is None or not self.tiers.is_clos else ()
-            steps = sync.additions_only(steps, self.installed, keep)  # keeps what the switches hold, for now
+            # keeps what the switches hold, for now, except rules into ports that are down
+            steps = sync.additions_only(steps, self.installed, keep, self.topology.ports)
             self._stale |= set(ready) | changed  # the rest follows once recovery is over
             self.dirty = True
         else:

@@ -34,6 +34,7 @@ from controller.desired.rules import (
     FlowRule,
     GroupRule,
     SwitchRules,
+    apply_change,
     diff_keys,
     diff_switch,
 )
@@ -99,7 +100,8 @@ def plan_sync(installed: Mapping[int, SwitchRules | None], desired: Mapping[int,
     return [step for step in steps.values() if step.changes]
 
 
-def additions_only(steps: list[Step], installed: dict[int, SwitchRules], keep: Container[int] = ()) -> list[Step]:
+def additions_only(steps: list[Step], installed: dict[int, SwitchRules], keep: Container[int] = (),
+                   live_ports: Mapping[int, Container[int]] | None = None) -> list[Step]:
     """Only the steps' additions (nothing modified or deleted), recorded in ``installed`` as they go: what a
     controller that is still learning from the switches may safely send. A switch that disconnected while the
     steps were planned (the plan yields) is left out: its state is read back when it returns. The switches in
@@ -108,20 +110,29 @@ def additions_only(steps: list[Step], installed: dict[int, SwitchRules], keep: C
     forwarding over the links seen so far, and its per-host entries, above the compact plan's host-port
     defaults, moved live traffic onto it for the rest of the recovery (measured: 315 rule changes 0.6 s after a
     restart under 8 pinned elephants, 295 more when it ended, the aggregate at 0.7-0.8 of its rate for a 3-s
-    window)."""
+    window). With ``live_ports`` (dpid -> its live ports), a rule the switch holds that sends into a port that
+    is down may also be modified or deleted: it carries nothing any more, and leaving it until recovery ends kept
+    an elephant whose link failed meanwhile at 0 for the rest of the recovery (a takeover under a link cut)."""
     out = []
     for step in steps:
-        adds = [(dpid, c) for dpid, c in step.changes if c.op == "add" and dpid in installed
+        sent = [(dpid, c) for dpid, c in step.changes if dpid in installed
+                and (c.op == "add" or live_ports is not None
+                     and _into_dead_port(installed[dpid], c, live_ports.get(dpid)))
                 and not (dpid in keep and (isinstance(c.rule, GroupRule) or c.rule.table == TABLE_FORWARD))]
-        for dpid, change in adds:
-            held = installed[dpid]
-            if isinstance(change.rule, GroupRule):
-                held.add_group(change.rule)
-            else:
-                held.add_flow(change.rule)
-        if adds:
-            out.append(Step(step.phase, adds))
+        for dpid, change in sent:
+            apply_change(installed[dpid], change)
+        if sent:
+            out.append(Step(step.phase, sent))
     return out
+
+
+def _into_dead_port(held: SwitchRules, change: Change, live: Container[int] | None) -> bool:
+    """Whether ``change`` modifies or deletes a flow the switch holds whose outputs include a port not live."""
+    if isinstance(change.rule, GroupRule):
+        return False
+    old = held.flows.get(change.rule.key)
+    return old is not None and live is not None and any(
+        kind == "output" and arg[0] not in live for kind, *arg in old.actions)
 
 
 def desired_state(topology: Topology, tiers: TierInference | None, accounting: Mapping[FlowKey, tuple[int, int]],

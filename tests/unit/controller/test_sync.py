@@ -84,3 +84,21 @@ def test_broken_pins_and_forgotten_counting_rules():
     held = rules(counting, other)
     sync.forget_counting_rule(held, key, 3)
     assert list(held.flows.values()) == [other]
+
+
+def test_while_recovering_a_rule_into_a_port_that_is_down_may_change_and_the_rest_only_grows():
+    """A pinned hop into a link that failed during recovery is moved at once (it carries nothing); a rule into a
+    live port keeps its place until recovery ends, whatever the partial plan says."""
+    pin = FlowRule(7, 30, match(eth_type=0x0800, ipv4_src="10.0.0.1"), (("output", 3),))
+    live_rule = FlowRule(7, 30, match(eth_type=0x0800, ipv4_src="10.0.0.2"), (("output", 4),))
+    added = FlowRule(7, 30, match(eth_type=0x0800, ipv4_src="10.0.0.3"), (("output", 4),))
+    moved = FlowRule(7, 30, pin.match, (("output", 4),))
+    installed = {7: SwitchRules({pin.key: pin, live_rule.key: live_rule})}
+    steps = [sync.Step(sync.Phase.OTHER, [(7, Change("add", added)), (7, Change("modify", moved))]),
+             sync.Step(sync.Phase.DELETES, [(7, Change("delete", live_rule))])]
+    before = {7: SwitchRules(dict(installed[7].flows))}
+    assert [c for s in sync.additions_only(steps, before) for _, c in s.changes] == [Change("add", added)]
+    sent = sync.additions_only(steps, installed, live_ports={7: {1, 2, 4}})  # port 3 is down
+    assert [c for s in sent for _, c in s.changes] == [Change("add", added), Change("modify", moved)]
+    assert installed[7].flows == {pin.key: moved, live_rule.key: live_rule, added.key: added}
+
