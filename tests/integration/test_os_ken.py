@@ -2,16 +2,16 @@
 (native threads, mlroute's own REST server), real Open vSwitch and Mininet, on one k=4 fat-tree. The checks are
 the Ryu suite's own test bodies, run against this controller: pingall, the 8 stride-4 elephants pinned on
 link-disjoint paths (read back from the switches' tables), REST under concurrent calls and slow clients, the web
-view's files and its REST calls, the web view rendered in headless Chromium over the loaded fabric, a SIGKILL and
-restart under pinned elephants without loss; and no eventlet imported anywhere in the controller's process (its
-import log, ``PYTHONPROFILEIMPORTTIME``)."""
+view's files and its REST calls, the web view rendered in headless Chromium over the loaded fabric; and no
+eventlet imported anywhere in the controller's process (its import log, ``PYTHONPROFILEIMPORTTIME``). A SIGKILL
+and restart under pinned elephants without a lost ping, a link cut and a wiped switch under os-ken: the
+conformance suite's ``no groups`` run (test_conformance.py)."""
 
 import re
 
 import pytest
 
 import tests.integration.test_rest_concurrency as rest_concurrency
-import tests.integration.test_restart as restart
 import tests.integration.test_traffic_engineering as traffic_engineering
 import tests.integration.test_web_ui as web_ui
 from mininet_topos.fattree import FatTreeTopo
@@ -75,6 +75,3 @@ def test_no_eventlet_in_the_os_ken_controller(fab):
     assert {"os_ken", "controller", "webob"} <= modules, sorted(modules)  # the log is the import log
     assert "eventlet" not in modules and "greenlet" not in modules and "ryu" not in modules
 
-
-def test_restart_under_pinned_elephants_without_loss_under_os_ken(fabric_factory):
-    restart.test_sigkill_for_10s_and_restart_under_pinned_elephants(on_os_ken(fabric_factory))
