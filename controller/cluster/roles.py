@@ -65,14 +65,16 @@ class SwitchRoles:
         self.generation: int | None = None  # the newest this node knows (its own as leader)
         self.switches: dict[int, _Switch] = {}
         self.fenced_at: int | None = None  # the generation a switch fenced this node at (last time)
+        self.led_at: int | None = None  # the generation it last led at
 
     # -- leadership (from the coordinator) -------------------------------------------------------------------
     def lead(self, generation: int) -> list[RoleRequest]:
         """This node was elected and bumped the generation: MASTER asked of every connected switch (none is
-        writable until it confirms)."""
-        if self.generation is not None and not newer(generation, self.generation):
+        writable until it confirms). The generation may equal the one it knows: its own bump, seen through the
+        generation's watch before the election returned (kazoo's watch and the campaign run on two threads)."""
+        if self.generation is not None and newer(self.generation, generation) or generation == self.led_at:
             raise ValueError(f"a leader's generation must grow: {generation} after {self.generation}")
-        self.leading, self.generation = True, generation
+        self.leading, self.generation, self.led_at = True, generation, generation
         for state in self.switches.values():
             state.role, state.generation = EQUAL, None
         return [self._ask(dpid) for dpid in sorted(self.switches)]

@@ -113,6 +113,18 @@ def test_a_leaders_generation_must_grow_even_across_the_wrap():
         r.lead(0)
 
 
+def test_a_leader_may_have_seen_its_own_generation_through_the_watch_first():
+    """The generation's watch (kazoo's thread) can tell the node its own bump before the election returns."""
+    r = SwitchRoles()
+    r.connected(1)
+    r.follow(1)
+    assert r.lead(1) == [RoleRequest(1, MASTER, 1)]
+    r.step_down()
+    r.follow(3)
+    with pytest.raises(ValueError, match="must grow"):
+        r.lead(2)
+
+
 def test_a_follower_takes_no_older_generation_and_a_leader_ignores_follow():
     r = SwitchRoles()
     r.connected(1)
