@@ -291,15 +291,19 @@ class Coordinator:
             return False
         path, body = f"{self.base}/shared/view", json.dumps(dict(view, generation=self.generation,
                                                                  leader=self.node_id)).encode()
-        if self.client.exists(path) is None:
-            try:
-                self.client.create(path, b"null")
-            except NodeExistsError:
-                pass
-        tx = self.client.transaction()
-        tx.check(f"{self._lock.path}/{self._lock.node}", 0)
-        tx.set_data(path, body)
-        return not any(isinstance(r, Exception) for r in tx.commit())
+        try:
+            if self.client.exists(path) is None:
+                try:
+                    self.client.create(path, b"null")
+                except NodeExistsError:
+                    pass
+            tx = self.client.transaction()
+            tx.check(f"{self._lock.path}/{self._lock.node}", 0)
+            tx.set_data(path, body)
+            return not any(isinstance(r, Exception) for r in tx.commit())
+        except KazooException as exc:  # the connection lost meanwhile (a paused process, ZooKeeper away)
+            LOG.warning("cluster: the view not published (%s): the next period tries again", type(exc).__name__)
+            return False
 
     def confirm(self) -> bool:
         """Does ZooKeeper still say this node leads (its lock node exists, asked in a round trip now)? For a

@@ -105,7 +105,7 @@ def fabric_around_a_switch(extra, workdir):
         try:
             ctl.wait_ready()
             net = hardware.start_network(hw, ctl, HOST_MBPS)
-            fab = Fabric(ctl, net, time.time())
+            fab = Fabric([ctl], net, time.time())
             fab.outside = {} if real is not None else {hw.dpid: "hw0"}  # a bridge: its tables can be dumped
             fab.opaque = {hw.dpid} if real is not None else set()
             yield fab
@@ -187,6 +187,9 @@ def scenarios(fab, profile):
         assert wait_until(lambda: disjoint_in_the_tables(fab), timeout=2 * POLL_S + 10, interval=0.5)
         mark(f"{edge} wiped while connected: repaired, every pair reachable and its elephants re-pinned "
              f"{time.time() - wiped:.1f} s after")
+        time.sleep(2 * POLL_S)  # its LLDP rule was repaired with the rest: no link lost to LLDP's timeout
+        assert len(ctl.get("/mlroute/topology")["links"]) == LINKS, "a link lost to LLDP's timeout"
+        assert ctl.metric("mlroute_audit_findings_total", {"kind": "missing"}) > 0, "the audit found what went"
     finally:
         flows.stop()
     # (the elephants' counting rules age out meanwhile: the belief follows within a poll)

@@ -1,18 +1,17 @@
 """The live subset under os-ken 4 (issue 24): ``mlroute controller --framework os-ken`` from the os-ken venv
 (native threads, mlroute's own REST server), real Open vSwitch and Mininet, on one k=4 fat-tree. The checks are
-the Ryu suite's own test bodies, run against this controller: pingall, the 8 stride-4 elephants pinned on
-link-disjoint paths (read back from the switches' tables), REST under concurrent calls and slow clients, the web
-view's files and its REST calls, the web view rendered in headless Chromium over the loaded fabric; and no
-eventlet imported anywhere in the controller's process (its import log, ``PYTHONPROFILEIMPORTTIME``). A SIGKILL
-and restart under pinned elephants without a lost ping, a link cut and a wiped switch under os-ken: the
-conformance suite's ``no groups`` run (test_conformance.py)."""
+the Ryu suite's own test bodies, run against this controller: pingall, REST under concurrent calls and slow
+clients, the web view's files and its REST calls, the web view rendered in headless Chromium over the loaded
+fabric; and no eventlet imported anywhere in the controller's process (its import log,
+``PYTHONPROFILEIMPORTTIME``). The 8 stride elephants pinned link-disjoint in the switches' tables, a SIGKILL and
+restart without a lost ping, a link cut and a wiped switch under os-ken: the conformance suite's ``no groups``
+run (test_conformance.py)."""
 
 import re
 
 import pytest
 
 import tests.integration.test_rest_concurrency as rest_concurrency
-import tests.integration.test_traffic_engineering as traffic_engineering
 import tests.integration.test_web_ui as web_ui
 from mininet_topos.fattree import FatTreeTopo
 from tests.integration.checks import assert_pingall_converges
@@ -48,10 +47,6 @@ def imported(log):
 
 def test_pingall_converges_under_os_ken(fab):
     assert_pingall_converges(fab)
-
-
-def test_stride4_elephants_pinned_on_disjoint_paths_under_os_ken(fab):
-    traffic_engineering.test_stride4_elephants_are_found_and_routed_without_sharing_a_link(fab)
 
 
 def test_rest_and_the_web_view_under_os_ken(fab):

@@ -1,19 +1,16 @@
 """The traffic-engineering loop with the real controller, OVS and Mininet: elephants from flow stats, a global
 re-routing checked in the switches' own tables, failures, and the ECMP baseline."""
 
-import subprocess
 import time
 
 import pytest
 
-from controller.desired.rules import COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
-from tests.integration.flowtables import dataplane_paths, disjoint_in_the_tables, dump_flows
-from tests.integration.harness import POLL_S, STRIDE4, ping_all, ping_all_concurrently, te_config, wait_until
+from tests.integration.flowtables import dataplane_paths, dump_flows
+from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
 
 TOKEN = "rest:\n  token: secret\n"
-OURS = {COOKIE_BASE, COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS}  # what the controller installs (not learned)
 
 
 def wait_for_elephants(fab, n, within_s):
@@ -88,61 +85,6 @@ def test_cutting_a_link_under_an_elephant_moves_it_within_one_period(te_fabric):
     finally:
         mbps = flows.results_mbps()
     assert mbps[0] > 1.0
-
-
-def test_a_switch_wiped_while_connected_is_repaired_and_its_elephants_repinned(te_fabric):
-    """An operator's del-flows and del-groups on a connected aggregation switch, then on an edge switch, under 8
-    pinned stride elephants: the table stats of the next poll come up short, the audit reads the switch back and
-    the resync repairs it, its LLDP rule included (no link lost to LLDP's timeout)."""
-    fab, net = te_fabric, te_fabric.net
-    names = {int(sw.dpid, 16): sw.name for sw in net.switches}
-    links = len(fab.controller.get("/mlroute/topology")["links"])
-    flows = Iperf3Flows(net, STRIDE4, seconds=60, base_port=5900)
-    timings = []
-    try:
-        assert wait_until(lambda: disjoint_in_the_tables(fab), timeout=4 * POLL_S + 10, interval=0.5), \
-            fab.controller.get("/mlroute/elephants")
-        path = fab.controller.get("/mlroute/elephants")[0]["path"]
-        for dpid in (path[1], path[0]):  # an aggregation switch on a pinned path, then that path's edge
-            bridge = names[dpid]
-            before = len(dump_flows(bridge))
-            wiped = time.time()
-            for what in ("del-flows", "del-groups"):
-                subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", what, bridge], check=True)
-
-            def repaired(dpid=dpid, bridge=bridge):  # it holds every rule the controller believes it holds
-                view = next(s for s in fab.controller.get("/mlroute/switches")["switches"] if s["dpid"] == dpid)
-                believed = sum(t["mlroute_entries"] for t in view["tables"].values())
-                held = sum(1 for r in dump_flows(bridge) if r["cookie"] in OURS)
-                return believed > 0 and held == believed or None
-            back = wait_until(repaired, timeout=2 * POLL_S + 10, interval=0.1)
-            back_s = time.time() - wiped
-            assert back, f"{bridge}: not repaired: {fab.controller.get('/mlroute/switches')}"
-            reachable = wait_until(lambda: ping_all_concurrently(net, timeout_s=1) == 0 or None,
-                                   timeout=2 * POLL_S + 10, interval=0)
-            reachable_s = time.time() - wiped
-            disjoint = wait_until(lambda: disjoint_in_the_tables(fab), timeout=2 * POLL_S + 10, interval=0.5)
-            timings.append((bridge, before, back_s, reachable_s, time.time() - wiped))
-            assert reachable, f"{bridge}: not every pair reachable {reachable_s:.1f} s after its tables were wiped"
-            assert disjoint, f"{bridge}: elephants not re-pinned: {fab.controller.get('/mlroute/elephants')}"
-        time.sleep(2 * POLL_S)
-        assert len(fab.controller.get("/mlroute/topology")["links"]) == links, "a link lost to LLDP's timeout"
-        view = {s["dpid"]: s for s in fab.controller.get("/mlroute/switches")["switches"]}
-        assert view[path[0]]["tables"]["0"]["capacity"] > 0 and "select" in view[path[0]]["groups"]["types"]
-        assert view[path[0]]["tables"]["1"]["entries"] >= view[path[0]]["tables"]["1"]["mlroute_entries"] > 0
-        metrics = fab.controller.get("/metrics")
-        assert 'mlroute_audit_findings_total{kind="missing"}' in metrics and "mlroute_table_entries{" in metrics
-        # every elephant still flows: its counting rule's bytes, polled after both repairs (the flows are then
-        # stopped rather than waited out: the suite's time)
-        rates = {e["dst_port"]: e["rate_bps"] for e in fab.controller.get("/mlroute/elephants")
-                 if 5900 <= e["dst_port"] < 5900 + len(STRIDE4)}  # (this test's flows: servers on 5900-5907)
-    finally:
-        flows.stop()
-    print("\n".join(line for line in fab.controller.log().splitlines() if "audit" in line or "fewer" in line))
-    for bridge, entries, back_s, reachable_s, disjoint_s in timings:
-        print(f"{bridge} wiped ({entries} entries): all back after {back_s:.1f} s, every pair reachable after "
-              f"{reachable_s:.1f} s, elephants link-disjoint in the tables after {disjoint_s:.1f} s (poll {POLL_S} s)")
-    assert len(rates) == 8 and min(rates.values()) > 0, rates
 
 
 def test_rest_mutations_need_the_token(te_fabric):
