@@ -17,7 +17,6 @@ refresh) and ZooKeeper's (when the leader's ephemeral znode went: its session ex
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlroute.experiment.emulation import Controller  # noqa: E402
-from tests.integration.test_cluster import LeaderWatch  # noqa: E402
+from tests.integration.test_cluster import LeaderWatch, confirmed_master, masters_of, switch_roles  # noqa: E402
 from tests.zookeeper import ZooKeeperServer  # noqa: E402
 
 BRIDGES = [f"tko{i}" for i in range(4)]
@@ -50,19 +49,7 @@ def del_bridges() -> None:
 
 def masters() -> dict[str, set[int]]:
     """bridge -> OpenFlow ports of the controllers holding it as MASTER."""
-    def table(*args: str) -> list[dict]:
-        out = json.loads(subprocess.run(["ovs-vsctl", "--format=json", *args], capture_output=True, text=True,
-                                        check=True).stdout)
-        return [dict(zip(out["headings"], row)) for row in out["data"]]
-    rows = {r["_uuid"][1]: r for r in table("--columns=_uuid,target,role", "list", "Controller")}
-    found = {}
-    for bridge in table("--columns=name,controller", "list", "Bridge"):
-        if bridge["name"] in BRIDGES:
-            refs = bridge["controller"]
-            uuids = [refs[1]] if refs[0] == "uuid" else [u[1] for u in refs[1]]
-            found[bridge["name"]] = {int(rows[u]["target"].rsplit(":", 1)[1]) for u in uuids
-                                     if u in rows and rows[u]["role"] == "master"}
-    return found
+    return masters_of(switch_roles(), BRIDGES)
 
 
 def wait_master(ports: set[int], timeout: float) -> float | None:
@@ -77,18 +64,11 @@ def wait_master(ports: set[int], timeout: float) -> float | None:
 
 
 def wait_confirmed(ctls: list[Controller], timeout: float) -> float | None:
-    """Until one of ``ctls`` leads and every bridge's role reply says MASTER at its generation; the time or None."""
+    """Until one of ``ctls`` has every bridge's role reply MASTER at its generation; the time (epoch s) or None."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        for c in ctls:
-            try:
-                view = c.get("/mlroute/cluster")
-            except OSError:
-                continue
-            switches = view.get("switches", {})
-            if view.get("leading") and len(switches) == len(BRIDGES) and all(
-                    s["role"] == "master" and s["generation"] == view.get("generation") for s in switches.values()):
-                return time.time()
+        if any(confirmed_master(c, len(BRIDGES)) for c in ctls):
+            return time.time()
         time.sleep(0.02)
     return None
 
@@ -116,7 +96,7 @@ def measure(zk: ZooKeeperServer, workdir: Path, session_s: float, kills: int) ->
             done = wait_confirmed([c for c in ctls if c is not old], session_s + 15)
             expiry = watch.first_after(kill)
             if done is None or expiry is None:
-                raise RuntimeError(f"no takeover after a kill: {masters()}")
+                raise RuntimeError(f"no takeover after a kill (confirmed {done}, expiry seen {expiry}): {masters()}")
             out.append((expiry - kill, done - expiry))
             old.restart()
             old.wait_ready()
