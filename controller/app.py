@@ -210,7 +210,8 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         if ev.msg.cookie != COOKIE_FLOW:
             return
         try:
-            self.core.counting_rule_removed(ev.msg.datapath.id, ofmsg.stats_fields(ev.msg))
+            self.core.counting_rule_removed(ev.msg.datapath.id, ofmsg.stats_fields(ev.msg),
+                                            deleted=ev.msg.reason == ev.msg.datapath.ofproto.OFPRR_DELETE)
         except (KeyError, TypeError, ValueError) as exc:
             LOG.warning("switch %s: flow-removed without a usable 5-tuple: %r", ev.msg.datapath.id, exc)
         self.wake()

@@ -26,6 +26,7 @@ from controller.core_sflow import SflowWiring
 # the constants and the budget function callers know from here (the state and the switch tables define them)
 from controller.core_state import READBACK_TIMEOUT_S as READBACK_TIMEOUT_S
 from controller.core_state import RECOVERY_MIN_S as RECOVERY_MIN_S
+from controller.core_state import RESTORE_S
 from controller.core_state import time_budget_s as time_budget_s
 from controller.core_switches import REFUSED_HOLD_S as REFUSED_HOLD_S
 from controller.core_switches import SwitchTables, _rule_id, _undone
@@ -212,10 +213,15 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             self.metrics.flows_by_pair.inc()
         return pair
 
-    def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any]) -> None:
+    def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any], deleted: bool = False) -> None:
         """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the
-        rule's match fields (flowkey.MATCH_FIELDS); ValueError / KeyError / TypeError if they name no flow."""
+        rule's match fields (flowkey.MATCH_FIELDS); ValueError / KeyError / TypeError if they name no flow.
+        ``deleted``: removed by a delete, not by a timeout; one mlroute did not send (it still believes the rule
+        installed) is a wipe of the switch (an operator's ``del-flows``, a flush): the flow keeps counting and
+        its rule is put back (``_deleted_elsewhere``)."""
         key = key_from_fields(fields)
+        if deleted and self._deleted_elsewhere(dpid, key, fields.get("in_port")):
+            return
         self.recovered.forget(key)  # a pin read back for it is moot (it stayed in the list, checked every poll)
         if self.accounting.removed(key, dpid):
             sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
@@ -226,8 +232,41 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
                 self.decide_now = True  # an elephant ended: the others may use what it leaves, now
             self.dirty = True
 
+    def _deleted_elsewhere(self, dpid: int, key: FlowKey, in_port: int | None) -> bool:
+        """A counting rule deleted while mlroute believes it installed: not the flow's end but a wipe. The
+        belief drops it, the switch is diffed in full (the rule comes back, counting from zero) and read back
+        now (what else went with it: forwarding, pins, guards); until the rule is back, polls that miss it do not
+        end the flow or its elephant (``_restoring``)."""
+        held = self.installed.get(dpid)
+        where = self.accounting.get(key)
+        if held is None or where is None or where[0] != dpid:
+            return False
+        rule_key = te_rules.counting_rule_key(key, in_port)
+        if rule_key not in held.flows:
+            return False  # mlroute deleted it (or never had it)
+        del held.flows[rule_key]
+        self._restoring.setdefault(dpid, {})[key] = self.clock()
+        self._stale.add(dpid)
+        self.audit.urgent(dpid)
+        self.dirty = True
+        return True
+
+    def _restoring_at(self, dpid: int, seen: set[FlowKey]) -> set[FlowKey]:
+        """Flows of ``dpid`` whose counting rule a wipe deleted and mlroute is putting back: not ended by a poll
+        that misses them. A key leaves once a poll shows its rule, its flow left accounting, or RESTORE_S passed
+        (a rule that never came back: the flow ends as any silent one)."""
+        restoring = self._restoring.get(dpid)
+        if not restoring:
+            return set()
+        now = self.clock()
+        for key in [k for k, since in restoring.items()
+                    if k in seen or k not in self.accounting or now - since > RESTORE_S]:
+            del restoring[key]
+        return set(restoring)
+
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
-        self.monitor.update(dpid, samples, self.clock())
+        restoring = self._restoring_at(dpid, {s.key for s in samples}) if self._restoring else set()
+        self.monitor.update(dpid, samples, self.clock(), keep=restoring)
         flows = self.monitor.flows
         for sample in samples:
             st = flows.get(sample.key)

@@ -36,6 +36,7 @@ from controller.web.metrics import Metrics
 from mlroute.routing.fabric import Fabric
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+RESTORE_S = 10.0  # a counting rule a wipe deleted is waited for this long before polls that miss it end its flow
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
 
@@ -118,6 +119,8 @@ class CoreState:
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()
         self._stale: set[int] = set()
+        # dpid -> flow -> when a wipe deleted its counting rule (core._deleted_elsewhere): put back, not ended
+        self._restoring: dict[int, dict[FlowKey, float]] = {}
         self.syncing = False
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
         # te.detection: sflow | both: elephants from packet samples (sflow_detection.py); in sflow mode only the

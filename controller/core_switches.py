@@ -239,12 +239,12 @@ class SwitchTables(CoreState):
 
     def audits_due(self) -> list[int]:
         """Switches the shell reads back now (flow stats by cookie and group descriptions; answers go to
-        ``audit_flows`` / ``audit_groups``). None while recovering or for a switch still being read back."""
-        if self.recovering():
-            return []
+        ``audit_flows`` / ``audit_groups``). None for a switch still being read back; while recovering only the
+        urgent ones (a switch wiped just after a restart: its missing rules are additions, which recovery
+        sends; the periodic audits wait, the read-back at connect was one)."""
         sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
                  if d in self.connected and not self.readback.pending(d) and d not in self._audited}
-        started = self.audit.due(sizes)
+        started = self.audit.due(sizes, urgent_only=self.recovering())
         self.metrics.audits.inc(len(started))
         return started
 

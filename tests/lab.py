@@ -21,7 +21,7 @@ REPLY_HANDLERS = {"EventOFPBarrierReply": "barrier_reply", "EventOFPFlowStatsRep
                   "EventOFPGroupDescStatsReply": "group_desc_reply", "EventOFPDescStatsReply": "desc_reply",
                   "EventOFPErrorMsg": "error_handler", "EventOFPTableFeaturesStatsReply": "table_reply",
                   "EventOFPTableStatsReply": "table_reply", "EventOFPGroupFeaturesStatsReply": "group_features_reply",
-                  "EventOFPRoleReply": "role_reply"}
+                  "EventOFPRoleReply": "role_reply", "EventOFPFlowRemoved": "flow_removed"}
 
 
 def load_app_module():

@@ -112,11 +112,11 @@ class TableAudit:
         """Some audit is out or unjudged (changes sent now must be reported)."""
         return bool(self._touched)
 
-    def due(self, sizes: Mapping[int, int]) -> list[int]:
+    def due(self, sizes: Mapping[int, int], urgent_only: bool = False) -> list[int]:
         """Switches to read back now, among ``sizes`` (dpid -> entries believed there: its cost), marked out.
         Short tables first, then those checked longest ago once their period is over, within the entry budget
         (one switch bigger than a second's worth goes when the budget is full, and the budget then pays it
-        back); an audit unanswered for AUDIT_TIMEOUT_S is dropped."""
+        back); an audit unanswered for AUDIT_TIMEOUT_S is dropped. ``urgent_only``: the short tables alone."""
         now = self.clock()
         for dpid in self._reads.overdue(now):
             self._touched.pop(dpid, None)
@@ -124,7 +124,7 @@ class TableAudit:
         self._credit_at = now
         idle = [d for d in sizes if d not in self._touched]  # (an answer not judged yet is still out)
         urgent = sorted(d for d in idle if d in self._urgent)
-        periodic = sorted((d for d in idle if d not in self._urgent
+        periodic = [] if urgent_only else sorted((d for d in idle if d not in self._urgent
                            and now - self._checked.get(d, -float("inf")) >= self.period_s),
                           key=lambda d: (self._checked.get(d, -float("inf")), d))
         started = []

@@ -44,6 +44,7 @@ from controller.desired.rules import (
     TABLE_FORWARD,
     FlowRule,
     Match,
+    RuleKey,
     match,
 )
 from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
@@ -87,8 +88,13 @@ def counting_rule(graph: nx.Graph, key: FlowKey, dpid: int, in_port: int, pinned
         port = port_toward(graph, path[0], path[1])
         if port is not None:
             actions = (("output", port),)
-    return FlowRule(dpid, PRIO_PAIR_COUNT if key.is_pair else PRIO_FLOW, five_tuple_match(key, in_port), actions,
-                    table=TABLE_CLASSIFY, cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
+    table, priority, match = counting_rule_key(key, in_port)
+    return FlowRule(dpid, priority, match, actions, table=table, cookie=COOKIE_FLOW, idle_timeout=idle_timeout)
+
+
+def counting_rule_key(key: FlowKey, in_port: int | None) -> RuleKey:
+    """Where a flow's counting rule sits (FlowRule.key): found in a belief without scanning it."""
+    return TABLE_CLASSIFY, PRIO_PAIR_COUNT if key.is_pair else PRIO_FLOW, five_tuple_match(key, in_port)
 
 
 def pin_rules(hosts: Mapping[str, Host], graph: nx.Graph, tiers: TierInference | None, key: RouteKey,

@@ -13,7 +13,7 @@ replies into ``FlowSample`` values.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,9 +96,10 @@ class FlowMonitor:
     # flow per reply made a 100k-entry poll of 64 switches quadratic); removals elsewhere are caught up lazily
     _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def update(self, dpid: int, samples: Iterable[FlowSample], now: float) -> None:
-        """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent."""
-        seen: set[FlowKey] = set()
+    def update(self, dpid: int, samples: Iterable[FlowSample], now: float, keep: Set[FlowKey] = frozenset()) -> None:
+        """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent,
+        except those in ``keep`` (their rule is being put back after a wipe: not silent, just not counted now)."""
+        seen: set[FlowKey] = set(keep)
         for s in samples:
             if s.key in seen:
                 continue
