@@ -220,7 +220,9 @@ class ClusterShell:
         """Elected, the generation bumped: recover like a restart, ask every switch for MASTER."""
         LOG.info("cluster: leading at generation %d: asking %d switches for MASTER", generation,
                  len(self.connections))
-        self.core.begin_recovery()
+        view = self.cluster_view or {}
+        # with the old leader's view, recovery ends once its switches are read back (core: a warm takeover)
+        self.core.begin_recovery(warm=view.get("switches", ()) if view.get("links") else ())
         self._send_roles(self.roles.lead(generation))
         self.core.metrics.cluster_leader.set(1)
         self.core.metrics.cluster_generation.set(generation)

@@ -533,6 +533,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         for ip, mac, dpid, port in self.recovered.resolve_hosts(self.topology, self._lldp_settled()):
             self.topology.learn_host(ip, mac, dpid, port)
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
+        if self.warm:
+            self._warm_recovery_over()
         fresh = self._graph is None
         graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
         host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
@@ -550,6 +552,29 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if self.sflow is not None:
             self._sflow_pins()
         return graph
+
+    def _warm_recovery_over(self) -> None:
+        """A warm takeover (core_state.begin_recovery): once every switch of the published view is read back,
+        this node knows what the old leader knew (links from the view; hosts, counting rules and pins from the
+        tables, which the old leader wrote at most a session ago), so recovery ends now, where a restart's waits
+        for LLDP and a busy poll. Every pin of the tables is an elephant at once and keeps its path while that
+        is live; one whose path broke (a link lost during the takeover) is decided again at once."""
+        if any(d not in self.installed or self.readback.pending(d) for d in self.warm):
+            return
+        self.warm = set()
+        if not self.recovering():
+            return  # nothing was found, or a restart's deadline came first
+        now = self.clock()
+        self.recovery_ends = now
+        keys = [k for k in self.recovered.hops if k in self.accounting]
+        for key in keys:
+            self.monitor.seed_elephant(key, self.accounting[key][0], now)
+        before = len(self.te.pinned)
+        self._restore_pins(keys)
+        kept = len(self.te.pinned) - before
+        self.decide_now = True
+        LOG.info("cluster takeover: every switch read back %.2f s after it began: recovery over, %d pinned elephants "
+                 "kept, %d to route again", now - self.warm_since, kept, len(keys) - kept)
 
     def _believe(self, steps: list[Step], ready: list[int], only: Mapping[int, Any],
                  desired: Mapping[int, SwitchRules]) -> None:

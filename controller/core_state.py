@@ -7,7 +7,7 @@ core_views.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import networkx as nx
@@ -119,6 +119,8 @@ class CoreState:
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()
         self._stale: set[int] = set()
+        self.warm: set[int] = set()  # a warm takeover's switches not all read back yet (begin_recovery)
+        self.warm_since = 0.0
         # dpid -> flow -> when a wipe deleted its counting rule (core._deleted_elsewhere): put back, not ended
         self._restoring: dict[int, dict[FlowKey, float]] = {}
         self.syncing = False
@@ -137,11 +139,15 @@ class CoreState:
             self._graph = self.topology.graph()
         return self._graph
 
-    def begin_recovery(self) -> None:
+    def begin_recovery(self, warm: Iterable[int] = ()) -> None:
         """This node just took over a cluster's switches (controller/app_cluster.py): recover as after a restart
-        (read back, only add rules until LLDP and the read-back have settled)."""
+        (read back, only add rules until LLDP and the read-back have settled). ``warm``: the switches of the
+        leader's published view, whose links this node already has: recovery ends as soon as every one of them
+        is read back (core._warm_recovery_over), not when a restart's would."""
         self.recovery_ends = self.clock() + max(RECOVERY_MIN_S, 3 * self.config["te"]["poll_interval_s"])
         self.found_state = False
+        self.warm = set(warm)
+        self.warm_since = self.clock()
 
     def recovering(self) -> bool:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""

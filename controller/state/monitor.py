@@ -91,7 +91,7 @@ class MonitorConfig:
 @dataclass
 class FlowMonitor:
     config: MonitorConfig
-    flows: dict[FlowKey, FlowState] = field(default_factory=dict)  # FlowKey -> FlowState (added only by ``update``)
+    flows: dict[FlowKey, FlowState] = field(default_factory=dict)  # added by ``update`` and ``seed_elephant``
     # dpid -> keys of the flows counted there, so a reply touches its own switch's flows only (scanning every
     # flow per reply made a 100k-entry poll of 64 switches quadratic); removals elsewhere are caught up lazily
     _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -173,6 +173,15 @@ class FlowMonitor:
                 LOG.info("elephant %s (%.2f Mb/s)", st.key, st.rate_bps / 1e6)
         else:
             st.streak = 0
+
+    def seed_elephant(self, key: FlowKey, dpid: int, now: float) -> None:
+        """An elephant known before its first poll (a cluster takeover: the old leader pinned it, the switch's
+        tables say so); its first poll reads its rate over its counting rule's lifetime."""
+        st = self.flows.get(key)
+        if st is None:
+            st = self.flows[key] = FlowState(key, dpid, 0, 0.0)
+            self._by_switch.setdefault(dpid, set()).add(key)
+        st.elephant, st.streak, st.last_active = True, max(st.streak, self.config.polls_needed), now
 
     def forget(self, key: FlowKey) -> bool:
         """The flow ended (its counting rule was removed): it stops counting toward routing at once.
