@@ -4,13 +4,15 @@
 """
 
 import os
+import sys
 
 from mininet.topo import Topo
 
 try:
     from mininet_topos.common import check_host_count, host_params, link_params, switch_params
-except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
+except ImportError:  # `mn --custom FILE` under a Python without this project (apt's mn, which runs FILE
+    # without __file__: the code's own file name is FILE's path)
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(sys._getframe().f_code.co_filename)), "common.py")).read())
 
 
 class BigSwitchTopo(Topo):

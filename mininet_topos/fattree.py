@@ -3,6 +3,15 @@
     sudo mn --custom mininet_topos/fattree.py --topo fattree,4 --controller remote --switch ovs
     sudo mn --custom mininet_topos/fattree.py --topo fattree,4,bw=10 ...
 
+Against several controllers (a controller cluster, README "Controller cluster"): repeat ``--controller``, one
+remote controller per address, and every switch connects to all of them::
+
+    sudo mn --custom mininet_topos/fattree.py --topo fattree,4,bw=10 --switch ovs,protocols=OpenFlow13 \
+        --controller remote,ip=127.0.0.1,port=6654 --controller remote,ip=127.0.0.1,port=6655 \
+        --controller remote,ip=127.0.0.1,port=6656
+
+(mn names the controllers c0, c1, ...: in its CLI ``c1`` is the core switch c1, which shadows the controller.)
+
 Hosts are h1..h(k^3/4) in pod -> edge -> host order (the order stride patterns use), h n has IP 10.a.b.c = n.
 DPIDs are explicit and distinct at every k (``common.fat_tree_dpids``: core 3001+i, aggregation 2000+100*pod+i,
 edge 1000+100*pod+i up to k=10, wider decimal fields beyond) only so logs are readable: the controller infers
@@ -10,13 +19,15 @@ tiers from the graph, not from DPIDs.
 """
 
 import os
+import sys
 
 from mininet.topo import Topo
 
 try:
     from mininet_topos.common import fat_tree_dpids, host_params, link_params, switch_params
-except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
+except ImportError:  # `mn --custom FILE` under a Python without this project (apt's mn, which runs FILE
+    # without __file__: the code's own file name is FILE's path)
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(sys._getframe().f_code.co_filename)), "common.py")).read())
 
 
 class FatTreeTopo(Topo):

@@ -3,19 +3,27 @@
     sudo mn --custom mininet_topos/leafspine.py --topo leafspine,4,4,2 --controller remote --switch ovs
     sudo mn --custom mininet_topos/leafspine.py --topo leafspine,4,4,2,bw=10 ...
 
+Against several controllers (a controller cluster, README "Controller cluster"): repeat ``--controller``, one
+remote controller per address, and every switch connects to all of them::
+
+    sudo mn --custom mininet_topos/leafspine.py --topo leafspine,4,4,2,bw=10 --switch ovs,protocols=OpenFlow13 \
+        --controller remote,ip=127.0.0.1,port=6654 --controller remote,ip=127.0.0.1,port=6655
+
 Hosts are h1..h(LEAVES*HOSTS_PER_LEAF) leaf by leaf; DPIDs are explicit and distinct at any size
 (``common.leaf_spine_dpids``: spine 200+i, leaf 100+i up to 99 of each, wider beyond) only for readable logs:
 the controller infers tiers from the graph.
 """
 
 import os
+import sys
 
 from mininet.topo import Topo
 
 try:
     from mininet_topos.common import check_host_count, host_params, leaf_spine_dpids, link_params, switch_params
-except ImportError:  # `mn --custom FILE` under a Python without this project installed (e.g. apt's mn)
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")).read())
+except ImportError:  # `mn --custom FILE` under a Python without this project (apt's mn, which runs FILE
+    # without __file__: the code's own file name is FILE's path)
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(sys._getframe().f_code.co_filename)), "common.py")).read())
 
 
 class LeafSpineTopo(Topo):

@@ -17,7 +17,8 @@ import sys
 
 from mininet.net import Mininet
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# apt's mn runs a --custom FILE without __file__: the code's own file name is FILE's path
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys._getframe().f_code.co_filename)))
 from common import SFLOW_SAMPLING, SFLOW_TARGET, sflow_clear_command, sflow_command  # noqa: E402
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from mlroute.errors import UsageError
 
 NAME = "experiment"
+MODES = "ecmp,mlroute,nonblocking"
+EXTERNAL_MODES = "external,nonblocking"
 HELP = ("run the controller in several routing modes on an emulated fat-tree / leaf-spine with iperf3 or ring "
         "all-reduce traffic, and report throughput vs a non-blocking reference (needs root)")
 
@@ -25,8 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", action="append", required=True,
                    help="stride:I | randbij | random | stag:PE,PP | hotspot | allreduce:RINGSxSIZE[,mb=M]"
                         "[,iters=I][,compute=S]; repeat for several")
-    p.add_argument("--modes", default="ecmp,mlroute,nonblocking",
-                   help="comma-separated: ecmp, nonblocking, mlroute or any optimiser name (default %(default)s)")
+    p.add_argument("--modes", default=None,
+                   help=f"comma-separated: ecmp, nonblocking, mlroute or any optimiser name (default {MODES}); "
+                        f"with --controllers: external (the runs on them) and nonblocking (default {EXTERNAL_MODES})")
     p.add_argument("--bw", type=float, default=10.0, help="link rate in Mb/s (default 10)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per run (default 30)")
     p.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
@@ -39,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the controller finds elephants (te.detection): flow statistics of a counting rule "
                         "per flow, or sFlow samples that every switch exports to it (default %(default)s)")
     p.add_argument("--sampling", type=int, default=64, help="sFlow sampling, 1-in-N packets (default 64)")
+    p.add_argument("--controllers", metavar="ADDR[,ADDR...]", default=None,
+                   help="run on these controllers, already running, instead of starting one per run (mode "
+                        "external): a controller cluster's nodes or one controller, every switch connected to all; "
+                        "ADDR = HOST:OF_PORT or HOST:OF_PORT/REST_PORT (with REST ports the leader's elephants and "
+                        "counters are read); the nonblocking reference still starts its own")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,10 +57,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     patterns = [p for arg in args.pattern for p in _split_patterns(arg)]
+    try:
+        controllers = runner.parse_controllers(args.controllers) if args.controllers is not None else []
+    except runner.ExperimentError as exc:
+        raise UsageError(str(exc)) from None
+    modes = args.modes if args.modes is not None else EXTERNAL_MODES if controllers else MODES
     spec = runner.ExperimentSpec(args.topo, args.k, args.spines, args.leaves, args.hosts_per_leaf, patterns,
-                                 [m.strip() for m in args.modes.split(",") if m.strip()], args.bw,
+                                 [m.strip() for m in modes.split(",") if m.strip()], args.bw,
                                  args.duration, seeds, declare_jobs=not args.undeclared,
-                                 detection=args.detection, sampling=args.sampling)
+                                 detection=args.detection, sampling=args.sampling, controllers=controllers)
     out = args.out or f"results/experiment-{time.strftime('%Y%m%d-%H%M%S')}"
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on kill as on Ctrl-C
     # Ctrl-C is KeyboardInterrupt even in a process started with SIGINT ignored (a background job of a script,

@@ -20,8 +20,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import controller
 
@@ -45,7 +46,49 @@ def ryu_manager() -> str:
     return str(candidate) if candidate.exists() else "ryu-manager"
 
 
-class Controller:
+class RestApi:
+    """A controller's REST API (``host:rest_port``) and its OpenFlow listener (``host:of_port``): what a run reads
+    from the controllers its switches connect to, one it started (``Controller``) or one already running
+    (``ExternalController``)."""
+
+    host: str
+    of_port: int
+    rest_port: int | None
+
+    def url(self, path: str) -> str:
+        if self.rest_port is None:
+            raise ValueError(f"no REST port given for the controller at {self.host}:{self.of_port}")
+        return f"http://{self.host}:{self.rest_port}{path}"
+
+    def get(self, path: str) -> Any:
+        """GET a REST path: parsed JSON under /mlroute, text elsewhere (/metrics)."""
+        with urllib.request.urlopen(self.url(path), timeout=10) as r:
+            body = r.read().decode()
+        return json.loads(body) if path.startswith("/mlroute") else body
+
+    def post(self, path: str, payload: dict | None = None, token: str | None = None) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        req = urllib.request.Request(self.url(path), data=json.dumps(payload or {}).encode(), method="POST",
+                                     headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read().decode())
+
+    def metric(self, name: str, labels: dict | None = None) -> float:
+        """Sum of a Prometheus sample's values (optionally only those with the given labels)."""
+        total = 0.0
+        for line in self.get("/metrics").splitlines():
+            m = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)$", line)
+            if not m or line.startswith("#") or m.group(1) != name:
+                continue
+            if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+                continue
+            total += float(m.group(3))
+        return total
+
+
+class Controller(RestApi):
     """The controller as a subprocess with its own OpenFlow and REST ports and log: ``ryu-manager
     controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework FRAMEWORK`` run by
     the ``mlroute`` next to ``python`` (a venv with that framework; default: this interpreter's), which is the
@@ -59,6 +102,7 @@ class Controller:
         self.python = python or sys.executable
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.host = "127.0.0.1"
         self.of_port = of_port or free_port()  # a fixed port: a real switch is configured with it
         self.rest_port = free_port()
         self.log_path = self.workdir / "ryu.log"
@@ -109,36 +153,6 @@ class Controller:
                 time.sleep(0.3)
         raise TimeoutError(f"controller REST not up after {timeout}s:\n{self.log()[-3000:]}")
 
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.rest_port}{path}"
-
-    def get(self, path: str) -> Any:
-        """GET a REST path: parsed JSON under /mlroute, text elsewhere (/metrics)."""
-        with urllib.request.urlopen(self.url(path), timeout=10) as r:
-            body = r.read().decode()
-        return json.loads(body) if path.startswith("/mlroute") else body
-
-    def post(self, path: str, payload: dict | None = None, token: str | None = None) -> Any:
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        req = urllib.request.Request(self.url(path), data=json.dumps(payload or {}).encode(), method="POST",
-                                     headers=headers)
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read().decode())
-
-    def metric(self, name: str, labels: dict | None = None) -> float:
-        """Sum of a Prometheus sample's values (optionally only those with the given labels)."""
-        total = 0.0
-        for line in self.get("/metrics").splitlines():
-            m = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)$", line)
-            if not m or line.startswith("#") or m.group(1) != name:
-                continue
-            if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
-                continue
-            total += float(m.group(3))
-        return total
-
     def log(self) -> str:
         if not self._log.closed:
             self._log.flush()
@@ -147,6 +161,33 @@ class Controller:
     def stop(self) -> None:
         terminate(self.proc)
         self._log.close()
+
+
+@dataclass(frozen=True)
+class ExternalController(RestApi):
+    """A controller already running, not started by us (a node of a controller cluster, or one controller):
+    switches connect to ``host:of_port``; with a ``rest_port`` its REST answers ``get`` / ``metric`` as a
+    ``Controller``'s does. ``parse`` reads ``HOST:OF_PORT`` or ``HOST:OF_PORT/REST_PORT``."""
+
+    host: str
+    of_port: int
+    rest_port: int | None = None
+
+    ADDRESS: ClassVar[re.Pattern] = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})(?:/(\d{1,5}))?")
+
+    @classmethod
+    def parse(cls, text: str) -> ExternalController:
+        """``HOST:OF_PORT[/REST_PORT]``, e.g. ``127.0.0.1:6654/8081``; ValueError naming ``text`` if malformed."""
+        m = cls.ADDRESS.fullmatch(text.strip())
+        ports = [int(p) for p in m.groups()[1:] if p is not None] if m else []
+        if not m or not all(1 <= p <= 65535 for p in ports):
+            raise ValueError(f"bad controller address {text.strip()!r}: expected HOST:OF_PORT or "
+                             "HOST:OF_PORT/REST_PORT (ports 1-65535), e.g. 127.0.0.1:6654/8081")
+        return cls(m.group(1), *ports)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.of_port}" + (f"/{self.rest_port}" if self.rest_port is not None else "")
+
 
 
 def terminate(proc: subprocess.Popen, grace_s: float = 10) -> None:
@@ -181,11 +222,12 @@ def check_platform() -> list[str]:
 TABLES_CAPPED = (0, 1, 2)  # the tables mlroute writes (controller/desired/rules.py)
 
 
-def start_network(topo: Any, controller: Controller | list[Controller], jumbo: bool = False,
+def start_network(topo: Any, controller: RestApi | list[RestApi], jumbo: bool = False,
                   table_limit: int | None = None) -> Any:
-    """Build and start a Mininet network on userspace OVS, every bridge connected to ``controller`` (a list: a
-    controller cluster, each bridge given all of them, as ``ovs-vsctl set-controller br tcp:a tcp:b tcp:c``
-    does). ``table_limit``: every
+    """Build and start a Mininet network on userspace OVS, every bridge connected to ``controller`` (a
+    ``Controller`` we started or an ``ExternalController``, at its ``host:of_port``; a list: a controller
+    cluster, each bridge given all of them, as ``ovs-vsctl set-controller br tcp:a tcp:b tcp:c`` does; a host
+    name is resolved here, as Open vSwitch wants an address). ``table_limit``: every
     bridge's tables hold at most that many entries and refuse the next (``flow_limit`` with
     ``overflow_policy=refuse``, set as the bridge is created, before it meets the controller, and reported in
     its table features): a lab switch's small tables (../shared/HARDWARE.md)."""
@@ -204,13 +246,14 @@ def start_network(topo: Any, controller: Controller | list[Controller], jumbo: b
     class Remote(RemoteController):
         def checkListening(self) -> None:  # noqa: N802 (Mininet's method name)
             """Mininet probes the port with telnet and decodes Ryu's binary HELLO as UTF-8, which fails at
-            random; the controller's REST answered already (Controller.wait_ready), so it is listening."""
+            random; the controller's REST answered already (Controller.wait_ready), or the experiment probed an
+            external one's OpenFlow port, so it is listening."""
 
     net = Mininet(topo=topo, switch=OVSSwitch if table_limit is None else CappedSwitch, controller=None,
                   autoSetMacs=False, build=False,
                   waitConnected=False)
     for i, ctl in enumerate(controller if isinstance(controller, list) else [controller]):
-        net.addController(Remote(f"c{i}", ip="127.0.0.1", port=ctl.of_port))
+        net.addController(Remote(f"c{i}", ip=socket.gethostbyname(ctl.host), port=ctl.of_port))
     try:
         net.build()
         net.start()

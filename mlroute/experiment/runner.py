@@ -1,9 +1,11 @@
-"""Run an experiment grid: (pattern x seed x mode) on an emulated fabric, one fresh controller and network per
-run, and measure steady-state throughput (iperf3) or all-reduce iteration times (ring workers)."""
+"""Run an experiment grid: (pattern x seed x mode) on an emulated fabric, one fresh network per run on a fresh
+controller (mode ``external``: on controllers already running, e.g. a controller cluster), and measure
+steady-state throughput (iperf3) or all-reduce iteration times (ring workers)."""
 
 from __future__ import annotations
 
 import re
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from mlroute.routing.flow import Flow
 from mlroute.workloads.patterns import pattern_pairs
 
 NONBLOCKING = "nonblocking"
+EXTERNAL = "external"  # the runs on --controllers: controllers already running, not started per run
+COUNTERS = {"flows_moved": "mlroute_flows_moved_total", "reoptimisations": "mlroute_reoptimisations_total"}
 POLL_S = 2.0
 
 
@@ -52,6 +56,7 @@ class ExperimentSpec:
     declare_jobs: bool = True  # all-reduce rings declared to the controller (routed before their first packet)
     detection: str = "flowstats"  # te.detection; sflow / both: every switch exports sFlow to the controller
     sampling: int = 64  # sFlow's 1-in-N
+    controllers: list = field(default_factory=list)  # emulation.ExternalController: mode external's (--controllers)
 
     @property
     def n_hosts(self) -> int:
@@ -104,6 +109,70 @@ def ring_placement(ar: AllReduceSpec, n_hosts: int, seed: int) -> list[list[str]
     return [[f"h{perm[j * ar.size + r] + 1}" for r in range(ar.size)] for j in range(ar.rings)]
 
 
+def parse_controllers(text: str) -> list[emulation.ExternalController]:
+    """``--controllers``: ``ADDR[,ADDR...]``, each ``HOST:OF_PORT`` or ``HOST:OF_PORT/REST_PORT``; a malformed or
+    repeated address is refused by name."""
+    out: list[emulation.ExternalController] = []
+    for addr in text.split(","):
+        try:
+            ctl = emulation.ExternalController.parse(addr)
+        except ValueError as exc:
+            raise ExperimentError(f"--controllers {text!r}: {exc}") from None
+        if any((c.host, c.of_port) == (ctl.host, ctl.of_port) for c in out):
+            raise ExperimentError(f"--controllers: {ctl.host}:{ctl.of_port} is given twice")
+        out.append(ctl)
+    return out
+
+
+def validate_controllers(spec: ExperimentSpec) -> None:
+    """Mode ``external`` runs on ``spec.controllers``, and only it and the reference may be asked for then: the
+    external controllers' own configuration decides how they route and detect."""
+    if not spec.controllers:
+        if EXTERNAL in spec.modes:
+            raise ExperimentError(f"mode {EXTERNAL!r} needs --controllers (the running controllers to use)")
+        return
+    other = [m for m in spec.modes if m not in (EXTERNAL, NONBLOCKING)]
+    if other or EXTERNAL not in spec.modes:
+        raise ExperimentError(f"with --controllers, --modes takes {EXTERNAL} and {NONBLOCKING} (and needs "
+                              f"{EXTERNAL}); got {','.join(spec.modes)}: the running controllers' own "
+                              "configuration decides how they route")
+    if spec.detection != "flowstats":
+        raise ExperimentError("--detection configures the controllers the experiment starts; with --controllers "
+                              "their own configuration decides (te.detection, sflow:)")
+
+
+def check_controllers(controllers: list[emulation.ExternalController], timeout_s: float = 3.0) -> None:
+    """Refuse an external controller that is not there: its OpenFlow port must accept a connection (as a
+    switch's would) and its REST port, where given, answer ``GET /mlroute/cluster``."""
+    for ctl in controllers:
+        try:
+            socket.create_connection((ctl.host, ctl.of_port), timeout=timeout_s).close()
+        except OSError as exc:
+            raise ExperimentError(f"--controllers {ctl}: nothing accepts OpenFlow connections at "
+                                  f"{ctl.host}:{ctl.of_port} ({exc})") from None
+        if ctl.rest_port is not None:
+            try:
+                ctl.get("/mlroute/cluster")
+            except (OSError, ValueError) as exc:
+                raise ExperimentError(f"--controllers {ctl}: its REST at {ctl.host}:{ctl.rest_port} does not "
+                                      f"answer GET /mlroute/cluster ({exc})") from None
+
+
+def leading(controllers: list[emulation.ExternalController]) -> emulation.ExternalController | None:
+    """The controller whose REST says it leads its cluster (``GET /mlroute/cluster``: role ``leader``) or has
+    none (``standalone``); None when none with a REST port says so (none given, none answers, an election)."""
+    for ctl in controllers:
+        if ctl.rest_port is None:
+            continue
+        try:
+            view = ctl.get("/mlroute/cluster")
+        except (OSError, ValueError):
+            continue
+        if isinstance(view, dict) and view.get("role") in ("leader", "standalone"):
+            return ctl
+    return None
+
+
 def validate(spec: ExperimentSpec) -> None:
     """Refuse a grid that cannot run (unknown names, sizes the topology files cannot number, bad patterns)."""
     if spec.topo not in ("fattree", "leafspine"):
@@ -125,9 +194,10 @@ def validate(spec: ExperimentSpec) -> None:
         raise ExperimentError(f"unknown --detection {spec.detection!r} (flowstats, sflow or both)")
     if not 1 <= spec.sampling <= (1 << 31):
         raise ExperimentError(f"--sampling must be a 1-in-N rate, N >= 1, got {spec.sampling}")
+    validate_controllers(spec)
     from mlroute.routing.optimisers import ALGORITHMS
     for mode in spec.modes:
-        if mode != NONBLOCKING and mode not in ALGORITHMS:
+        if mode not in (NONBLOCKING, EXTERNAL) and mode not in ALGORITHMS:
             raise ExperimentError(f"unknown mode {mode!r} (ecmp, nonblocking, or an optimiser: "
                                   f"{', '.join(a for a in ALGORITHMS if a != 'ecmp')})")
     for p in spec.patterns:
@@ -171,31 +241,61 @@ def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: 
 
 
 def run_one(spec: ExperimentSpec, pattern: str, mode: str, seed: int, workdir: Path) -> dict:
-    """One run: fresh controller + network, traffic, measurement. Always cleans up."""
+    """One run: a fresh network on a fresh controller (mode external: on the running ``spec.controllers``, which
+    are left running), traffic, measurement. Always cleans up what it started."""
+    if mode == EXTERNAL:
+        return _run_on(spec, pattern, mode, seed, spec.controllers, lambda: leading(spec.controllers))
     sflow_port = emulation.free_port() if spec.detection != "flowstats" and mode != NONBLOCKING else None
     controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed, sflow_port))
-    net = None
     try:
         controller.wait_ready()
-        net = emulation.start_network(build_topo(spec, mode), controller, jumbo=True)
+        return _run_on(spec, pattern, mode, seed, controller, lambda: controller, sflow_port)
+    finally:
+        controller.stop()
+
+
+def _run_on(spec: ExperimentSpec, pattern: str, mode: str, seed: int, controllers: Any,
+            leader: Callable[[], Any], sflow_port: int | None = None) -> dict:
+    """A fresh network connected to ``controllers``, converged (pingall without loss: the switches connected and
+    routing), traffic, measurement; ``leader()`` is the controller whose REST tells what routing did (None:
+    nobody's). The network is always stopped."""
+    net = None
+    try:
+        net = emulation.start_network(build_topo(spec, mode), controllers, jumbo=True)
         if sflow_port is not None:
             emulation.enable_sflow(net, sflow_port, spec.sampling)
         if not emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=40, interval=0):
             raise RuntimeError(f"{mode}: the network did not converge (pingall loss) within 40 s")
+        before = None if mode == NONBLOCKING else _counters(leader())
         result = {"pattern": pattern, "mode": mode, "seed": seed}
         if pattern.startswith("allreduce"):
             result.update(_run_allreduce(spec, pattern, seed, net))
         else:
             result.update(_run_iperf(spec, pattern, seed, net))
-        if mode != NONBLOCKING:
-            result["elephants"] = len(controller.get("/mlroute/elephants"))
-            result["flows_moved"] = controller.metric("mlroute_flows_moved_total")
-            result["reoptimisations"] = controller.metric("mlroute_reoptimisations_total")
+        if before is not None:
+            result.update(_routing_results(leader(), *before))
         return result
     finally:
         if net is not None:
             emulation.stop_network(net)
-        controller.stop()
+
+
+def _counters(ctl: Any) -> tuple[Any, dict]:
+    """``ctl`` and its COUNTERS now (a controller that keeps running counts earlier runs too)."""
+    return ctl, ({} if ctl is None else {key: ctl.metric(name) for key, name in COUNTERS.items()})
+
+
+def _routing_results(ctl: Any, before_ctl: Any, before: dict) -> dict:
+    """What the leading controller ``ctl`` did: the elephants it knows now and, when it led since ``before`` was
+    read, the flows it moved and its re-optimisations since then; {} when none leads."""
+    if ctl is None:
+        return {}
+    out: dict[str, Any] = {"elephants": len(ctl.get("/mlroute/elephants"))}
+    if isinstance(ctl, emulation.ExternalController):
+        out["leader"] = str(ctl)
+    if ctl == before_ctl:
+        out.update({key: ctl.metric(name) - before[key] for key, name in COUNTERS.items()})
+    return out
 
 
 def _run_iperf(spec: ExperimentSpec, pattern: str, seed: int, net: Any) -> dict:
@@ -243,6 +343,7 @@ def run(spec: ExperimentSpec, out_dir: str | Path, progress: Callable[[str], Non
     problems = emulation.check_platform()
     if problems:
         raise ExperimentError("; ".join(problems))
+    check_controllers(spec.controllers)
     out_dir = Path(out_dir).resolve()  # the controllers run elsewhere: a relative path would not be found there
     modes = sorted(spec.modes, key=lambda m: m != NONBLOCKING)
     grid = [(p, s, m) for p in spec.patterns for s in spec.seeds for m in modes]
@@ -277,5 +378,5 @@ def run(spec: ExperimentSpec, out_dir: str | Path, progress: Callable[[str], Non
                        "leaves": spec.leaves, "hosts_per_leaf": spec.hosts_per_leaf, "bw_mbps": spec.bw,
                        "duration_s": spec.duration, "warmup_s": spec.warmup_s, "seeds": spec.seeds,
                        "modes": modes, "patterns": spec.patterns, "poll_interval_s": POLL_S,
-                       "declared_jobs": spec.declare_jobs},
+                       "declared_jobs": spec.declare_jobs, "controllers": [str(c) for c in spec.controllers]},
             "results": results}
