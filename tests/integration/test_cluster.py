@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,7 @@ from mlroute.routing import spec
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
+from tests.integration.flowtables import dataplane_paths
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, stride_loss, te_config, wait_until
 from tests.integration.test_restart import per_second_aggregate
 
@@ -142,6 +144,22 @@ def windows(agg, start, n):
     return after, [sum(after[i:i + 3]) / 3 for i in range(len(after) - 2)]
 
 
+def pinned_off(fab, link):
+    """Every elephant pinned, in the switches' own tables (traced through them) as REST says, and none over
+    ``link`` (either direction); else None."""
+    elephants = fab.controller.get("/mlroute/elephants")
+    if len(elephants) < 8 or not all(e["path"] for e in elephants):
+        return None
+    try:
+        crossed = dataplane_paths(fab, elephants)
+    except (AssertionError, KeyError):  # an ECMP group on the way: not pinned there (yet)
+        return None
+    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["path"] for e in elephants}
+    if any(list(zip(rest[k], rest[k][1:])) != hops for k, hops in crossed.items()):
+        return None
+    return None if any(set(hop) == set(link) for hops in crossed.values() for hop in hops) else crossed
+
+
 def carried(cut):
     """The stride's summed max-min fair rate (host links = 1) under the routing core's optimum on the same k=4
     fat-tree, with the Mininet cable ``cut`` (aggregation, core) down (None: none)."""
@@ -187,10 +205,13 @@ def test_sigkill_the_leader_under_pinned_elephants_and_cut_a_link_1s_later(fab, 
         assert wait_until(lambda: new.metric("mlroute_rule_changes_total") > changes[id(new)], timeout=10,
                           interval=0.05)
         timeline["first flow-mod"] = time.time() - kill
-        assert wait_until(lambda: all_master(fab, new), timeout=8, interval=0.1), switch_roles()
-        timeline["MASTER on every switch (ovsdb)"] = time.time() - kill
         cutter.join()
         link = (path[1], path[2])
+        seen = SimpleNamespace(controller=new, net=fab.net)  # the fabric as the new leader knows it
+        off_cut = wait_until(lambda: pinned_off(seen, link), timeout=20, interval=0.2)
+        timeline["every elephant pinned off the cut, in the switches' tables"] = time.time() - kill
+        assert wait_until(lambda: all_master(fab, new), timeout=8, interval=0.1), switch_roles()
+        timeline["MASTER on every switch (ovsdb)"] = time.time() - kill
 
         def around():  # every elephant pinned, none over the cut link, pings across it answered
             now = pinned(new)
@@ -228,12 +249,18 @@ def test_sigkill_the_leader_under_pinned_elephants_and_cut_a_link_1s_later(fab, 
     # watch may miss the znode's deletion while its client reconnects)
     expired_s = expiry - kill if expiry is not None else SESSION_S
     assert timeline["MASTER on every switch (role replies)"] <= expired_s + 2.0, timeline
+    # a warm takeover: recovery over once the switches are read back, the cut elephant re-pinned by the first
+    # decision (measured 0.43-0.47 s after MASTER in four runs). Before, the new leader knew its elephants at its
+    # first busy poll and recovery held back any change but those into the dead port: 2.6 s after MASTER in one
+    # run, 11-15 s in three (routed around at 13.3-17.5 s)
+    assert off_cut, new.get("/mlroute/elephants")
+    assert timeline["every elephant pinned off the cut, in the switches' tables"] <= \
+        timeline["MASTER on every switch (role replies)"] + 2.0, timeline
     # The issue asks 0.9 of the pre-kill aggregate in every 3-s window. With the cut cable down no routing reaches
     # it: the cable is one of the 4 uplinks (and downlinks) of a pod whose 4 stride elephants need all 4, so the
     # routing core's optimum is 7/8 (a cable of the sending pod) or 6/8 (of the pod that sends and receives) of
-    # the fault-free one; the bound is 0.9 of that. Measured: 0.95 (the new leader's recovery ends 0.19 s after
-    # its election, the cut elephant routed again by its first decision); before the warm takeover 0.79-0.87 of
-    # the pre-kill rate (re-pinned 13-18 s after the kill).
+    # the fault-free one; the bound is 0.9 of that. Measured: 0.93-0.97 in five runs (and 0.92-0.94 before the
+    # warm takeover: on 2 cores the aggregate is set by the cut, not by how soon the new leader re-pins).
     assert min(smooth) >= 0.9 * fair * reference, (reference, fair, after)
     assert min(rest_smooth) >= 0.8 * fair * rest_ref, (rest_ref, fair, rest_after)
     assert "Traceback" not in new.log()
