@@ -2,6 +2,8 @@
 (switch enter, link add, packet-in, multipart stats, flow-removed) into ``MlrouteApp``; fake switches that
 consume its real OpenFlow messages; forwarding checked by tracing packets through what the switches hold."""
 
+import time
+
 import pytest
 
 from controller.desired.rules import COOKIE_ELEPHANT, COOKIE_FLOW, COOKIE_FLOW_MISS, TABLE_SEEN
@@ -328,3 +330,22 @@ def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stop
         lab.app.release()
         stop_apps()
     assert lab.app.collector is None and collector.sock.fileno() < 0
+
+
+def test_a_sync_step_waits_for_barriers_once_in_all_not_once_per_switch(lab, monkeypatch):
+    """Switches that answer barriers late cost a step BARRIER_TIMEOUT_S in all. Before, each switch got its own
+    timeout, one after the other: live at k=8 a busy Open vSwitch held a step, and the tiers of every topology
+    change behind it, for over a minute."""
+    from controller import app_loops
+
+    monkeypatch.setattr(app_loops, "BARRIER_TIMEOUT_S", 0.05)
+    silent = []
+    for dpid in sorted(lab.switches)[:10]:
+        sw = FakeSwitch(dpid)
+        sw.deliver = lambda name, msg: None  # never answers (its barrier reply is lost or late)
+        silent.append(sw)
+    started = time.monotonic()
+    lab.app._barrier(silent)
+    waited = time.monotonic() - started
+    assert waited < 3 * 0.05, f"{waited:.2f} s for 10 silent switches (one timeout is 0.05 s)"
+    assert not lab.app._barriers, "a late reply finds no event to wake"
