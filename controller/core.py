@@ -50,6 +50,8 @@ from controller.state.tiers import infer_tiers
 
 LOG = logging.getLogger("mlroute")
 
+WORKER_WAIT_WARN_S = 30.0  # decisions wanted this long with the optimiser worker not ready: a warning
+
 FREEZE_AFTER_CHANGES = 10_000  # a sync this big (a first install, a mass reroute) moves its rules out of GC's scans
 LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
@@ -310,13 +312,22 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         result of a decision that ended in this step, if any. Never blocks (``waited``: the outcome te_step's
         blocking wait took from the worker)."""
         runner, ended = self.runner, None
+        if runner is not None and self.decisions.inflight is None and runner.busy:
+            # a decision this core did not start: its core was replaced mid-decision (a cluster node stepped
+            # down and starts over with the same worker). Its answer is read and dropped; until then the worker
+            # is busy, and before, nothing ever read it: the worker stayed busy and no decision started again
+            runner.poll()
+            if runner.busy:
+                return None
         if self.decisions.inflight is not None and runner is not None:
             outcome = waited or runner.poll()
             if outcome is None and runner.busy:
                 return None  # still deciding
             ended = self._decided(self._take(outcome))  # (no outcome and not busy: the worker was stopped)
         if runner is not None and not runner.ready:
+            self._waiting_for_worker()
             return ended  # warming up, or a fresh worker after a late decision: the requests wait
+        self._worker_waited_since = None
         if self.decisions.start() is None:
             return ended
         task, keys = self._decision_inputs()
@@ -333,6 +344,20 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if not runner.submit(task, generation=keys):
             return self._decided(None)  # the worker died: a fresh one for the next decision
         return ended
+
+    def _waiting_for_worker(self) -> None:
+        """Decisions wanted, the worker not ready: after WORKER_WAIT_WARN_S, a warning once a minute (a
+        silent stall of every decision is otherwise invisible)."""
+        if self.decisions.queued is None:
+            return
+        now = self.clock()
+        if self._worker_waited_since is None:
+            self._worker_waited_since = now
+        waited = now - self._worker_waited_since
+        if waited > WORKER_WAIT_WARN_S and self._short_log.due("optimiser worker"):
+            LOG.warning("te: no decision for %.0f s: the optimiser worker is %s (pid %s)", waited,
+                        "busy" if self.runner is not None and self.runner.busy else "not ready",
+                        self.runner.worker_pid if self.runner is not None else None)
 
     def te_step(self, wait: bool = False) -> te.TEResult:
         """One decision, requested and taken through the decision loop (tests, and a core without a worker,

@@ -119,6 +119,7 @@ class CoreState:
         self._graph: nx.Graph | None = None
         self._host_switches: frozenset[int] = frozenset()
         self._stale: set[int] = set()
+        self._worker_waited_since: float | None = None  # decisions wanted, the optimiser worker not ready
         self.warm: set[int] = set()  # a warm takeover's switches not all read back yet (begin_recovery)
         self.warm_since = 0.0
         # dpid -> flow -> when a wipe deleted its counting rule (core._deleted_elsewhere): put back, not ended

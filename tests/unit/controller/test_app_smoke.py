@@ -349,3 +349,24 @@ def test_a_sync_step_waits_for_barriers_once_in_all_not_once_per_switch(lab, mon
     waited = time.monotonic() - started
     assert waited < 3 * 0.05, f"{waited:.2f} s for 10 silent switches (one timeout is 0.05 s)"
     assert not lab.app._barriers, "a late reply finds no event to wake"
+
+
+def test_a_core_replaced_mid_decision_still_decides_with_the_same_worker(lab):
+    """A cluster node that steps down starts over with a fresh core and the same optimiser worker; a decision
+    in flight then belongs to no core. Before, nothing read its answer: the worker stayed busy and the node
+    never decided again (no decision, no warning). The decision loop's ticks now read and drop it."""
+    core = lab.app.core
+    runner = core.runner
+    assert runner.wait_ready(60)
+    core.request_decision()
+    core.decision_tick()
+    assert runner.busy, "a decision in flight"
+    lab.app._new_core(runner, metrics=core.metrics)  # as app_cluster._step_down does
+    fresh = lab.app.core
+    fresh.request_decision()
+    deadline = time.monotonic() + 30
+    while fresh.decisions.decisions == 0 or fresh.decisions.busy:  # the decision loop's ticks
+        assert time.monotonic() < deadline, "the fresh core never decided"
+        fresh.decision_tick()
+        time.sleep(0.02)
+    assert fresh.decisions.decisions == 1 and not runner.busy
