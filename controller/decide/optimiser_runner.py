@@ -19,6 +19,7 @@ Ryu-free and clock-injected, so the loop's side is unit-tested with real optimis
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from controller.decide.te import TEDecision, TEInput, TEResult, TrafficEngineer
+
+LOG = logging.getLogger("mlroute")
 
 DONE = "done"  # the decision came back: apply it
 LATE = "late"  # past its deadline: the worker was stopped, the routing in force stays
@@ -186,6 +189,9 @@ class OptimiserRunner:
             try:
                 self._ready = self._conn.recv() == ("ready",)
             except (EOFError, OSError):
+                code = self._proc.poll() if self._proc is not None else None
+                LOG.warning("optimiser worker (pid %s) ended before it was ready (exit status %s): starting "
+                            "another", self.worker_pid, code)
                 self.close()
 
     # -- decisions -----------------------------------------------------------------------------------------
