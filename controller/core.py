@@ -253,22 +253,24 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         self.dirty = True
         return True
 
-    def _restoring_at(self, dpid: int, seen: set[FlowKey]) -> set[FlowKey]:
+    def _restoring_at(self, dpid: int, samples: list[FlowSample]) -> set[FlowKey]:
         """Flows of ``dpid`` whose counting rule a wipe deleted and mlroute is putting back: not ended by a poll
         that misses them. A key leaves once a poll shows its rule, its flow left accounting, or RESTORE_S passed
-        (a rule that never came back: the flow ends as any silent one)."""
+        (a rule that never came back: the flow ends as any silent one); a switch with none left leaves too, so
+        polls of switches never wiped cost nothing here."""
         restoring = self._restoring.get(dpid)
-        if not restoring:
+        if restoring is None:
             return set()
-        now = self.clock()
+        now, seen = self.clock(), {s.key for s in samples}
         for key in [k for k, since in restoring.items()
                     if k in seen or k not in self.accounting or now - since > RESTORE_S]:
             del restoring[key]
+        if not restoring:
+            del self._restoring[dpid]
         return set(restoring)
 
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
-        restoring = self._restoring_at(dpid, {s.key for s in samples}) if self._restoring else set()
-        self.monitor.update(dpid, samples, self.clock(), keep=restoring)
+        self.monitor.update(dpid, samples, self.clock(), keep=self._restoring_at(dpid, samples))
         flows = self.monitor.flows
         for sample in samples:
             st = flows.get(sample.key)

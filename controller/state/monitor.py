@@ -99,7 +99,7 @@ class FlowMonitor:
     def update(self, dpid: int, samples: Iterable[FlowSample], now: float, keep: Set[FlowKey] = frozenset()) -> None:
         """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent,
         except those in ``keep`` (their rule is being put back after a wipe: not silent, just not counted now)."""
-        seen: set[FlowKey] = set(keep)
+        seen: set[FlowKey] = set()
         for s in samples:
             if s.key in seen:
                 continue
@@ -122,7 +122,7 @@ class FlowMonitor:
             st.bytes, st.duration_s, st.rate_bps = s.byte_count, s.duration_s, rate
             self._judge(st, now)
         keys = self._by_switch.get(dpid, set())
-        for key in [k for k in keys if k not in seen]:
+        for key in [k for k in keys if k not in seen and k not in keep]:
             st = self.flows.get(key)
             if st is None or st.dpid != dpid:  # forgotten, or now counted on another switch
                 keys.discard(key)

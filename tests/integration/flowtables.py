@@ -114,21 +114,27 @@ def dataplane_paths(fab, elephants):
             trace_elephant(tables, links, e, hosts[e["src_ip"]]) for e in elephants}
 
 
-def disjoint_in_the_tables(fab, n=8):
-    """The ``n`` elephants' paths when REST says they are pinned, the switches' tables take each of them on its
-    pinned path, and no two share a directed link; else None."""
+def pinned_in_the_tables(fab, n=8):
+    """The directed switch links each elephant crosses, keyed by (src_ip, dst_ip, src_port, dst_port), when REST
+    says ``n`` elephants (at least) are pinned and the switches' tables take each of them on its pinned path;
+    else None. A real switch's tables cannot be dumped from here (``fab.opaque``): the pins as REST says."""
     elephants = fab.controller.get("/mlroute/elephants")
     if len(elephants) < n or not all(e["path"] for e in elephants):
         return None
-    if getattr(fab, "opaque", ()):  # a real switch's tables cannot be dumped from here: the pins as REST says
-        used = [hop for e in elephants for hop in zip(e["path"], e["path"][1:])]
-        return {e["src_ip"]: e["path"] for e in elephants} if len(used) == len(set(used)) else None
+    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): list(zip(e["path"], e["path"][1:]))
+            for e in elephants}
+    if getattr(fab, "opaque", ()):
+        return rest
     try:
         crossed = dataplane_paths(fab, elephants)
     except (AssertionError, KeyError):  # an ECMP group on the way, or a host not re-learned yet
         return None
-    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["path"] for e in elephants}
-    used = [link for links in crossed.values() for link in links]
-    agree = all(list(zip(rest[k], rest[k][1:])) == links for k, links in crossed.items())
-    return crossed if agree and len(used) == len(set(used)) else None
+    return crossed if all(rest[k] == links for k, links in crossed.items()) else None
+
+
+def disjoint_in_the_tables(fab, n=8):
+    """``pinned_in_the_tables``, when no two of the elephants share a directed link; else None."""
+    crossed = pinned_in_the_tables(fab, n)
+    used = [link for links in (crossed or {}).values() for link in links]
+    return crossed if crossed and len(used) == len(set(used)) else None
 

@@ -24,7 +24,7 @@ from mlroute.routing import spec
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
-from tests.integration.flowtables import dataplane_paths
+from tests.integration.flowtables import pinned_in_the_tables
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, stride_loss, te_config, wait_until
 from tests.integration.test_restart import per_second_aggregate
 
@@ -147,17 +147,9 @@ def windows(agg, start, n):
 def pinned_off(fab, link):
     """Every elephant pinned, in the switches' own tables (traced through them) as REST says, and none over
     ``link`` (either direction); else None."""
-    elephants = fab.controller.get("/mlroute/elephants")
-    if len(elephants) < 8 or not all(e["path"] for e in elephants):
-        return None
-    try:
-        crossed = dataplane_paths(fab, elephants)
-    except (AssertionError, KeyError):  # an ECMP group on the way: not pinned there (yet)
-        return None
-    rest = {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["path"] for e in elephants}
-    if any(list(zip(rest[k], rest[k][1:])) != hops for k, hops in crossed.items()):
-        return None
-    return None if any(set(hop) == set(link) for hops in crossed.values() for hop in hops) else crossed
+    crossed = pinned_in_the_tables(fab)
+    return None if not crossed or any(set(hop) == set(link) for hops in crossed.values() for hop in hops) \
+        else crossed
 
 
 def carried(cut):
