@@ -53,6 +53,11 @@ def markdown(data: dict, summary: list[dict]) -> str:
         ar = f"{row['allreduce_s']:.2f} (ideal {row['ideal_allreduce_s']:.2f})" if "allreduce_s" in row else "—"
         lines.append(f"| {row['pattern']} | {row['mode']} | {row['runs']} | {row['aggregate_mbps']:.1f} | {frac} "
                      f"| {ar} |")
+    above = sorted({f"{row['pattern']} {row['mode']}" for row in summary
+                    if row["fraction_max"] is not None and row["fraction_max"] > 1.0 and row["mode"] != "nonblocking"})
+    if above:
+        lines += ["", f"Above 1.0 ({', '.join(above)}): no routing beats the non-blocking switch, so its run read "
+                  "low. Each run is one measurement on a shared CPU; more seeds or a longer --duration narrow it.", ""]
     failed = failed_runs(data)
     if failed:
         lines += ["", "Failed runs:", ""] + [f"- {r['pattern']} seed {r['seed']} {r['mode']}: {r['error']}"
