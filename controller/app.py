@@ -23,6 +23,7 @@ from controller.southbound import framework as southbound
 from controller.southbound import lldp_guard, lldp_loop, ofmsg
 from controller.southbound.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
 from controller.southbound.handlers import set_ev_cls
+from controller.southbound.log_throttle import LogThrottle
 from controller.southbound.openflow_errors import SentChanges
 from controller.state.linkstats import LinkLoad
 from controller.state.monitor import StatsAssembler
@@ -81,6 +82,9 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
                                           time.monotonic)
         self._contexts = kwargs
         self._threads = []  # the loops, started with the app (start)
+        self._decision_thread = None
+        self._decision_ticked = None  # when the decision loop last came round (app_loops._check_decision_loop)
+        self._stall_log = LogThrottle(time.monotonic)
         self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
         self.collector = None  # the sFlow collector (te.detection sflow | both)
         self._cluster_init()  # with a cluster: section, self.datapaths holds only the switches this node leads
@@ -315,6 +319,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
                                                  CONFIG["rest"]["client_timeout_s"])
         self._threads = [southbound.spawn(loop) for loop in (self._resync_loop, self._poll_loop,
                                                              self._decision_loop, self._lag_loop)]
+        self._decision_thread = self._threads[2]  # (where it is, should it stall: app_loops._check_decision_loop)
         if self.core.sflow is not None:
             self._start_sflow()
         self._cluster_start(wait=False)  # until ZooKeeper answers, in a thread of its own

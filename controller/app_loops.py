@@ -23,6 +23,7 @@ LOG = logging.getLogger("mlroute")
 BARRIER_TIMEOUT_S = 1.0
 LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
 DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in flight or queued
+DECISION_STALL_S = 30.0  # decisions wanted and the decision loop not come round for this long: a warning, with where
 
 
 class AppLoops:
@@ -38,6 +39,7 @@ class AppLoops:
     def _decision_loop(self):
         """The only caller of the optimiser's worker (core.decision_tick): requested decisions, one at a time."""
         while True:
+            self._decision_ticked = time.monotonic()  # (the lag loop's watchdog reads it)
             self._decide.wait(timeout=DECISION_TICK_S if self.core.decisions.busy else 0.5)
             self._decide.clear()
             try:
@@ -123,6 +125,19 @@ class AppLoops:
             southbound.sleep(LAG_TICK_S)
             self.core.metrics.loop_lag.observe(max(0.0, time.monotonic() - start - LAG_TICK_S))
             self._cluster_beat()  # a cluster leader held up (paused) confirms its lead before writing again
+            self._check_decision_loop()
+
+    def _check_decision_loop(self):
+        """Decisions wanted and the decision loop not come round for DECISION_STALL_S: a warning (once a minute)
+        with the loop's stack. The loop's own warnings (a worker not ready, a decision late) cannot fire from a
+        loop that is stuck; a CI run's new cluster leader once decided nothing for a minute, without a trace."""
+        ticked, thread = self._decision_ticked, self._decision_thread
+        if ticked is None or thread is None or not self.core.decisions.busy:
+            return
+        stalled = time.monotonic() - ticked
+        if stalled > DECISION_STALL_S and self._stall_log.due("decision loop"):
+            LOG.warning("te: decisions wanted, and the decision loop has not come round for %.0f s; it is at:\n%s",
+                        stalled, southbound.where(thread).rstrip())
 
     def _poll_loop(self):
         """Every period: ask ingress switches for their per-flow counters and fabric switches for their port

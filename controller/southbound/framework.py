@@ -190,6 +190,14 @@ def spawn(fn: Callable[[], Any]) -> Any:
     return thread
 
 
+def where(thread: Any) -> str:
+    """Where a thread from :func:`spawn` is now, as a stack (innermost call last): a stalled loop's evidence."""
+    import traceback
+
+    frame = sys._current_frames().get(thread.ident) if NATIVE else getattr(thread, "gr_frame", None)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)\n"
+
+
 def kill(thread: Any) -> None:
     """Stop a thread from :func:`spawn` (green threads only; native loops are daemons and end with the process)."""
     if not NATIVE:

@@ -370,3 +370,37 @@ def test_a_core_replaced_mid_decision_still_decides_with_the_same_worker(lab):
         fresh.decision_tick()
         time.sleep(0.02)
     assert fresh.decisions.decisions == 1 and not runner.busy
+
+
+def test_a_stuck_decision_loop_is_reported_with_where_it_is_stuck(lab, caplog):
+    """The decision loop's own warnings (worker not ready, decision late) cannot fire from a loop that is stuck:
+    the lag loop's watchdog says so, with the loop's stack (a CI run's new cluster leader once decided nothing
+    for a minute, leaving no trace)."""
+    from controller import app_loops
+
+    release = southbound.Event()
+
+    def stuck_in_a_wait_nobody_ends():
+        release.wait(timeout=30)
+
+    thread = southbound.spawn(stuck_in_a_wait_nobody_ends)
+    southbound.sleep(0.01)  # it runs into its wait
+    try:
+        lab.app._decision_thread = thread
+        lab.app._decision_ticked = time.monotonic() - app_loops.DECISION_STALL_S - 1
+        lab.app._check_decision_loop()
+        assert "decision loop" not in caplog.text  # nothing wanted: a quiet loop is not stuck
+        lab.app.core.request_decision()
+        with caplog.at_level("WARNING", logger="mlroute"):
+            lab.app._check_decision_loop()
+            lab.app._check_decision_loop()  # once a minute, not at every lag tick
+        assert caplog.text.count("the decision loop has not come round") == 1, caplog.text
+        assert "stuck_in_a_wait_nobody_ends" in caplog.text
+        lab.app._decision_ticked = time.monotonic()  # it came round: nothing to say
+        caplog.clear()
+        lab.app._stall_log = type(lab.app._stall_log)(time.monotonic)
+        lab.app._check_decision_loop()
+        assert "decision loop" not in caplog.text
+    finally:
+        release.set()
+        southbound.sleep(0.01)
