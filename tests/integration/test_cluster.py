@@ -306,7 +306,12 @@ def test_a_job_posted_to_a_follower_is_pinned_by_the_leader(fab):
         flows = [p["flow"] for p in view.get("pinned", ())]
         return all(any(f"'{s}'" in f and f"'{d}'" in f for f in flows) for s, d in pairs) or None
     assert wait_until(lambda: [j["name"] for j in lead.get("/mlroute/jobs")["jobs"]] == ["ring-live"], timeout=5)
-    assert wait_until(pins, timeout=10), (cluster(lead)["view"], decisions_log(lead))
+    if not wait_until(pins, timeout=10):
+        status, view = cluster(lead), cluster(lead)["view"] or {}
+        pytest.fail(f"the ring not pinned in the view within 10 s. The view: version {view.get('version')}, "
+                    f"generation {view.get('generation')} of {view.get('leader')} (the leader: {status['node_id']} "
+                    f"at {status['generation']}), pinned {[p['flow'] for p in view.get('pinned', ())]}\n"
+                    f"{decisions_log(lead)}")
     lead.post("/mlroute/jobs", {"jobs": []}, token=TOKEN)
 
 
