@@ -85,14 +85,18 @@ CMD ["sh", "-c", "exec prometheus --config.file=/etc/prometheus/prometheus.yml -
 
 FROM ${BASE_IMAGE} AS zookeeper
 # Debian's ZooKeeper 3.8 for the docker-compose `cluster` profile (README "Controller cluster"), run in the
-# foreground with deploy/zookeeper/zoo.cfg (one standalone server).
+# foreground with deploy/zookeeper/zoo.cfg (one standalone server). Debian ships /var/lib/zookeeper/myid as a link
+# to a placeholder text ("replace this text with ..."), and ZooKeeper refuses to start on it ("Invalid config,
+# exiting abnormally": serverid ... is not a number); a standalone server needs no myid, so it goes. slf4j-simple on
+# the class path sends ZooKeeper's log to stderr (docker logs); without a binding it logs nothing at all.
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null \
- && rm -rf /var/lib/apt/lists/* && mkdir -p /var/lib/zookeeper && chown zookeeper /var/lib/zookeeper
+ && rm -rf /var/lib/apt/lists/* && mkdir -p /var/lib/zookeeper && chown zookeeper /var/lib/zookeeper \
+ && rm -f /var/lib/zookeeper/myid && test -f /usr/share/java/slf4j-simple.jar
 COPY deploy/zookeeper/zoo.cfg /etc/zookeeper/conf/zoo.cfg
 USER zookeeper
 EXPOSE 2181
-CMD ["sh", "-c", "exec java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.quorum.QuorumPeerMain /etc/zookeeper/conf/zoo.cfg"]
+CMD ["sh", "-c", "exec java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar org.apache.zookeeper.server.quorum.QuorumPeerMain /etc/zookeeper/conf/zoo.cfg"]
 
 FROM deps AS controller
 COPY . .

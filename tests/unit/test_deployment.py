@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKER_CONFIG = ROOT / "examples" / "mlroute.docker.yaml"
-EXPERIMENT_MODULE = ROOT / "controller" / "commands" / "experiment.py"
+EXPERIMENT_MODULE = ROOT / "mlroute" / "commands" / "experiment.py"
 SYSTEM_TOOLS = {"sh"}  # executables the image gets from Debian itself
 INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
                 "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}  # what the builder accepts
@@ -349,3 +349,17 @@ def test_the_cluster_profile_runs_zookeeper_and_three_controllers_that_find_it()
         openflow |= {p.split(":")[0] for p in service["ports"] if str(p).endswith(":6653")}
         assert all(str(p).startswith("127.0.0.1:") for p in service["ports"] if str(p).endswith(":8080"))
     assert len(ids) == 3 and len(openflow) == 3 and "6653" not in openflow  # beside the plain controller
+
+
+def test_the_zookeeper_stage_starts_on_debians_package():
+    """Found by running the cluster profile (docs/docker.md): Debian's zookeeper package links <dataDir>/myid to a
+    placeholder text, on which ZooKeeper exits at once ("Invalid config"), and with no slf4j binding on the class
+    path it logs nothing, not even that."""
+    zoo = dict(line.split("=", 1) for line in (ROOT / "deploy" / "zookeeper" / "zoo.cfg").read_text().splitlines()
+               if line.strip() and not line.startswith("#"))
+    assert not any(key.startswith("server.") for key in zoo)  # standalone: no myid wanted
+    assert any(f"rm -f {zoo['dataDir'].rstrip('/')}/myid" in run for run in _instructions("zookeeper", "RUN"))
+    command = _exec_form("zookeeper", "CMD")
+    classpath = re.search(r"-cp (\S+)", command[-1]).group(1).split(":")
+    assert "/etc/zookeeper/conf/zoo.cfg" in command[-1] and "/usr/share/java/zookeeper.jar" in classpath
+    assert any(re.search(r"/slf4j-(simple|log4j12|jdk14)\.jar$", entry) for entry in classpath)
