@@ -329,7 +329,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         """The optimiser's worker process and mlroute's own REST server stopped (idempotent; mlroute
         controller calls it on SIGTERM)."""
         if self.core.runner is not None:
-            self.core.runner.close()  # the optimiser's worker process goes with the app
+            self.core.runner.close(final=True)  # the optimiser's worker process goes with the app
         if self.rest_server is not None:
             self.rest_server.shutdown()
             self.rest_server = None

@@ -169,6 +169,8 @@ class Coordinator:
                     continue
                 generation = self._bump()
             except KazooException as exc:
+                if self._stopped:  # stop() cancelled the lock (CancelledError): leaving, not campaigning again
+                    return
                 LOG.warning("cluster: election interrupted (%s); campaigning again", type(exc).__name__)
                 self._wait_for_session()
                 continue

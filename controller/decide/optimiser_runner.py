@@ -130,13 +130,14 @@ class OptimiserRunner:
         self._ready = False
         self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
         self._held: Any = None  # identity of the fabric the worker holds (None: send the next one whole)
+        self._final = False  # closed for good (the app's release): no worker is started again
         self.late = 0  # decisions dropped for running late (a metric for the shell)
         self.fabrics_sent = 0  # fabrics pickled to the worker (the others were SameFabric markers)
 
     # -- worker lifetime -----------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the worker (it warms up in the background: ``submit`` refuses until it is ready)."""
-        if self._proc is not None:
+        if self._proc is not None or self._final:
             return
         # a plain fresh interpreter: no re-import of the caller's __main__ (ryu-manager), no eventlet in it
         self._proc = proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
@@ -148,8 +149,11 @@ class OptimiserRunner:
         proc.stdout.close()
         self._ready, self._task, self._held = False, None, None
 
-    def close(self) -> None:
-        """Stop the worker (a decision in flight is dropped)."""
+    def close(self, final: bool = False) -> None:
+        """Stop the worker (a decision in flight is dropped). ``final``: for good (the app's release): the loops
+        still running while the process ends neither start another worker nor report this one's end (at a
+        container's stop: "ended before it was ready (exit status -9)", the kill below seen from the loop)."""
+        self._final = self._final or final
         if self._proc is None:
             return
         try:
@@ -183,6 +187,8 @@ class OptimiserRunner:
         return None if self._proc is None else self._proc.pid
 
     def _check_ready(self) -> None:
+        if self._final:
+            return
         if self._proc is None:
             self.start()
         if not self._ready and self._conn is not None and self._conn.poll(0):

@@ -194,3 +194,21 @@ def test_a_worker_told_to_reuse_a_fabric_it_lacks_fails_the_decision_and_gets_it
     assert outcome.status == FAILED and "does not hold the fabric" in outcome.error
     assert r.submit(engineer.input(fabric, elephants))
     assert r.wait(WARM_S).status == DONE and r.fabrics_sent == 1
+
+
+def test_a_runner_closed_for_good_starts_no_worker_and_reports_no_end(caplog):
+    """The app's release closes the worker for good while its loops still run: before, the decision loop read the
+    killed worker's end ("ended before it was ready (exit status -9)", at every container stop) and started
+    another."""
+    r = OptimiserRunner(budget_s=0.5)
+    r.start()  # warming up: killed before it is ready, as at a stop soon after the start
+    with caplog.at_level("WARNING", logger="mlroute"):
+        r.close(final=True)
+        assert not r.ready and not r.wait_ready(0.1)
+        r.start()
+    assert r.worker_pid is None and "ended before it was ready" not in caplog.text
+    plain = OptimiserRunner(budget_s=0.5)  # a plain close (a late decision) is followed by a fresh worker
+    plain.start()
+    plain.close()
+    assert not plain.ready and plain.worker_pid is not None
+    plain.close()

@@ -184,3 +184,17 @@ def test_only_the_leader_publishes_the_view(cluster):
     assert not b.publish_view({"pinned": 3})
     assert a.publish_view({"pinned": 4})
     rb.wait_for(lambda ev: ("shared", "view", {"pinned": 4, "generation": 1, "leader": "a"}) in ev)
+
+
+def test_a_follower_that_leaves_says_nothing_of_an_interrupted_election(cluster, caplog):
+    """stop() cancels the lock a follower waits for: it leaves; it is not an election interrupted (a container's
+    stop logged "election interrupted (CancelledError); campaigning again", docs/docker.md)."""
+    a, _ = cluster("a")
+    until(lambda: a.leading)
+    b, _ = cluster("b")
+    until(lambda: len(b.members) == 2 and b.leader is not None)
+    with caplog.at_level("WARNING", logger="mlroute"):
+        b.stop()
+        time.sleep(0.5)  # its campaign thread sees the cancelled lock
+    assert "election interrupted" not in caplog.text, caplog.text
+    assert a.leading
