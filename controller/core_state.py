@@ -85,6 +85,7 @@ class CoreState:
         self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
         # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
         self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
+        self._released_early: dict[tuple[int, Any], float] = {}  # refused for want of a group, freed by its re-add
         self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
         audit = config["audit"]

@@ -69,6 +69,8 @@ class SwitchTables(CoreState):
         if isinstance(rule, GroupRule) and (change.op, why) in (("add", "GROUP_EXISTS"), ("modify", "UNKNOWN_GROUP")):
             return [Change("modify" if change.op == "add" else "add", rule)]  # the belief stands once it is sent
         apply_change(held, _undone(change))
+        if why == "BAD_OUT_GROUP" and isinstance(rule, FlowRule):
+            self._group_gone(dpid, rule)
         if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
             count = table_budget.table_counts(held).get(rule.table, 0)
             self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
@@ -260,9 +262,46 @@ class SwitchTables(CoreState):
             self.dirty = True
 
     def change_sent(self, dpid: int, change: Change) -> None:
-        """The shell sent a rule change: an audit out for that switch does not judge that rule."""
+        """The shell sent a rule change: an audit out for that switch does not judge that rule. A group (re)added
+        frees the flows refused for want of it (BAD_OUT_GROUP)."""
         if self.audit.any_out:
             self.audit.touched(dpid, _rule_id(change.rule))
+        if isinstance(change.rule, GroupRule) and change.op != "delete":
+            self._release_waiting_for(dpid, change.rule.group_id)
+
+    def _group_gone(self, dpid: int, rule: FlowRule) -> None:
+        """A flow refused for want of a group mlroute believes installed: the switch lost it (``del-groups``, a
+        flush). The belief drops it, so the next sync sends it again (a switch that has it after all answers
+        GROUP_EXISTS, and a modify follows), and the switch is read back now for whatever else went with it."""
+        held = self.installed.get(dpid)
+        if held is None:
+            return
+        gone = [action[1] for action in rule.actions if action[0] == "group" and action[1] in held.groups]
+        for gid in gone:
+            del held.groups[gid]
+        if gone:
+            self._stale.add(dpid)
+            self.audit.urgent(dpid)
+            self.dirty = True
+
+    def _release_waiting_for(self, dpid: int, group_id: int) -> None:
+        """Flows ``dpid`` refused because group ``group_id`` was missing are sent again after it, not held
+        REFUSED_HOLD_S: the group was gone, the switch can take them. Live: an edge switch's flows and groups
+        wiped one after the other; the read-back between the two re-added flows toward a group deleted a moment
+        later, and its hosts' upward traffic stayed cut off for the 30-s hold."""
+        now = self.clock()
+        self._released_early = {k: t for k, t in self._released_early.items() if now - t < REFUSED_HOLD_S}
+        waiting = [key for key, (_, why, change) in self.refused.items()
+                   if key[0] == dpid and why == "BAD_ACTION/BAD_OUT_GROUP" and isinstance(change.rule, FlowRule)
+                   and ("group", group_id) in change.rule.actions
+                   and key not in self._released_early]  # once per hold: a switch that refuses it all the same
+        for key in waiting:  # (its group there after all) waits out the hold, no resend loop
+            del self.refused[key]
+            self._released_early[key] = now
+        if waiting:
+            self._stale.add(dpid)  # diffed in full at the next sync, after the group's step
+            self.dirty = True
+            self.metrics.rules_refused.set(len(self.refused))
 
     def _judge_audits(self) -> None:
         """Audits answered since the last sync: where the switch holds other than believed, the belief takes

@@ -271,10 +271,11 @@ class FakeSwitch:
             n += 1
         return n
 
-    def wipe(self) -> None:
+    def wipe(self, groups: bool = True) -> None:
         """An operator's ``del-flows`` and ``del-groups`` while connected: every entry goes, and those that asked
         for it (SEND_FLOW_REM: mlroute's counting rules, the ones with an idle timeout) are reported removed by a
-        delete, as Open vSwitch reports them (queued, delivered by ``pump``)."""
+        delete, as Open vSwitch reports them (queued, delivered by ``pump``). ``groups`` False: the flows only
+        (``del-flows``; ``del-groups`` may follow a moment later)."""
         for rule in self.table.flows.values():
             if rule.idle_timeout:
                 removed = PARSER.OFPFlowRemoved(
@@ -282,7 +283,7 @@ class FakeSwitch:
                     duration_sec=1, duration_nsec=0, idle_timeout=rule.idle_timeout, hard_timeout=0, packet_count=1,
                     byte_count=1, match=PARSER.OFPMatch(**dict(rule.match)))
                 self.replies.append(("EventOFPFlowRemoved", removed))
-        self.table = SwitchRules()
+        self.table = SwitchRules(groups={} if groups else self.table.groups)
 
     # -- the table ---------------------------------------------------------------------------------------------
     def _flow_mod(self, mod, command, rule) -> None:

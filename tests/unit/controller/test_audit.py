@@ -16,6 +16,7 @@ from controller.desired.rules import (
 from controller.state.flowkey import FlowKey
 from tests import topologies
 from tests.clock import FakeClock
+from tests.fakeswitch import OFP
 from tests.lab import STRIDE4, Lab, pin_stride4, poll, stats_reply, stop_apps, tcp_packet
 
 
@@ -181,6 +182,33 @@ def test_a_wiped_ingress_switch_keeps_its_elephants_pinned_and_counted(pinned_la
     assert core.te.pinned == pinned and all_pairs_delivered(lab)
 
 
+def test_flows_refused_for_a_group_wiped_after_the_read_back_follow_the_group_back_at_once(pinned_lab):
+    """``del-flows`` then ``del-groups`` a moment later (the live conformance wipe): the read-back between the
+    two re-adds the flows toward groups that are gone when they arrive (BAD_OUT_GROUP). Those flows follow the
+    group's re-add; before, they were held for REFUSED_HOLD_S and the edge's hosts had no way up for 30 s (CI
+    failed the conformance wipe check on it)."""
+    lab = pinned_lab
+    edge = lab.ref.hosts["10.0.0.3"].dpid
+    sw = lab.switches[edge]
+    held = SwitchRules(dict(sw.table.flows), dict(sw.table.groups))
+    assert held.groups
+    sw.wipe(groups=False)
+    lab.pump()  # the counting rules' removal: the switch is read back at once
+    lab.app.start_audits()
+    lab.pump()  # the read-back: the flows are missing, the groups are there
+    sw.table.groups = {}  # ... and now del-groups
+    lab.app.resync()  # the flows re-added toward the groups: refused
+    lab.pump()
+    refused = [v for v in sw.violations if f"error {(OFP.OFPET_BAD_ACTION, OFP.OFPBAC_BAD_OUT_GROUP)}" in v]
+    assert refused, sw.violations
+    sw.violations[:] = [v for v in sw.violations if v not in refused]  # what the race makes a real switch say
+    for _ in range(3):  # a poll or two: the audit finds the groups missing and sends them, then the flows
+        poll_tables(lab)
+    assert sw.table == held, "every rule back, the flows toward the groups included"
+    assert all_pairs_delivered(lab)
+    assert not lab.app.core.refused
+
+
 def test_a_switch_wiped_while_the_controller_recovers_is_repaired_before_recovery_ends(pinned_lab):
     """Just after a restart the controller only adds rules for a while (recovery); a switch wiped then is read
     back at once all the same (its missing rules are additions). Before, the audit waited for the end of
@@ -251,3 +279,35 @@ def test_the_switches_view_reports_description_capacity_fill_and_groups(pinned_l
     assert edge["tables"]["0"]["capacity"] == 1_000_000
     assert edge["tables"]["1"]["entries"] == edge["tables"]["1"]["mlroute_entries"] > 0
     assert edge["groups"]["types"] == ["all", "fast_failover", "indirect", "select"]
+
+
+def test_a_switch_refusing_flows_toward_a_group_it_holds_gets_no_resend_loop(pinned_lab):
+    """The early release follows a group's re-add once per hold: a switch that says BAD_OUT_GROUP while it holds
+    the group (a switch bug) gets the group re-sent once and the flow held as any refusal, not a loop."""
+    lab = pinned_lab
+    core = lab.app.core
+    edge = lab.ref.hosts["10.0.0.13"].dpid  # (not the switch of the test above: the lab is the module's)
+    sw = lab.switches[edge]
+    flow = next(r for r in sw.table.flows.values() if any(a[0] == "group" for a in r.actions))
+    refusals = []
+    real = sw._refusal
+
+    def refuse_it(rule):
+        if rule.key == flow.key:
+            refusals.append(rule)
+            return OFP.OFPET_BAD_ACTION, OFP.OFPBAC_BAD_OUT_GROUP
+        return real(rule)
+    sw._refusal = refuse_it
+    del sw.table.flows[flow.key]
+    core.audit.urgent(edge)
+    for _ in range(6):
+        poll_tables(lab)
+    assert len(refusals) == 2, "refused, freed once by the group's re-send, refused again: then held"
+    assert (edge, ("flow", flow.key)) in core.refused
+    sw.violations.clear()  # the switch's own refusals
+    sw._refusal = real  # the switch mended; the hold over (as REFUSED_HOLD_S later): the flow goes back
+    del core.refused[(edge, ("flow", flow.key))]
+    core._stale.add(edge)
+    core.dirty = True
+    poll_tables(lab)
+    assert sw.table.flows.get(flow.key) == flow and all_pairs_delivered(lab)
