@@ -236,6 +236,32 @@ class Coordinator:
         """Step down (a switch fenced this node: a newer generation exists) and campaign again."""
         self._deposed.set()
 
+    def skip_ahead(self, generation: int) -> int | None:
+        """A switch refused this leader's ``generation`` as STALE while ZooKeeper holds no newer one: the switches
+        remember a generation from before ZooKeeper's data was lost (a fresh server, a compose ``down``), and
+        elections one by one would catch up with it one fence at a time. The generation doubles instead (in one
+        transaction that checks this node still holds the lock and nobody bumped it meanwhile), so the next
+        elections pass any remembered generation in log2 steps. Returns the new generation, None when it was
+        not this node's to change."""
+        if not self.leading or self._lock is None or self._lock.node is None:
+            return None
+        path = f"{self.base}/generation"
+        try:
+            data, stat = self.client.get(path)
+            if int(data or b"0") != generation:
+                return None  # a newer leader bumped it: its generation is what fenced this one
+            skipped = (generation + max(1, min(generation, 1 << 62))) % _U64  # doubled; always "newer" (< 2**63 on)
+            tx = self.client.transaction()
+            tx.check(f"{self._lock.path}/{self._lock.node}", 0)
+            tx.set_data(path, str(skipped).encode(), version=stat.version)
+            if any(isinstance(r, Exception) for r in tx.commit()):
+                return None
+        except (KazooException, ValueError):
+            return None
+        LOG.warning("cluster: the switches remember a generation newer than ZooKeeper's %d (its data lost?): "
+                    "generation set to %d, the next election goes past it", generation, skipped)
+        return skipped
+
     # -- watches ---------------------------------------------------------------------------------------------
     def _members_changed(self, children: list[str]) -> bool:
         members = {}

@@ -169,6 +169,8 @@ def test_every_file_the_compose_file_references_exists():
             source, target = volume.split(":")[:2]
             if source == "./results":  # an output: created on the first run, ignored by git
                 continue
+            if source in _compose().get("volumes", {}):  # a named volume Docker makes (ZooKeeper's data)
+                continue
             assert source.startswith("./"), f"{name}: mount {source} is not in the repository"
             assert (ROOT / source).exists(), f"{name}: mounts {source}, which does not exist"
         for key in ("entrypoint", "command"):
@@ -349,6 +351,15 @@ def test_the_cluster_profile_runs_zookeeper_and_three_controllers_that_find_it()
         openflow |= {p.split(":")[0] for p in service["ports"] if str(p).endswith(":6653")}
         assert all(str(p).startswith("127.0.0.1:") for p in service["ports"] if str(p).endswith(":8080"))
     assert len(ids) == 3 and len(openflow) == 3 and "6653" not in openflow  # beside the plain controller
+
+
+def test_zookeepers_data_outlives_the_containers():
+    """The cluster's generation is in ZooKeeper's dataDir; switches that stay up remember the largest generation
+    they saw, so the data must survive ``down`` / ``up`` (a named volume), or every election starts below it."""
+    zoo = dict(line.split("=", 1) for line in (ROOT / "deploy" / "zookeeper" / "zoo.cfg").read_text().splitlines()
+               if line.strip() and not line.startswith("#"))
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in _service("zookeeper")["volumes"]}
+    assert mounts[zoo["dataDir"]] in _compose()["volumes"]
 
 
 def test_the_zookeeper_stage_starts_on_debians_package():

@@ -262,3 +262,22 @@ def test_a_warm_takeover_keeps_the_pins_and_reroutes_the_one_whose_link_went_dow
         "eth_type": 0x0800, "eth_src": live.hosts[key.src_ip].mac, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
         "ip_proto": 6, "tcp_src": key.src_port, "tcp_dst": key.dst_port})
     assert t.delivered == {(live.hosts[key.dst_ip].dpid, live.hosts[key.dst_ip].port)} and t.paths == [list(new)]
+
+
+def test_switches_remembering_a_newer_generation_than_zookeeper_are_caught_up_by_doubling(node):
+    """ZooKeeper's data lost (a fresh server, a compose ``down``) while the switches stay up: they remember
+    generation 40 and refuse 1, 2, ... as STALE. A fenced leader with no newer generation in ZooKeeper doubles it
+    before it resigns, so the cluster is MASTER everywhere after a few elections; before, one election per
+    generation (40 here, any number on a long-lived fabric)."""
+    a = node("a")
+    for sw in a.switches.values():
+        sw.roles.generation = 40  # what every switch remembers
+    _join(a)
+    elections = 0
+    while elections < 12 and set(a.app.datapaths) != set(a.switches):
+        until(lambda: a.app.roles.leading and all(sw.replies for sw in a.switches.values()))
+        elections += 1
+        a.pump()  # the role replies: STALE (fenced: the generation skips ahead, it resigns) or MASTER
+    assert set(a.app.datapaths) == set(a.switches), (elections, a.app.roles.generation)
+    assert a.app.roles.generation > 40 and elections <= 7, (elections, a.app.roles.generation)
+    assert a.app.roles.leading and a.app.cluster_json()["generation"] == a.app.roles.generation
