@@ -165,13 +165,12 @@ class ClusterShell:
 
     def _cluster_error(self, dpid, err_type, code):
         """True when the error was a role matter (nothing else to do with it)."""
-        leading, generation = self.roles.leading, self.roles.generation
         outcome = self.roles.error(dpid, err_type, code)
-        if outcome == roles.FENCED:
-            if leading and generation is not None and self.coordinator is not None \
-                    and (err_type, code) == (roles.OFPET_ROLE_REQUEST_FAILED, roles.OFPRRFC_STALE):
+        if outcome == roles.FENCED:  # (only ever a leader's outcome: it has a generation)
+            stale = (err_type, code) == (roles.OFPET_ROLE_REQUEST_FAILED, roles.OFPRRFC_STALE)
+            if stale and self.coordinator is not None:
                 with southbound.unlocked():  # (a ZooKeeper round trip: the switch remembers a newer one)
-                    self.coordinator.skip_ahead(generation)
+                    self.coordinator.skip_ahead(self.roles.generation)
             self._fenced(dpid)
         return outcome != roles.NOTHING or dpid not in self.datapaths
 

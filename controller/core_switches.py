@@ -289,6 +289,8 @@ class SwitchTables(CoreState):
         REFUSED_HOLD_S: the group was gone, the switch can take them. Live: an edge switch's flows and groups
         wiped one after the other; the read-back between the two re-added flows toward a group deleted a moment
         later, and its hosts' upward traffic stayed cut off for the 30-s hold."""
+        if not self.refused:  # (called for every group sent: a first install sends thousands, nothing refused)
+            return
         now = self.clock()
         self._released_early = {k: t for k, t in self._released_early.items() if now - t < REFUSED_HOLD_S}
         waiting = [key for key, (_, why, change) in self.refused.items()
