@@ -307,7 +307,8 @@ def test_a_job_posted_to_a_follower_is_pinned_by_the_leader(fab):
         return all(any(f"'{s}'" in f and f"'{d}'" in f for f in flows) for s, d in pairs) or None
     assert wait_until(lambda: [j["name"] for j in lead.get("/mlroute/jobs")["jobs"]] == ["ring-live"], timeout=5)
     if not wait_until(pins, timeout=10):
-        status, view = cluster(lead), cluster(lead)["view"] or {}
+        status = cluster(lead)
+        view = status["view"] or {}
         pytest.fail(f"the ring not pinned in the view within 10 s. The view: version {view.get('version')}, "
                     f"generation {view.get('generation')} of {view.get('leader')} (the leader: {status['node_id']} "
                     f"at {status['generation']}), pinned {[p['flow'] for p in view.get('pinned', ())]}\n"
