@@ -175,11 +175,12 @@ class ClusterShell:
         return outcome != roles.NOTHING or dpid not in self.datapaths
 
     def _fenced(self, dpid):
+        generation = self.roles.generation
         LOG.warning("cluster: switch %s fenced this node (a newer generation than %s holds it): stepping down, "
-                    "writing nothing", dpid, self.roles.generation)
+                    "writing nothing", dpid, generation)
         self._step_down()
         if self.coordinator is not None:
-            self.coordinator.resign()
+            self.coordinator.resign(generation)  # that term only: a late fence does not end a newer one
 
     def _step_down(self):
         for dpid in self.roles.step_down():

@@ -29,11 +29,14 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
+from controller.cluster.roles import newer
+
 LOG = logging.getLogger("mlroute")
 
 _U64 = 1 << 64
 SHARED = ("jobs", "objective", "view")  # the znodes every node watches (Listener.shared)
 MAX_LOG_INTERVAL_S = 30.0  # an unreachable ZooKeeper at start: said at doubling intervals up to this
+CAMPAIGN_RETRY_S = 0.5  # a campaign that failed unexpectedly starts over after this
 
 
 class Listener(Protocol):
@@ -82,6 +85,15 @@ class Coordinator:
         self._reconnected.set()
         self._lock: Any = None
         self._clock = clock
+        # The leadership transitions and the generation watch's reports happen under one mutex, in order: the
+        # watch runs on kazoo's callback thread, the campaign on its own, and without it a watch could report
+        # "following G" for the generation this node is taking (its own bump seen before the election returned)
+        # or report a newer generation before the campaign's own step-down at the older one.
+        self._mutex = self.client.handler.rlock_object()
+        self._claim: int | None = None  # the newest generation this node is taking or has taken
+        self._taken: int | None = None  # the newest generation this node has taken (led at)
+        self._seen: int | None = None  # the newest generation the watch delivered
+        self.sessions = 0  # sessions established so far (a new one after each expiry)
 
     # -- joining and leaving ---------------------------------------------------------------------------------
     def start(self, timeout_s: float | None = 15.0, log_every_s: float = 1.0) -> None:
@@ -147,6 +159,8 @@ class Coordinator:
         elif state == KazooState.CONNECTED:
             lost = self.state == "lost"
             self.state = "connected"
+            if lost or self.sessions == 0:
+                self.sessions += 1
             if lost and not self._stopped:
                 self.client.handler.spawn(self._rejoin)
 
@@ -160,33 +174,82 @@ class Coordinator:
 
     # -- election --------------------------------------------------------------------------------------------
     def _campaign(self) -> None:
-        """Wait for the lock; holding it, bump the generation and lead until deposed; then wait again."""
+        """Campaign until stopped. It never ends silently: an unexpected exception is logged with its stack, any
+        lead is given up (the listener told), and the campaign starts over after a short pause."""
         while not self._stopped:
-            self._deposed.clear()
-            self._lock = self.client.Lock(f"{self.base}/election", identifier=self.node_id)
             try:
-                if not self._lock.acquire():
-                    continue
-                generation = self._bump()
-            except KazooException as exc:
-                if self._stopped:  # stop() cancelled the lock (CancelledError): leaving, not campaigning again
+                self._term()
+            except Exception:
+                if self._stopped:
                     return
-                LOG.warning("cluster: election interrupted (%s); campaigning again", type(exc).__name__)
-                self._wait_for_session()
-                continue
-            if generation is None:
+                LOG.exception("cluster: the campaign failed; campaigning again in %.1f s", CAMPAIGN_RETRY_S)
+                self._give_up_lead("campaign failed")
                 self._release()
-                continue
+                self.client.handler.sleep_func(CAMPAIGN_RETRY_S)
+
+    def _term(self) -> None:
+        """One turn: wait for the lock; holding it, bump the generation and lead until deposed; then let go."""
+        self._lock = self.client.Lock(f"{self.base}/election", identifier=self.node_id)
+        try:
+            if not self._lock.acquire():
+                return
+            # Deposed is about the session that holds this lock: a session lost while waiting (kazoo's lock
+            # waits on through a new session) set it for the old one. A loss from here on either fails the bump
+            # (the lock node is gone) or comes after it, and then it deposes this term.
+            self._deposed.clear()
+            generation = self._bump()
+        except KazooException as exc:
+            self._unclaim()
+            if self._stopped:  # stop() cancelled the lock (CancelledError): leaving, not campaigning again
+                return
+            LOG.warning("cluster: election interrupted (%s); campaigning again", type(exc).__name__)
+            self._wait_for_session()
+            return
+        if generation is None:
+            self._unclaim()
+            self._release()
+            return
+        self._deposed.wait()
+        self._give_up_lead(f"session {self.state}")
+        self._release()
+        self._wait_for_session()
+
+    def _take(self, generation: int) -> None:
+        """The bump committed: this node leads at ``generation`` (told before any watch reports a newer one)."""
+        with self._mutex:
+            self._taken = self._claim = generation
             self.leading, self.generation = True, generation
             self.leader_changes += 1
             LOG.info("cluster: %s leads at generation %d", self.node_id, generation)
             self.listener.leading(generation)
-            self._deposed.wait()
+
+    def _give_up_lead(self, why: str) -> None:
+        """Leading no more: the listener hears "following" at this node's own generation, before any newer one
+        the watch may be holding."""
+        with self._mutex:
+            if not self.leading:
+                return
             self.leading = False
-            LOG.warning("cluster: %s no longer leads (session %s)", self.node_id, self.state)
+            LOG.warning("cluster: %s no longer leads (%s)", self.node_id, why)
             self.listener.following(self.generation)
-            self._release()
-            self._wait_for_session()
+            if self._seen is not None and self.generation is not None and newer(self._seen, self.generation):
+                self.generation = self._seen  # a newer leader's bump seen while this one led
+                self.listener.following(self._seen)
+
+    def _unclaim(self) -> None:
+        """A bump that did not commit: the generation tried is not this node's; if the watch held back a
+        generation because of it, that report is made now."""
+        with self._mutex:
+            claim, self._claim = self._claim, self._taken
+            seen = self._seen
+            if (not self.leading and seen is not None and claim is not None and not newer(seen, claim)
+                    and not self._own(seen)):
+                self.generation = seen
+                self.listener.following(seen)
+
+    def _own(self, generation: int) -> bool:
+        """``generation`` is one this node is taking or has taken (or older): never reported as following."""
+        return self._claim is not None and not newer(generation, self._claim)
 
     def _bump(self) -> int | None:
         """The generation + 1 and the leader node, written only if this node's lock node still exists."""
@@ -201,9 +264,12 @@ class Coordinator:
             tx.check(lock_node, 0)
             tx.set_data(path, str(generation).encode(), version=stat.version)
             tx.create(f"{self.base}/leader", body, ephemeral=True)
+            with self._mutex:
+                self._claim = generation  # from here the watch may deliver it before commit returns
             results = tx.commit()
             failed = [r for r in results if isinstance(r, Exception)]
             if not failed:
+                self._take(generation)
                 return generation
             if any(isinstance(r, NodeExistsError) for r in failed):
                 self._clear_stale_leader()
@@ -220,6 +286,8 @@ class Coordinator:
             pass
 
     def _release(self) -> None:
+        if self._lock is None:
+            return
         try:
             if self.state == "connected":
                 self._clear_stale_leader()
@@ -232,8 +300,11 @@ class Coordinator:
         if not self._stopped:
             self._reconnected.wait()
 
-    def resign(self) -> None:
-        """Step down (a switch fenced this node: a newer generation exists) and campaign again."""
+    def resign(self, generation: int | None = None) -> None:
+        """Step down (a switch fenced this node: a newer generation exists) and campaign again. With
+        ``generation``, only the term at that generation: a fence that arrives late does not end a newer term."""
+        if generation is not None and (not self.leading or generation != self.generation):
+            return
         self._deposed.set()
 
     def skip_ahead(self, generation: int) -> int | None:
@@ -275,11 +346,20 @@ class Coordinator:
         return not self._stopped
 
     def _generation_changed(self, data: bytes | None, stat: Any) -> bool:
+        """A new generation: another node's election, reported as following. Never for a generation this node is
+        taking or has taken (its own bump arrives here too, maybe before the election returned), never while it
+        leads (its step-down reports it, in order)."""
         if data:
-            generation = int(data)
-            if not self.leading:
-                self.generation = generation
-                self.listener.following(generation)
+            try:
+                generation = int(data)
+            except ValueError:
+                LOG.error("cluster: %s/generation is not a number (%r); ignored", self.base, data[:40])
+                return not self._stopped
+            with self._mutex:
+                self._seen = generation
+                if not self.leading and not self._own(generation):
+                    self.generation = generation
+                    self.listener.following(generation)
         return not self._stopped
 
     def _leader_changed(self, data: bytes | None, stat: Any) -> bool:

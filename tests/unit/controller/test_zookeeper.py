@@ -5,7 +5,9 @@ ZooKeeper itself down (nobody takes over), shared jobs seen by every node."""
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from controller.cluster.zookeeper import Coordinator
@@ -58,12 +61,13 @@ def cluster(zookeeper):
     """A factory of coordinators on a cluster name of this test's own; all stopped afterwards."""
     name, made = f"t{next(_names)}", []
 
-    def make(node_id, session_timeout_s=1.0):
-        rec = Recorder()
+    def make(node_id, session_timeout_s=1.0, rec=None, start=True):
+        rec = rec or Recorder()
         node = Coordinator(zookeeper.hosts, name, node_id, f"http://{node_id}:8080", session_timeout_s, rec,
                            handler=SequentialThreadingHandler())
-        node.start()
         made.append(node)
+        if start:
+            node.start()
         return node, rec
     make.name = name
     yield make
@@ -71,17 +75,48 @@ def cluster(zookeeper):
         node.stop()
 
 
-def _process(zookeeper, name, node_id, session_timeout_s):
-    """A node in a process of its own (tests/zookeeper.py run_node), started and joined."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.zookeeper", zookeeper.hosts, name, node_id,
-                             str(session_timeout_s)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    lines = []
-    for line in proc.stdout:
-        lines.append(line.split())
-        if line.startswith("started"):
-            return proc, lines
-    raise AssertionError(f"node process ended: {lines}")
+class NodeProcess:
+    """A node in a process of its own (tests/zookeeper.py run_node): its event lines read by a thread into a
+    queue, so every wait for a line is bounded (a node that never says it would hang the test otherwise), and no
+    line is lost between waits (``leading 1`` may come before ``started``)."""
+
+    def __init__(self, zookeeper, name, node_id, session_timeout_s):
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.zookeeper", zookeeper.hosts, name, node_id,
+                                      str(session_timeout_s)], cwd=ROOT, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        self.lines: list[list[str]] = []  # every line read so far, in order
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._next = 0
+        self.expect("started")
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self._queue.put(line.split())
+        self._queue.put(None)
+
+    def expect(self, word, timeout_s=20.0):
+        """The lines up to and including the next one starting with ``word`` (from where the last call stopped);
+        fails after ``timeout_s`` or when the process ends first."""
+        deadline = time.monotonic() + timeout_s
+        seen = []
+        while True:
+            while self._next < len(self.lines):
+                seen.append(self.lines[self._next])
+                self._next += 1
+                if seen[-1] and seen[-1][0] == word:
+                    return seen
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {word!r} line within {timeout_s:g} s; lines so far: {self.lines}") from None
+            if line is None:
+                raise AssertionError(f"node process ended before a {word!r} line: {self.lines}")
+            self.lines.append(line)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
 
 def test_one_of_three_leads_at_generation_one_and_all_know_the_members(cluster):
@@ -112,42 +147,34 @@ def test_a_leader_that_resigns_is_followed_by_another_at_a_larger_generation(clu
 
 
 def test_a_killed_leader_is_replaced_once_its_session_expires(cluster, zookeeper):
-    proc, lines = _process(zookeeper, cluster.name, "victim", 1.0)
+    victim = NodeProcess(zookeeper, cluster.name, "victim", 1.0)
     try:
-        for line in proc.stdout:
-            if line.startswith("leading"):
-                break
+        victim.expect("leading", timeout_s=1.0 + 1.0)  # alone: leads within its session + 1 s (maybe before started)
         b, rb = cluster("b", session_timeout_s=1.0)
         killed = time.monotonic()
-        proc.send_signal(signal.SIGKILL)
+        victim.proc.send_signal(signal.SIGKILL)
         rb.wait_for(lambda ev: ("leading", 2) in ev)
         took = time.monotonic() - killed
         print(f"takeover after SIGKILL with a 1 s session: {took:.2f} s")
         until(lambda: b.leader == {"id": "b", "rest": "http://b:8080", "generation": 2})
     finally:
-        proc.kill()
-        proc.wait()
+        victim.close()
 
 
 def test_a_paused_leader_steps_down_when_it_resumes_and_the_new_one_has_a_larger_generation(cluster, zookeeper):
-    proc, _ = _process(zookeeper, cluster.name, "paused", 1.0)
+    paused = NodeProcess(zookeeper, cluster.name, "paused", 1.0)
     try:
-        assert next(proc.stdout).split() == ["leading", "1"]
+        assert paused.expect("leading")[-1] == ["leading", "1"]
         b, rb = cluster("b", session_timeout_s=1.0)
-        proc.send_signal(signal.SIGSTOP)
+        paused.proc.send_signal(signal.SIGSTOP)
         rb.wait_for(lambda ev: ("leading", 2) in ev)
-        proc.send_signal(signal.SIGCONT)
-        # resumed, it learns its session expired and steps down; it never led again meanwhile
-        seen = []
-        for line in proc.stdout:
-            seen.append(line.split())
-            if seen[-1][0] == "following":
-                break
+        paused.proc.send_signal(signal.SIGCONT)
+        # resumed, it learns its session expired and steps down at its own generation first; never led again
+        seen = paused.expect("following")
         assert seen[-1] == ["following", "1"] and ["leading", "2"] not in seen
         assert b.leading
     finally:
-        proc.kill()
-        proc.wait()
+        paused.close()
 
 
 def test_zookeeper_down_the_leader_keeps_its_role_and_nobody_takes_over(cluster, zookeeper):
@@ -197,4 +224,172 @@ def test_a_follower_that_leaves_says_nothing_of_an_interrupted_election(cluster,
         b.stop()
         time.sleep(0.5)  # its campaign thread sees the cancelled lock
     assert "election interrupted" not in caplog.text, caplog.text
+    assert a.leading
+
+
+# -- the election's interleavings, forced (issue 38) -------------------------------------------------------------
+def _lock_holder_gone(zookeeper, name, node_id):
+    """``node_id``'s election lock node vanishes behind its back (as when its session expired while paused)."""
+    zk = KazooClient(hosts=zookeeper.hosts)
+    zk.start()
+    try:
+        election = f"/mlroute/{name}/election"
+        for child in zk.get_children(election):
+            if zk.get(f"{election}/{child}")[0] == node_id.encode():
+                zk.delete(f"{election}/{child}")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _expire(zookeeper, node):
+    """``node``'s session expires now (closed by a second client on the same session id), as after a pause."""
+    zk = KazooClient(hosts=zookeeper.hosts, client_id=node.client.client_id)
+    zk.start()
+    zk.stop()
+    zk.close()
+
+
+def test_a_node_never_reports_following_for_the_generation_it_is_taking(cluster):
+    """The generation's watch delivers this node's own bump before its election returns (the commit's answer is
+    held until the watch ran): it must not report following 1 (before: [following 1, leading 1])."""
+    a, ra = cluster("a", start=False)
+    watched = threading.Event()
+    real_watch, real_transaction = a._generation_changed, a.client.transaction
+
+    def watch(data, stat):
+        result = real_watch(data, stat)
+        if data == b"1":
+            watched.set()
+        return result
+
+    class CommitAnsweredAfterTheWatch:
+        def __init__(self, tx):
+            self.tx = tx
+
+        def __getattr__(self, name):
+            return getattr(self.tx, name)
+
+        def commit(self):
+            results = self.tx.commit()
+            watched.wait(5.0)
+            return results
+
+    a._generation_changed = watch
+    a.client.transaction = lambda: CommitAnsweredAfterTheWatch(real_transaction())
+    a.start()
+    ra.wait_for(lambda ev: ("leading", 1) in ev)
+    assert watched.is_set()
+    assert [e for e in ra.events if e[0] != "shared"] == [("leading", 1)]
+    assert a.leading and a.generation == 1
+
+
+class BlockingStepDown(Recorder):
+    """A listener whose "following" at ``generation`` waits (up to ``hold_s``) for a newer generation's report:
+    if the coordinator lets the watch report past its own step-down, that report lands first."""
+
+    def __init__(self, generation, hold_s=3.0):
+        super().__init__()
+        self.generation, self.hold_s = generation, hold_s
+        self.stepping_down = threading.Event()
+
+    def following(self, generation):
+        if generation == self.generation and not self.stepping_down.is_set():
+            self.stepping_down.set()
+            with self.changed:
+                self.changed.wait_for(lambda: any(e[0] == "following" and e[1] > generation for e in self.events),
+                                      self.hold_s)
+        super().following(generation)
+
+
+def test_a_step_down_is_reported_before_any_newer_generation(cluster, zookeeper):
+    """a leads at 1 and loses its lock node (b takes 2); a steps down and, while it reports following 1, c is
+    elected at 3: a's reports stay in order (before: following 3 came before following 1, as seen after a
+    paused process resumed)."""
+    a, ra = cluster("a", rec=BlockingStepDown(1))
+    until(lambda: a.leading)
+    b, rb = cluster("b")
+    c, rc = cluster("c")
+    until(lambda: len(a.members) == 3)
+    until(lambda: len(a.client.get_children(f"/mlroute/{cluster.name}/election")) == 3)
+    _lock_holder_gone(zookeeper, cluster.name, "a")
+    rb.wait_for(lambda ev: ("leading", 2) in ev)
+    a.resign()
+    assert ra.stepping_down.wait(5.0)
+    b.resign()  # c is next in line (a's lock node is gone): generation 3
+    rc.wait_for(lambda ev: ("leading", 3) in ev)
+    ra.wait_for(lambda ev: ("following", 3) in ev)
+    follows = [e[1] for e in ra.events if e[0] == "following"]
+    assert follows == sorted(follows) and follows[0] == 1, ra.events
+
+
+def test_a_session_lost_while_waiting_for_the_lock_does_not_end_the_next_term(cluster, zookeeper):
+    """b waits for the lock; its session expires and kazoo's lock goes on waiting in the new one; when it gets
+    the lock it leads, and stays leading (before: the old session's loss deposed it at once: leading 2,
+    following 2, an extra election, every switch flipping MASTER/SLAVE/MASTER)."""
+    a, ra = cluster("a", session_timeout_s=2.0)
+    until(lambda: a.leading)
+    b, rb = cluster("b", session_timeout_s=2.0)
+    until(lambda: b.generation == 1 and len(a.client.get_children(f"/mlroute/{cluster.name}/election")) == 2)
+    _expire(zookeeper, b)
+    until(lambda: b.sessions == 2 and b.state == "connected")
+    until(lambda: len(a.client.get_children(f"/mlroute/{cluster.name}/election")) == 2)  # b waits again
+    a.resign()
+    rb.wait_for(lambda ev: ("leading", 2) in ev)
+    time.sleep(1.0)  # a stale deposition acts at once; this leaves it time to show
+    assert b.leading and ("following", 2) not in rb.events, rb.events
+    assert b.leader_changes == 1
+
+
+def test_a_lone_node_leads_within_its_session_plus_one_second_every_time(cluster):
+    """Each node in turn is alone (the one before it left): it leads at the next generation within its session
+    timeout plus one second, having reported following only the generation before it (its predecessor's)."""
+    for i in range(8):
+        node, rec = cluster(f"lone{i}", session_timeout_s=1.0)
+        mine = i + 1
+        rec.wait_for(lambda ev, mine=mine: ("leading", mine) in ev, timeout_s=1.0 + 1.0)
+        assert [e for e in rec.events if e[0] != "shared"] == [("following", i)] * (i > 0) + [("leading", mine)]
+        node.stop()  # the next one is alone again
+
+
+def test_zookeeper_stopped_mid_campaign_a_lone_node_leads_once_it_is_back(cluster, zookeeper):
+    """ZooKeeper dies between the lock and the generation's bump; back 1 s later, the lone node leads within its
+    session timeout plus one second."""
+    a, ra = cluster("a", session_timeout_s=4.0, start=False)
+    real_bump, stopped = a._bump, threading.Event()
+
+    def bump():
+        if not stopped.is_set():
+            zookeeper.stop()
+            stopped.set()
+        return real_bump()
+
+    a._bump = bump
+    a.start()
+    try:
+        assert stopped.wait(10.0)
+        time.sleep(1.0)
+    finally:
+        zookeeper.start()
+    ra.wait_for(lambda ev: any(e[0] == "leading" for e in ev), timeout_s=4.0 + 1.0)
+    assert a.leading and not any(e[0] == "following" for e in ra.events), ra.events
+
+
+def test_an_exception_in_the_campaign_is_logged_with_its_stack_and_the_campaign_goes_on(cluster, caplog):
+    a, ra = cluster("a", start=False)
+    real_bump, failed = a._bump, []
+
+    def bump():
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("injected into the campaign")
+        return real_bump()
+
+    a._bump = bump
+    with caplog.at_level(logging.WARNING, logger="mlroute"):
+        a.start()
+        ra.wait_for(lambda ev: ("leading", 1) in ev, timeout_s=1.0 + 1.0)
+    failures = [r for r in caplog.records if "campaign failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    assert "injected into the campaign" in caplog.text and "Traceback" in caplog.text
     assert a.leading
