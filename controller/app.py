@@ -97,8 +97,9 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
     def _new_core(self, runner, metrics=None):
         """A core knowing nothing yet (at start; a cluster node that stepped down starts over with one, keeping
         its metrics, jobs and objective): LLDP's guard and the ECMP estimate read the new one."""
+        # long syncs yield; a cluster's job leases expire on the wall clock, stored for whichever node leads
         self.core = ControllerCore(CONFIG, time.monotonic, metrics=metrics, pause=lambda: southbound.sleep(0),
-                                   runner=runner)  # long syncs yield
+                                   runner=runner, lease_clock=time.time if CONFIG["cluster"] is not None else None)
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
         ignored = self.core.metrics.lldp_ignored
         guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)

@@ -28,6 +28,7 @@ from controller.cluster import roles
 from controller.cluster.roles import SwitchRoles
 from controller.southbound import framework as southbound
 from controller.southbound import ofmsg
+from controller.state import job_leases
 
 LOG = logging.getLogger("mlroute")
 
@@ -245,6 +246,9 @@ class ClusterShell:
         """Jobs and the objective set through any node's REST (applied by every core: the leader's acts on
         them, a follower's answers reads); the leader's view kept for the followers."""
         if key == "jobs" and value is not None:
+            if job_leases.unleased(value) == job_leases.unleased(self.core.jobs):
+                self.core.jobs = list(value)  # a renew (only an expiry moved): nothing to route again
+                return
             self.core.set_jobs(value)
             self.core.request_decision()
             LOG.info("cluster: declared jobs from ZooKeeper: %s", ", ".join(j["name"] for j in value) or "none")
@@ -291,3 +295,22 @@ class ClusterShell:
         """A REST write (jobs, objective) stored in ZooKeeper: the leader applies it wherever it arrived."""
         with southbound.unlocked():
             self.coordinator.put(key, value)
+
+    def cluster_update(self, key, edit):
+        """A REST edit of one job stored in ZooKeeper by compare-and-set (``edit``: the value as stored, None when
+        unset, -> the new one; it may raise to store nothing), so concurrent edits on any nodes all stay."""
+        with southbound.unlocked():
+            return self.coordinator.update(key, edit)
+
+    def _cluster_expire_jobs(self):
+        """The leader removes the jobs whose (wall-clock) lease ran out from ZooKeeper, judged again on the list as
+        stored: a renew that arrived meanwhile keeps its job. Every node's watch then ends them (a decision)."""
+        leases = self.core.leases
+        if not self.roles.leading or self.coordinator is None or not leases.expired(self.core.jobs):
+            return
+        try:
+            with southbound.unlocked():
+                self.coordinator.update("jobs", lambda jobs: None if jobs is None else leases.live(jobs))
+        except Exception as exc:  # ZooKeeper away: the next poll tries again
+            LOG.warning("cluster: expired jobs not removed from ZooKeeper (%s); trying again next poll",
+                        type(exc).__name__)

@@ -2,10 +2,10 @@
 
 Four loops (green threads under Ryu, native threads holding the core's turn under os-ken; app.py starts them):
 the resync loop (sends the core's rule changes step by step, with barriers where make-before-break needs them),
-the poll loop (flow, table and port stats, then a TE decision requested), the decision loop (the only one that
-talks to the optimiser's worker) and the event-loop lag probe (/metrics); with sFlow detection a fifth hands the
-collector's completed windows to the core. A mixin of MlrouteApp: it reads the app's ``core``, ``config``,
-``datapaths`` and the xid tables the handlers fill.
+the poll loop (flow, table and port stats, jobs whose lease ran out ended, then a TE decision requested), the
+decision loop (the only one that talks to the optimiser's worker) and the event-loop lag probe (/metrics); with
+sFlow detection a fifth hands the collector's completed windows to the core. A mixin of MlrouteApp: it reads the
+app's ``core``, ``config``, ``datapaths`` and the xid tables the handlers fill.
 """
 
 import logging
@@ -158,11 +158,21 @@ class AppLoops:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
                 self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
+                self._expire_jobs()
                 self.core.request_decision()  # taken by the decision loop
                 self.core.metrics.set_link_utilisation(self.links_json())
                 self.wake(decide=True)
             except Exception:
                 LOG.exception("poll failed; continuing")
+
+    def _expire_jobs(self):
+        """Jobs whose lease ran out end (controller/state/job_leases.py): in the core on one controller (the
+        decision the poll requests next routes without them); on a cluster the leader removes them from
+        ZooKeeper and every node follows."""
+        if self.roles is None:
+            self.core.expire_jobs()
+        else:
+            self._cluster_expire_jobs()
 
     def _send_actions(self, actions, data=None):
         """Packet-outs for the core's packet decisions (replies, forwards of ``data``, probes)."""

@@ -97,6 +97,9 @@ CLUSTER_REQUIRED = ("zookeeper", "node_id")
 #: bounds on what a configuration (or a REST call) may ask the controller to keep in memory
 MAX_JOBS = 1024
 MAX_JOB_HOSTS = 32768  # host entries over all jobs (a k=48 fat-tree has 27,648 hosts)
+JOB_LEASE_RANGE_S = (1.0, 3600.0)  # a per-job REST declaration's lease_s (controller/state/job_leases.py)
+#: a job's name in a per-job REST path (/mlroute/jobs/{name}): URL-safe as is, a torchrun run id (a UUID) fits
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 MAX_FLOW_IDLE_TIMEOUT_S = 65535  # OpenFlow's idle_timeout is a uint16
 POLL_INTERVAL_RANGE_S = (0.1, 3600.0)  # below 0.1 s the poll loop alone keeps a core busy
 MAX_TIME_BUDGET_S = 3600.0
@@ -459,6 +462,27 @@ def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None
         entry["hosts"] = declared_jobs.job_hosts(entry["hosts"], [*entry.get("rings", ()), *entry.get("stages", ())])
         out.append(entry)
     return out
+
+
+def job_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a job in a per-job REST path, or None."""
+    return None if JOB_NAME.fullmatch(name) else \
+        "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def check_job_bounds(jobs: Sequence[Mapping[str, Any]], where: str) -> None:
+    """The bounds of a whole job list on a list of validated jobs (a per-job call's result): at most MAX_JOBS
+    jobs and MAX_JOB_HOSTS host entries. A validated job's hosts include its ring and stage members, so those
+    count once: never more than its declaration listed, so a list a whole-list call admitted passes here too."""
+    if len(jobs) > MAX_JOBS:
+        raise ConfigError(f"{where}: at most {MAX_JOBS} jobs, got {len(jobs)}")
+    total = 0
+    for job in jobs:
+        members = [h for key in ("rings", "stages") for group in job.get(key) or () for h in group]
+        inside = set(members)
+        total += len(members) + sum(1 for h in job["hosts"] if h not in inside)
+    if total > MAX_JOB_HOSTS:
+        raise ConfigError(f"{where}: at most {MAX_JOB_HOSTS} hosts over all jobs, got {total}")
 
 
 def _host_entries(job: Any) -> int:

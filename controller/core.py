@@ -307,6 +307,16 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         self.jobs = list(jobs)
         self.decide_now = self.dirty = True
 
+    def expire_jobs(self) -> list[str]:
+        """Jobs whose lease ran out without a renew end as if deleted (a crashed job holds no routes): their
+        flows leave, a decision follows at once. Returns their names. One controller's check; on a cluster the
+        leader removes them from ZooKeeper instead (app_cluster.py), and every core follows."""
+        ended = self.leases.expired(self.jobs)
+        if ended:
+            self.set_jobs(self.leases.live(self.jobs))
+            LOG.info("jobs ended: their lease ran out without a renew: %s", ", ".join(ended))
+        return ended
+
     def decision_tick(self, waited: Outcome | None = None) -> te.TEResult | None:
         """The decision loop's step, and the only place that talks to the optimiser's worker: take the decision
         in flight if it ended (applied here; every request it answers gets its result), then start the next

@@ -29,6 +29,7 @@ from controller.state.accounting import Accounting
 from controller.state.budget import TokenBucket
 from controller.state.capabilities import SwitchCapabilities
 from controller.state.flowkey import FlowKey
+from controller.state.job_leases import JobLeases
 from controller.state.monitor import FlowMonitor, MonitorConfig
 from controller.state.tiers import TierInference
 from controller.state.topology import Topology
@@ -49,10 +50,12 @@ class CoreState:
     """What the controller knows; ``config`` is the validated configuration (controller.config)."""
 
     def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
-                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None) -> None:
+                 pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None,
+                 lease_clock: Callable[[], float] | None = None) -> None:
         """``pause`` is called now and then during long work (the shell passes a green-thread yield);
         ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
-        event loop); without one they run in the caller."""
+        event loop); without one they run in the caller. ``lease_clock`` times the jobs' leases (default
+        ``clock``; a cluster's shell passes the wall clock: its expiries are stored for every node to judge)."""
         tecfg = config["te"]
         self.config = config
         self.clock = clock
@@ -74,6 +77,7 @@ class CoreState:
                                      time_limit=time_budget_s(config))
         self.runner = runner if tecfg["mode"] != "ecmp" else None
         self.jobs: list[dict] = list(config["jobs"])
+        self.leases = JobLeases(lease_clock or clock)  # per-job REST declarations' leases (in the job entries)
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         rest = config["rest"]
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced

@@ -391,6 +391,34 @@ class Coordinator:
             except NodeExistsError:
                 self.client.set(path, body)
 
+    def update(self, key: str, edit: Callable[[Any], Any]) -> Any:
+        """Compare-and-set of shared ``key``: ``edit`` (the value as stored, None when unset -> the new value) is
+        written only if nobody wrote ``key`` since it was read (the znode's version), else it runs again on the
+        newer value, so concurrent edits of different parts of one value (two jobs declared through two nodes)
+        all stay. ``edit`` must be pure (it may run more than once) and may raise to write nothing. A value
+        ``edit`` leaves equal is not written (no watch fires). Returns the value in force."""
+        if key not in SHARED:
+            raise ValueError(f"unknown shared key {key!r} (known: {', '.join(SHARED)})")
+        path = f"{self.base}/shared/{key}"
+        while True:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                data, stat = None, None
+            current = json.loads(data) if data else None
+            value = edit(current)
+            if stat is not None and value == current:
+                return value
+            body = json.dumps(value).encode()
+            try:
+                if stat is None:
+                    self.client.create(path, body)
+                else:
+                    self.client.set(path, body, version=stat.version)
+                return value
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # written (or created, or deleted) by another node meanwhile: edit its value
+
     def publish_view(self, view: dict[str, Any]) -> bool:
         """The leader's warm view for the followers, written only while this node leads: in one transaction that
         checks its lock node still exists, so a deposed leader (paused past its session) cannot overwrite its

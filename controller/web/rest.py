@@ -4,7 +4,7 @@ Framework-free: controller/southbound/framework.py mounts it on Ryu's WSGI serve
 controller/southbound/http_server.py under os-ken. Under native threads each call holds the core's turn
 (``southbound.serialised``) except while it reads a body or waits for its decision.
 
-Mutating calls (POST) are rate-limited per client address (``rest.post_rate_per_s`` / ``rest.post_burst``:
+Mutating calls (POST, PUT, DELETE) are rate-limited per client address (``rest.post_rate_per_s`` / ``rest.post_burst``:
 429 with ``Retry-After``) and need ``Authorization: Bearer <rest.token>``; with no token configured they are
 refused. A decision is *requested* (controller/decide/decision_requests.py), never taken here: the caller waits for the
 decision it joined, or gets 503 with ``Retry-After`` when that would take longer than
@@ -25,7 +25,7 @@ from webob import Request, Response
 
 from controller.decide.decision_requests import Refusal, retry_after
 from controller.southbound import framework as southbound
-from controller.web import rest_input, webui
+from controller.web import job_edits, rest_input, webui
 from controller.web.rest_limits import internal_error
 
 LOG = logging.getLogger("mlroute")
@@ -128,7 +128,8 @@ class RestController:
 
     @route("GET", "/mlroute/jobs")
     def get_jobs(self, req, **kwargs):
-        return _json({"jobs": self.core.jobs})
+        """Every declared job; one with a lease shows ``lease_s`` and ``expires_in_s``."""
+        return _json({"jobs": [self.core.leases.shown(job) for job in self.core.jobs]})
 
     @route("POST", "/mlroute/jobs")
     def post_jobs(self, req, **kwargs):
@@ -149,6 +150,99 @@ class RestController:
         LOG.info("jobs set over REST: %s", ", ".join(j["name"] for j in jobs) or "none")
         answer = self._wait(ticket)
         return _json({"jobs": jobs, "decision": None if isinstance(answer, Refusal) else _decision_json(answer)})
+
+    @route("GET", "/mlroute/jobs/{name}")
+    def get_job(self, req, name, **kwargs):
+        bad = rest_input.job_name(name)
+        if bad is not None:
+            return _json(bad[1], bad[0])
+        job = job_edits.named(self.core.jobs, name)
+        if job is None:
+            return _json({"error": f"no job named {name!r}"}, 404)
+        return _json({"job": self.core.leases.shown(job)})
+
+    @route("PUT", "/mlroute/jobs/{name}")
+    def put_job(self, req, name, **kwargs):
+        """Declare (or replace) one job, with an optional lease; the other jobs stay. Answered like the all-jobs
+        POST: once the decision it triggers ended (200), or stored in ZooKeeper on a cluster (202)."""
+        denied = self._authorise(req)
+        if denied:
+            return denied
+        parsed, error = rest_input.parse_job(name, req.content_length, self._read(req))
+        if error is not None:
+            return _json(error[1], error[0])
+        job, lease_s = parsed
+        jobs, answer = self._edit(lambda now: job_edits.put(now, job, lease_s, self.core.leases))
+        if jobs is None:
+            return answer
+        shown = self.core.leases.shown(job_edits.named(jobs, name) or job)
+        if self._clustered():
+            return self._stored_job({"job": shown})
+        LOG.info("job %s declared over REST (lease %s s)", name, "none" if lease_s is None else f"{lease_s:g}")
+        return self._in_force(jobs, {"job": shown})
+
+    @route("DELETE", "/mlroute/jobs/{name}")
+    def delete_job(self, req, name, **kwargs):
+        """End one job (404 if there is none): its flows leave and a decision follows, as for the all-jobs POST."""
+        denied = self._authorise(req) or self._bad_name(name)
+        if denied:
+            return denied
+        jobs, answer = self._edit(lambda now: job_edits.delete(now, name))
+        if jobs is None:
+            return answer
+        if self._clustered():
+            return self._stored_job({"deleted": name})
+        LOG.info("job %s deleted over REST", name)
+        return self._in_force(jobs, {"deleted": name})
+
+    @route("POST", "/mlroute/jobs/{name}/renew")
+    def renew_job(self, req, name, **kwargs):
+        """Run one job's lease again from now (404: no such job, or its lease ran out: declare it again). No
+        decision: nothing routed changes."""
+        denied = self._authorise(req) or self._bad_name(name)
+        if denied:
+            return denied
+        jobs, answer = self._edit(lambda now: job_edits.renew(now, name, self.core.leases))
+        if jobs is None:
+            return answer
+        shown = {"job": self.core.leases.shown(job_edits.named(jobs, name) or {"name": name})}
+        if self._clustered():
+            return self._stored_job(shown, decided=False)
+        self.core.jobs = jobs  # only an expiry moved: nothing to route again
+        return _json(shown)
+
+    def _bad_name(self, name):
+        bad = rest_input.job_name(name)
+        return None if bad is None else _json(bad[1], bad[0])
+
+    def _edit(self, edit):
+        """A per-job edit (controller/web/job_edits.py) on the job list as it is: (the new list, None), or (None,
+        the 4xx answer) with nothing changed. A cluster: ZooKeeper's compare-and-set, so a concurrent change of
+        another job on any node is kept (no jobs stored yet: this node's configured ones are the start)."""
+        try:
+            if self._clustered():
+                start = list(self.core.jobs)
+                return self.app.cluster_update("jobs", lambda stored: edit(start if stored is None else stored)), None
+            return edit(self.core.jobs), None
+        except job_edits.RefusedError as refused:
+            return None, _json({"error": refused.message}, refused.status)
+
+    def _in_force(self, jobs, answer):
+        """One controller: the edited list in force and the decision it triggers waited for (urgent, as for the
+        all-jobs POST: a refusal changes nothing)."""
+        ticket = self.core.decisions.request(urgent=True)
+        if isinstance(ticket, Refusal):
+            return self._refused(ticket)
+        self.core.set_jobs(jobs)
+        outcome = self._wait(ticket)
+        return _json(dict(answer, decision=None if isinstance(outcome, Refusal) else _decision_json(outcome)))
+
+    def _stored_job(self, answer, decided=True):
+        """A cluster: the edit is in ZooKeeper, every node's watch applies it and the leader routes it (202: not
+        yet applied); a renew is complete once stored (200)."""
+        leader = (self.app.cluster_json().get("leader") or {}).get("id")
+        answer = dict(answer, cluster={"stored": True, "leader": leader})
+        return _json(dict(answer, decision=None), 202) if decided else _json(answer)
 
     @route("POST", "/mlroute/recompute")
     def post_recompute(self, req, **kwargs):
@@ -209,12 +303,13 @@ class RestController:
         return _json(self.app.cluster_json())
 
     def _authorise(self, req):
-        """A refusal for a POST that may not go on (rate limit first: it counts unauthorised calls too)."""
+        """A refusal for a mutating call that may not go on (rate limit first: it counts unauthorised calls too)."""
         wait = self.app.post_limit.admit(req.remote_addr or "")
         if wait:
             rest = self.core.config["rest"]
-            return self._refused(Refusal(429, retry_after(wait), f"too many POST calls from this client: at most "
-                                         f"{rest['post_rate_per_s']:g}/s (burst {rest['post_burst']})"), "rate_limited")
+            return self._refused(Refusal(429, retry_after(wait), f"too many mutating calls (POST / PUT / DELETE) from "
+                                         f"this client: at most {rest['post_rate_per_s']:g}/s (burst "
+                                         f"{rest['post_burst']})"), "rate_limited")
         token = self.core.config["rest"]["token"]
         if not token:
             return _json({"error": "mutating calls are disabled: set rest.token in the configuration"}, 403)

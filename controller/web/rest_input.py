@@ -104,3 +104,45 @@ def parse_jobs(content_length: int | None, read: Callable[[int], bytes]) -> Resu
         return config.validate_jobs(jobs, "request body"), None
     except config.ConfigError as exc:
         return _error(400, str(exc))
+
+
+JOB_BODY_KEYS = ("hosts", "lease_s", "name", "rings", "stages", "weight")
+
+
+def job_name(name: str) -> Error | None:
+    """400 for a name no per-job path may carry (``config.JOB_NAME``), else None."""
+    problem = config.job_name_problem(name)
+    return None if problem is None else _error(400, f"job name {name[:64]!r}: {problem}")[1]
+
+
+def parse_job(name: str, content_length: int | None, read: Callable[[int], bytes]) -> Result:
+    """``PUT /mlroute/jobs/{name}``'s body ``{hosts?, rings?, stages?, weight?, lease_s?}`` as (the validated job,
+    its lease in seconds or None): the same rules as one entry of a whole-list body (hosts and / or rings /
+    stages, today's host bounds), the name from the path (a ``name`` in the body must be the same)."""
+    bad = job_name(name)
+    if bad is not None:
+        return None, bad
+    body, error = parse_json(content_length, read)
+    if error is not None:
+        return None, error
+    if not isinstance(body, dict):
+        return _error(400, 'request body must be {"hosts": [IPv4, ...], "rings": [[IPv4, ...]], "stages": '
+                           '[[IPv4, ...]], "weight": w, "lease_s": s} (hosts or rings / stages)')
+    extra = sorted(set(body) - set(JOB_BODY_KEYS))
+    if extra:
+        return _error(400, f"request body: unknown key {extra[0][:64]!r} (known: {', '.join(JOB_BODY_KEYS)})")
+    if body.get("name", name) != name:
+        return _error(400, f"request body: name must be the path's ({name!r}) or absent")
+    lease = body.get("lease_s")
+    low, high = config.JOB_LEASE_RANGE_S
+    if lease is not None and (isinstance(lease, bool) or not isinstance(lease, (int, float))
+                              or not low <= lease <= high):
+        return _error(400, f"request body: lease_s must be a number of seconds in [{low:g}, {high:g}] (or null: "
+                           f"no lease), got {str(lease)[:32]}")
+    job = {k: v for k, v in body.items() if k != "lease_s"}
+    job["name"] = name
+    try:
+        (entry,) = config.validate_jobs([job], "request body")
+    except config.ConfigError as exc:
+        return _error(400, str(exc).replace("jobs[0]", "job", 1))
+    return (entry, None if lease is None else float(lease)), None

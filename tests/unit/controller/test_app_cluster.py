@@ -281,3 +281,106 @@ def test_switches_remembering_a_newer_generation_than_zookeeper_are_caught_up_by
     assert set(a.app.datapaths) == set(a.switches), (elections, a.app.roles.generation)
     assert a.app.roles.generation > 40 and elections <= 7, (elections, a.app.roles.generation)
     assert a.app.roles.leading and a.app.cluster_json()["generation"] == a.app.roles.generation
+
+
+# -- per-job REST on a cluster (issue 31) ----------------------------------------------------------------------
+RINGS = [[f"10.0.0.{r + 1 + 4 * i}" for i in range(4)] for r in range(4)]  # ring r: hosts r+1, r+5, r+9, r+13
+
+
+def _rest(lab, method, path, body=None):
+    from controller.web.rest import RestController
+    req = Request.blank(path, method=method, body=b"" if body is None else json.dumps(body).encode(),
+                        headers={"Authorization": "Bearer t"})
+    res = req.get_response(RestController(lab.app))
+    return res.status_code, json.loads(res.body)
+
+
+def _job_names(lab):
+    return sorted(j["name"] for j in lab.app.core.jobs)
+
+
+def _stored(lab):
+    """The job list as ZooKeeper holds it now (read through the node's own session)."""
+    data, _ = lab.app.coordinator.client.get(f"/mlroute/{lab.app.config['cluster']['name']}/shared/jobs")
+    return json.loads(data)
+
+
+def test_a_job_put_to_a_follower_is_stored_and_the_leader_pins_its_ring(node):
+    from controller.state.jobs import HostPair
+
+    a = node("a", mode="mlroute")
+    _join(a)
+    _lead(a)
+    b = node("b", mode="mlroute")
+    _join(b)
+    status, body = _rest(b, "PUT", "/mlroute/jobs/ring0", {"rings": [RINGS[0]], "lease_s": 60})
+    assert status == 202, body
+    assert body["cluster"] == {"stored": True, "leader": "a"} and body["decision"] is None
+    assert body["job"]["lease_s"] == 60.0 and 0 < body["job"]["expires_in_s"] <= 60
+    until(lambda: _job_names(a) == ["ring0"] and _job_names(b) == ["ring0"])
+    assert a.app.core.te_step(wait=True).applied
+    assert set(a.app.core.te.pinned) == {HostPair(RINGS[0][i], RINGS[0][(i + 1) % 4]) for i in range(4)}
+    status, body = _rest(a, "GET", "/mlroute/jobs/ring0")
+    assert status == 200 and body["job"]["lease_s"] == 60.0 and "expires_at" not in body["job"]
+    status, body = _rest(b, "DELETE", "/mlroute/jobs/ring0")
+    assert status == 202 and body["deleted"] == "ring0"
+    until(lambda: _job_names(a) == [] and _job_names(b) == [])
+    assert _rest(a, "DELETE", "/mlroute/jobs/ring0")[0] == 404
+    assert _rest(b, "POST", "/mlroute/jobs/ring0/renew")[0] == 404
+
+
+def test_two_jobs_put_at_once_through_two_nodes_both_stay(node):
+    """Node b reads the stored list, node a stores its job before b writes: b's write is refused by ZooKeeper
+    (the version it read is gone) and b edits the list again, a's job in it. Before: the last writer's list."""
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    assert _rest(b, "PUT", "/mlroute/jobs/ring0", {"rings": [RINGS[0]]})[0] == 202  # the znode exists
+    client, reads, raced = b.app.coordinator.client, [], []
+    real_get = client.get
+
+    def get(path, *args, **kwargs):
+        got = real_get(path, *args, **kwargs)
+        if path.endswith("/shared/jobs") and not args and not kwargs:  # b's edit (its watch reads with a watcher)
+            reads.append(path)
+            if not raced:  # a's PUT lands between b's read and b's write
+                raced.append(_rest(a, "PUT", "/mlroute/jobs/ring1", {"rings": [RINGS[1]]})[0])
+        return got
+    client.get = get
+    try:
+        status, body = _rest(b, "PUT", "/mlroute/jobs/ring2", {"rings": [RINGS[2]], "lease_s": 30})
+    finally:
+        del client.get
+    assert status == 202 and raced == [202] and len(reads) == 2, (status, body, raced, reads)
+    assert sorted(j["name"] for j in _stored(a)) == ["ring0", "ring1", "ring2"]
+    until(lambda: _job_names(a) == _job_names(b) == ["ring0", "ring1", "ring2"])
+
+
+def test_only_the_leader_ends_a_job_whose_lease_ran_out_and_a_renew_through_a_follower_keeps_it(node):
+    from tests.clock import FakeClock
+
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    clock = FakeClock(1.7e9)  # the wall clock every node stamps and judges leases by
+    a.app.core.leases.clock = b.app.core.leases.clock = clock
+    assert _rest(b, "PUT", "/mlroute/jobs/ring0", {"rings": [RINGS[0]], "lease_s": 10})[0] == 202
+    assert _rest(b, "PUT", "/mlroute/jobs/fixed", {"hosts": ["10.0.0.2"]})[0] == 202
+    until(lambda: _job_names(a) == _job_names(b) == ["fixed", "ring0"])
+    assert _stored(a)[0]["expires_at"] == 1.7e9 + 10  # the absolute expiry, in ZooKeeper
+    clock.advance(8)
+    status, body = _rest(b, "POST", "/mlroute/jobs/ring0/renew")
+    assert status == 200 and body["job"]["expires_in_s"] == 10.0 and body["cluster"]["stored"]
+    clock.advance(5)  # past the first lease, within the renewed one
+    a.app._expire_jobs()
+    assert [j["name"] for j in _stored(a)] == ["ring0", "fixed"]
+    clock.advance(5)
+    b.app._expire_jobs()  # a follower ends nothing
+    assert [j["name"] for j in _stored(a)] == ["ring0", "fixed"]
+    a.app._expire_jobs()
+    assert [j["name"] for j in _stored(a)] == ["fixed"]
+    until(lambda: _job_names(a) == _job_names(b) == ["fixed"])
