@@ -191,6 +191,7 @@ class Coordinator:
         """One turn: wait for the lock; holding it, bump the generation and lead until deposed; then let go."""
         self._lock = self.client.Lock(f"{self.base}/election", identifier=self.node_id)
         try:
+            self._drop_own_lock_nodes()
             if not self._lock.acquire():
                 return
             # Deposed is about the session that holds this lock: a session lost while waiting (kazoo's lock
@@ -204,6 +205,8 @@ class Coordinator:
                 return
             LOG.warning("cluster: election interrupted (%s); campaigning again", type(exc).__name__)
             self._wait_for_session()
+            if not self.client.connected:  # ZooKeeper away, the session maybe alive: kazoo reconnects meanwhile
+                self.client.handler.sleep_func(CAMPAIGN_RETRY_S)
             return
         if generation is None:
             self._unclaim()
@@ -213,6 +216,25 @@ class Coordinator:
         self._give_up_lead(f"session {self.state}")
         self._release()
         self._wait_for_session()
+
+    def _drop_own_lock_nodes(self) -> None:
+        """Lock nodes this session left in an earlier turn (an election interrupted by a lost connection while the
+        session lived on: its node stays) are deleted before a new turn: a new lock would otherwise queue behind
+        this node's own old one and wait on itself until the session expired (a lone node that never led)."""
+        election = f"{self.base}/election"
+        session = self.client.client_id[0] if self.client.client_id else None
+        try:
+            children = self.client.get_children(election)
+        except NoNodeError:
+            return
+        for child in children:
+            try:
+                _, stat = self.client.get(f"{election}/{child}")
+                if stat.ephemeralOwner == session:
+                    self.client.delete(f"{election}/{child}")
+                    LOG.info("cluster: removed this session's lock node %s left by an interrupted election", child)
+            except NoNodeError:
+                continue
 
     def _take(self, generation: int) -> None:
         """The bump committed: this node leads at ``generation`` (told before any watch reports a newer one)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from controller.cluster.zookeeper import Coordinator
@@ -373,6 +374,26 @@ def test_zookeeper_stopped_mid_campaign_a_lone_node_leads_once_it_is_back(cluste
         zookeeper.start()
     ra.wait_for(lambda ev: any(e[0] == "leading" for e in ev), timeout_s=4.0 + 1.0)
     assert a.leading and not any(e[0] == "following" for e in ra.events), ra.events
+
+
+def test_an_election_interrupted_after_the_lock_leaves_no_node_to_wait_on(cluster):
+    """The connection is lost between the lock and the bump (the session lives on, so its lock node stays): the
+    next turn must not queue behind that node of its own (before: a lone node waited on itself until its session
+    expired, never, while the session lived; seen under CI's load as a node that never led)."""
+    a, ra = cluster("a", session_timeout_s=4.0, start=False)
+    real_bump, failed = a._bump, []
+
+    def bump():
+        if not failed:
+            failed.append(1)
+            raise ConnectionLoss("injected: the connection dropped before the bump")
+        return real_bump()
+
+    a._bump = bump
+    a.start()
+    ra.wait_for(lambda ev: ("leading", 1) in ev, timeout_s=4.0 + 1.0)
+    assert failed and a.leading
+    assert len(a.client.get_children(f"/mlroute/{cluster.name}/election")) == 1
 
 
 def test_an_exception_in_the_campaign_is_logged_with_its_stack_and_the_campaign_goes_on(cluster, caplog):
