@@ -15,7 +15,7 @@ case "$FRAMEWORK" in
   *) echo "[setup] MLROUTE_FRAMEWORK=$FRAMEWORK: expected ryu or os-ken" >&2; exit 2 ;;
 esac
 
-APT_PACKAGES="openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 procps psmisc python3-venv python3-dev curl prometheus chromium zookeeper"
+APT_PACKAGES="openvswitch-switch mininet iperf3 iputils-ping ethtool iproute2 procps psmisc python3-venv python3-dev curl prometheus chromium zookeeper python3-torch"
 missing=""
 for p in $APT_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
