@@ -64,7 +64,11 @@ class ZooKeeperServer:
             raise RuntimeError(problem)
         log = open(self.root / "server.log", "ab")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-Dzookeeper.log.dir=" + str(self.root), "-cp", f"{CONF_DIR}:{JAR}", MAIN,
+            # C1 only and the serial collector: a test server starts and answers sooner on a loaded machine (a
+            # restarted server gives its restored sessions one timeout from start to reconnect; JIT threads
+            # competing with the tests for 2 cores used it up, and the leader's session expired)
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+             "-Dzookeeper.log.dir=" + str(self.root), "-cp", f"{CONF_DIR}:{JAR}", MAIN,
              str(self.root / "zoo.cfg")], stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
             start_new_session=True)
         log.close()

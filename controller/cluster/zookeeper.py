@@ -222,7 +222,6 @@ class Coordinator:
         session lived on: its node stays) are deleted before a new turn: a new lock would otherwise queue behind
         this node's own old one and wait on itself until the session expired (a lone node that never led)."""
         election = f"{self.base}/election"
-        session = self.client.client_id[0] if self.client.client_id else None
         try:
             children = self.client.get_children(election)
         except NoNodeError:
@@ -230,7 +229,8 @@ class Coordinator:
         for child in children:
             try:
                 _, stat = self.client.get(f"{election}/{child}")
-                if stat.ephemeralOwner == session:
+                client_id = self.client.client_id  # None while disconnected: read once the calls above answered
+                if client_id is not None and stat.ephemeralOwner == client_id[0]:
                     self.client.delete(f"{election}/{child}")
                     LOG.info("cluster: removed this session's lock node %s left by an interrupted election", child)
             except NoNodeError:

@@ -24,7 +24,7 @@ def base_name(env: Mapping[str, str]) -> str | None:
 
 def clean(name: str) -> str:
     """A name that stays one URL path segment and reads the same in logs: letters, digits, ``._-`` only."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:100] or "job"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("._-")[:100] or "job"  # the controller: [A-Za-z0-9] first
 
 
 def group_name(base: str, ranks: Sequence[int], world_size: int) -> str:
