@@ -26,9 +26,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts-per-leaf", type=int, default=2)
     p.add_argument("--pattern", action="append", required=True,
                    help="stride:I | randbij | random | stag:PE,PP | hotspot | allreduce:RINGSxSIZE[,mb=M]"
-                        "[,iters=I][,compute=S]; repeat for several")
+                        "[,iters=I][,compute=S] | torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S] (real "
+                        "PyTorch gloo jobs through torchrun -m mlroute.torch, one rank per host, declaring "
+                        "themselves over a management network; needs python3-torch or $MLROUTE_TORCH_PYTHON); "
+                        "repeat for several")
     p.add_argument("--modes", default=None,
-                   help=f"comma-separated: ecmp, nonblocking, mlroute or any optimiser name (default {MODES}); "
+                   help=f"comma-separated: ecmp, nonblocking, mlroute or any optimiser name, mlroute-undeclared "
+                        "(mode mlroute, the all-reduce jobs not declared: it learns them from their traffic) "
+                        f"(default {MODES}); "
                         f"with --controllers: external (the runs on them) and nonblocking (default {EXTERNAL_MODES})")
     p.add_argument("--bw", type=float, default=10.0, help="link rate in Mb/s (default 10)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds of traffic per run (default 30)")

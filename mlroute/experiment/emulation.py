@@ -55,10 +55,15 @@ class RestApi:
     of_port: int
     rest_port: int | None
 
+    @property
+    def rest_address(self) -> str:
+        """Where the REST API listens (a controller started with ``rest_host`` answers there only)."""
+        return getattr(self, "rest_host", None) or self.host
+
     def url(self, path: str) -> str:
         if self.rest_port is None:
             raise ValueError(f"no REST port given for the controller at {self.host}:{self.of_port}")
-        return f"http://{self.host}:{self.rest_port}{path}"
+        return f"http://{self.rest_address}:{self.rest_port}{path}"
 
     def get(self, path: str) -> Any:
         """GET a REST path: parsed JSON under /mlroute, text elsewhere (/metrics)."""
@@ -92,17 +97,19 @@ class Controller(RestApi):
     """The controller as a subprocess with its own OpenFlow and REST ports and log: ``ryu-manager
     controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework FRAMEWORK`` run by
     the ``mlroute`` next to ``python`` (a venv with that framework; default: this interpreter's), which is the
-    default for any other framework and what ``launcher=True`` chooses for Ryu."""
+    default for any other framework and what ``launcher=True`` chooses for Ryu. ``rest_host``: the REST API
+    listens on that address only (e.g. a management network's bridge, ``management.py``), not 127.0.0.1."""
 
     def __init__(self, workdir: str | Path, config_text: str | None = None, extra_env: dict | None = None,
                  framework: str = "ryu", python: str | None = None, launcher: bool | None = None,
-                 of_port: int | None = None) -> None:
+                 of_port: int | None = None, rest_host: str | None = None) -> None:
         self.framework = framework
         self.launcher = framework != "ryu" if launcher is None else launcher
         self.python = python or sys.executable
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.host = "127.0.0.1"
+        self.rest_host = rest_host
         self.of_port = of_port or free_port()  # a fixed port: a real switch is configured with it
         self.rest_port = free_port()
         self.log_path = self.workdir / "ryu.log"
@@ -118,10 +125,12 @@ class Controller(RestApi):
 
     def command(self) -> list[str]:
         if not self.launcher:
-            return [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-port", str(self.rest_port),
-                    str(APP)]
+            host = ["--wsapi-host", self.rest_host] if self.rest_host else []
+            return [ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), *host, "--wsapi-port",
+                    str(self.rest_port), str(APP)]
+        host = ["--rest-host", self.rest_host] if self.rest_host else []
         return [str(Path(self.python).with_name("mlroute")), "controller", "--framework", self.framework,
-                "--of-port", str(self.of_port), "--rest-port", str(self.rest_port)]
+                "--of-port", str(self.of_port), *host, "--rest-port", str(self.rest_port)]
 
     def _spawn(self) -> subprocess.Popen:
         return subprocess.Popen(self.command(), cwd=self.workdir, env=self._env, stdout=self._log,

@@ -58,6 +58,7 @@ def markdown(data: dict, summary: list[dict]) -> str:
     if above:
         lines += ["", f"Above 1.0 ({', '.join(above)}): no routing beats the non-blocking switch, so its run read "
                   "low. Each run is one measurement on a shared CPU; more seeds or a longer --duration narrow it.", ""]
+    lines += torch_jobs_markdown(data)
     failed = failed_runs(data)
     if failed:
         lines += ["", "Failed runs:", ""] + [f"- {r['pattern']} seed {r['seed']} {r['mode']}: {r['error']}"
@@ -65,6 +66,38 @@ def markdown(data: dict, summary: list[dict]) -> str:
     lines += ["", "Plots: `throughput.png` (aggregate as % of non-blocking), `flows_cdf.png` (per-flow "
               "throughput, iperf3 patterns), `allreduce.png` (iteration times, all-reduce patterns).", ""]
     return "\n".join(lines)
+
+
+def torch_jobs_markdown(data: dict) -> list[str]:
+    """Per real PyTorch job (torch-allreduce runs): its iterations (slowest rank), iteration 0 over the mean of the
+    rest, that mean over the ring's ideal; and whether the controller's elephants were the declared ring edges."""
+    runs = [r for r in data["results"] if "error" not in r and "jobs" in r]
+    if not runs:
+        return []
+    lines = ["", "Real PyTorch gloo jobs (`torchrun -m mlroute.torch`), all-reduce time of the slowest rank per "
+             "iteration; steady = mean of iterations 1.., ideal = 2(n-1)/n x tensor at the link rate:", "",
+             "| pattern | seed | mode | job | hosts | iterations (s) | it. 0 / steady | steady / ideal |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        for job in r["jobs"]:
+            times = ", ".join(f"{t:.2f}" for t in job["allreduce_s"])
+            lines.append(f"| {r['pattern']} | {r['seed']} | {r['mode']} | {job['name']} | {' '.join(job['hosts'])} "
+                         f"| {times} | {job['first_over_steady']:.2f} | {job['steady_over_ideal']:.2f} |")
+    lines += ["", "Ideal all-reduce: " + ", ".join(sorted({f"{r['ideal_allreduce_s']:.2f} s ({r['pattern']})"
+                                                           for r in runs})) + "."]
+    for r in runs:
+        if not r.get("declaring"):
+            continue
+        edges = {(a, b) for rings in r["declared"].values() for ring in rings
+                 for a, b in zip(ring, ring[1:] + ring[:1])}
+        seen = {tuple(p) for p in r["elephant_pairs"]}
+        if r["mode"] == "nonblocking" or not seen:
+            continue
+        verdict = "equal" if seen == edges else (f"differ: {len(seen - edges)} elephant pairs not declared, "
+                                                 f"{len(edges - seen)} declared edges never elephants")
+        lines.append(f"- {r['mode']} seed {r['seed']}: {len(r['declared'])} jobs declared themselves "
+                     f"({len(edges)} ring edges); the elephants' host pairs and the declared edges {verdict}.")
+    return lines
 
 
 def plots(data: dict, summary: list[dict], out_dir: str | Path) -> list[str]:
@@ -120,7 +153,7 @@ def _throughput_plot(plt: ModuleType, data: dict, summary: list[dict], modes: li
 def _flows_cdf_plot(plt: ModuleType, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
     """Per-flow throughput of the iperf3 patterns (all-reduce edges are summarised by iteration times)."""
     cdfs = {mode: sorted(f["mbps"] for r in data["results"] if r.get("mode") == mode and "error" not in r
-                         and not r["pattern"].startswith("allreduce") for f in r["flows"]) for mode in modes}
+                         and "allreduce_s" not in r for f in r["flows"]) for mode in modes}
     if not any(cdfs.values()):
         return None
     fig, ax = plt.subplots(figsize=(5, 3.6))

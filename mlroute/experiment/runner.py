@@ -5,6 +5,7 @@ steady-state throughput (iperf3) or all-reduce iteration times (ring workers).""
 from __future__ import annotations
 
 import re
+import secrets
 import socket
 import sys
 import time
@@ -16,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from mlroute.errors import MlrouteError
-from mlroute.experiment import emulation
+from mlroute.experiment import emulation, torch_jobs
+from mlroute.experiment.management import ManagementNetwork
 from mlroute.experiment.traffic import Iperf3Flows, RingAllReduce, steady_mbps
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.flow import Flow
 from mlroute.workloads.patterns import pattern_pairs
 
 NONBLOCKING = "nonblocking"
+UNDECLARED = "mlroute-undeclared"  # the controller in mode mlroute, the all-reduce jobs not declared to it
 EXTERNAL = "external"  # the runs on --controllers: controllers already running, not started per run
 COUNTERS = {"flows_moved": "mlroute_flows_moved_total", "reoptimisations": "mlroute_reoptimisations_total"}
 POLL_S = 2.0
@@ -99,7 +102,7 @@ def parse_allreduce(spec: str) -> AllReduceSpec:
     return out
 
 
-def ring_placement(ar: AllReduceSpec, n_hosts: int, seed: int) -> list[list[str]]:
+def ring_placement(ar: AllReduceSpec | torch_jobs.TorchAllReduceSpec, n_hosts: int, seed: int) -> list[list[str]]:
     """Rings of distinct hosts (1-based Mininet numbers), seeded: ring j takes the next ``size`` hosts of a
     random permutation, so members land on random edges/pods as in the paper's random placement."""
     if ar.rings * ar.size > n_hosts:
@@ -173,6 +176,23 @@ def leading(controllers: list[emulation.ExternalController]) -> emulation.Extern
     return None
 
 
+def te_mode(mode: str) -> str:
+    """The controller's te.mode of a run's mode (the reference runs plain ECMP)."""
+    return {NONBLOCKING: "ecmp", UNDECLARED: "mlroute"}.get(mode, mode)
+
+
+def declares(spec: ExperimentSpec, mode: str) -> bool:
+    """Whether a run's all-reduce jobs declare themselves (or are declared) to its controller."""
+    return spec.declare_jobs and mode not in (NONBLOCKING, UNDECLARED)
+
+
+def parse_torch(pattern: str) -> torch_jobs.TorchAllReduceSpec:
+    try:
+        return torch_jobs.parse(pattern)
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
+
+
 def validate(spec: ExperimentSpec) -> None:
     """Refuse a grid that cannot run (unknown names, sizes the topology files cannot number, bad patterns)."""
     if spec.topo not in ("fattree", "leafspine"):
@@ -197,11 +217,16 @@ def validate(spec: ExperimentSpec) -> None:
     validate_controllers(spec)
     from mlroute.routing.optimisers import ALGORITHMS
     for mode in spec.modes:
-        if mode not in (NONBLOCKING, EXTERNAL) and mode not in ALGORITHMS:
-            raise ExperimentError(f"unknown mode {mode!r} (ecmp, nonblocking, or an optimiser: "
+        if mode not in (NONBLOCKING, EXTERNAL, UNDECLARED) and mode not in ALGORITHMS:
+            raise ExperimentError(f"unknown mode {mode!r} (ecmp, nonblocking, {UNDECLARED}, or an optimiser: "
                                   f"{', '.join(a for a in ALGORITHMS if a != 'ecmp')})")
     for p in spec.patterns:
-        if p.startswith("allreduce"):
+        if torch_jobs.is_torch_pattern(p) or p.startswith(torch_jobs.PATTERN):
+            ring_placement(parse_torch(p), spec.n_hosts, 0)
+            if spec.controllers:
+                raise ExperimentError(f"{p}: the torch jobs reach the controller over a management network to a "
+                                      "controller the experiment starts; not with --controllers")
+        elif p.startswith("allreduce"):
             ring_placement(parse_allreduce(p), spec.n_hosts, 0)
         else:
             try:
@@ -224,15 +249,18 @@ def build_topo(spec: ExperimentSpec, mode: str) -> Any:
 
 
 def controller_config(spec: ExperimentSpec, mode: str, pattern: str = "", seed: int = 0,
-                      sflow_port: int | None = None) -> str:
+                      sflow_port: int | None = None, token: str | None = None) -> str:
     """The YAML configuration of the controller of one run (the reference runs plain ECMP). An all-reduce's rings
-    are declared as one job (its rings' members by IP, in ring order) unless ``spec.declare_jobs`` is off. With
+    are declared as one job (its rings' members by IP, in ring order) unless ``spec.declare_jobs`` is off or the
+    mode is ``mlroute-undeclared``; torch jobs declare themselves over REST (``token``: rest.token). With
     ``sflow_port`` the controller detects by ``spec.detection`` from a collector on that port."""
-    text = (f"te:\n  mode: {'ecmp' if mode == NONBLOCKING else mode}\n  poll_interval_s: {POLL_S}\n"
+    text = (f"te:\n  mode: {te_mode(mode)}\n  poll_interval_s: {POLL_S}\n"
             f"  host_link_mbps: {spec.bw}\n")
     if sflow_port is not None:
         text += f"  detection: {spec.detection}\n" + emulation.sflow_config(sflow_port)
-    if spec.declare_jobs and mode != NONBLOCKING and pattern.startswith("allreduce"):
+    if token is not None:
+        text += f"rest:\n  token: {token}\n"
+    if declares(spec, mode) and pattern.startswith("allreduce"):
         from mininet_topos.common import host_ip
         rings = ring_placement(parse_allreduce(pattern), spec.n_hosts, seed)
         members = ", ".join("[" + ", ".join(host_ip(int(h[1:])) for h in ring) + "]" for ring in rings)
@@ -246,16 +274,39 @@ def run_one(spec: ExperimentSpec, pattern: str, mode: str, seed: int, workdir: P
     if mode == EXTERNAL:
         return _run_on(spec, pattern, mode, seed, spec.controllers, lambda: leading(spec.controllers))
     sflow_port = emulation.free_port() if spec.detection != "flowstats" and mode != NONBLOCKING else None
-    controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed, sflow_port))
-    try:
-        controller.wait_ready()
-        return _run_on(spec, pattern, mode, seed, controller, lambda: controller, sflow_port)
-    finally:
-        controller.stop()
+    if not torch_jobs.is_torch_pattern(pattern):
+        controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed, sflow_port))
+        try:
+            controller.wait_ready()
+            return _run_on(spec, pattern, mode, seed, controller, lambda: controller, sflow_port)
+        finally:
+            controller.stop()
+    # torch jobs reach the controller's REST over a management network, never through the fabric under test
+    token = secrets.token_hex(16)
+    with ManagementNetwork() as mgmt:
+        controller = emulation.Controller(workdir, controller_config(spec, mode, pattern, seed, sflow_port, token),
+                                          rest_host=mgmt.address)
+        try:
+            controller.wait_ready()
+            torch_run = TorchRun(workdir, mgmt, controller, token)
+            return _run_on(spec, pattern, mode, seed, controller, lambda: controller, sflow_port, torch_run)
+        finally:
+            controller.stop()
+
+
+@dataclass
+class TorchRun:
+    """What a torch-allreduce run needs besides the network: where its ranks write, the management network the
+    hosts reach the controller by, the controller and its REST token."""
+
+    workdir: Path
+    mgmt: ManagementNetwork
+    controller: emulation.Controller
+    token: str
 
 
 def _run_on(spec: ExperimentSpec, pattern: str, mode: str, seed: int, controllers: Any,
-            leader: Callable[[], Any], sflow_port: int | None = None) -> dict:
+            leader: Callable[[], Any], sflow_port: int | None = None, torch_run: TorchRun | None = None) -> dict:
     """A fresh network connected to ``controllers``, converged (pingall without loss: the switches connected and
     routing), traffic, measurement; ``leader()`` is the controller whose REST tells what routing did (None:
     nobody's). The network is always stopped."""
@@ -264,11 +315,15 @@ def _run_on(spec: ExperimentSpec, pattern: str, mode: str, seed: int, controller
         net = emulation.start_network(build_topo(spec, mode), controllers, jumbo=True)
         if sflow_port is not None:
             emulation.enable_sflow(net, sflow_port, spec.sampling)
+        if torch_run is not None:
+            torch_run.mgmt.attach(net)
         if not emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=40, interval=0):
             raise RuntimeError(f"{mode}: the network did not converge (pingall loss) within 40 s")
         before = None if mode == NONBLOCKING else _counters(leader())
         result = {"pattern": pattern, "mode": mode, "seed": seed}
-        if pattern.startswith("allreduce"):
+        if torch_run is not None:
+            result.update(_run_torch(spec, pattern, seed, net, mode, torch_run))
+        elif pattern.startswith("allreduce"):
             result.update(_run_allreduce(spec, pattern, seed, net))
         else:
             result.update(_run_iperf(spec, pattern, seed, net))
@@ -336,11 +391,72 @@ def _run_allreduce(spec: ExperimentSpec, pattern: str, seed: int, net: Any) -> d
                       for ring in rings for r in range(len(ring))]}
 
 
+def _run_torch(spec: ExperimentSpec, pattern: str, seed: int, net: Any, mode: str, run: TorchRun) -> dict:
+    """Real PyTorch gloo jobs through the hook (declared unless the mode says not), one rank per host, hosts of a
+    job in rank order as ``ring_placement`` gives them. While they run, the controller's declared jobs and the
+    host pairs of its elephants are read every second (the declarations are gone once the jobs end)."""
+    ts = parse_torch(pattern)
+    placement = ring_placement(ts, spec.n_hosts, seed)
+    ideal = torch_jobs.ideal_seconds(ts.ranks, ts.mb, spec.bw)
+    url = run.mgmt.url(run.controller.rest_port) if declares(spec, mode) else None  # type: ignore[arg-type]
+    jobs = torch_jobs.TorchJobs(net, placement, ts, run.workdir / "torch", url=url, token=run.token)
+    declared: dict[str, list] = {}
+    elephants: set[tuple[str, str]] = set()
+
+    def watch() -> None:
+        try:
+            for job in run.controller.get("/mlroute/jobs")["jobs"]:
+                declared.setdefault(job["name"], job.get("rings") or [])
+            if mode != NONBLOCKING:
+                elephants.update((e["src_ip"], e["dst_ip"]) for e in run.controller.get("/mlroute/elephants"))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a read missed: the next one comes a second later
+
+    try:
+        jobs.wait(jobs.timeout_s(ideal), watch=watch)
+        watch()  # elephants stay known for te.pattern_memory_s after their flows end
+        per_job = jobs.iteration_times()
+    finally:
+        jobs.stop()
+    return torch_results(ts, spec.bw, placement, [[net.get(h).IP() for h in hosts] for hosts in placement], per_job,
+                         jobs.init_seconds(), jobs.names, declared, sorted(elephants), bool(url))
+
+
+def torch_results(ts: torch_jobs.TorchAllReduceSpec, bw: float, placement: list[list[str]], ips: list[list[str]],
+                  per_job: list[list[float]], init_s: list[float], names: list[str], declared: dict[str, list],
+                  elephant_pairs: list, declaring: bool) -> dict:
+    """A torch run's result: per iteration the slowest job's time (``allreduce_s``, as the ring workers'), per
+    job its iterations, iteration 0 / steady (mean of the rest) and steady / ideal."""
+    ideal = torch_jobs.ideal_seconds(ts.ranks, ts.mb, bw)
+    n_iter = min((len(r) for r in per_job), default=0)
+    iterations = [max(r[i] for r in per_job) for i in range(n_iter)]
+    steady = iterations[1:] if len(iterations) > 1 else iterations
+    mean_steady = float(np.mean(steady)) if steady else float("nan")
+    jobs_out = []
+    for name, hosts, addrs, times, init in zip(names, placement, ips, per_job, init_s):
+        job_steady = float(np.mean(times[1:])) if len(times) > 1 else float("nan")
+        jobs_out.append({"name": name, "hosts": hosts, "ips": addrs, "allreduce_s": times, "init_s": init,
+                         "first_s": times[0] if times else float("nan"), "steady_s": job_steady,
+                         "first_over_steady": times[0] / job_steady if len(times) > 1 else float("nan"),
+                         "steady_over_ideal": job_steady / ideal})
+    moved = 2 * (ts.ranks - 1) / ts.ranks * ts.mb * 8 * ts.ranks * ts.jobs  # Mb per iteration, all ring edges
+    per_edge_mbps = 2 * (ts.ranks - 1) / ts.ranks * ts.mb * 8 / mean_steady if steady else 0.0
+    return {"rings": placement, "jobs": jobs_out, "allreduce_s": iterations, "per_ring_s": per_job,
+            "steady_allreduce_s": mean_steady, "ideal_allreduce_s": ideal, "declaring": declaring,
+            "aggregate_mbps": moved / mean_steady if steady else 0.0, "declared": declared,
+            "elephant_pairs": [list(p) for p in elephant_pairs],
+            # gloo's ring: rank r sends to r-1 (COLLECTIVES.md), so each host sends to its predecessor in rank order
+            "flows": [{"src": hosts[r], "dst": hosts[r - 1], "mbps": per_edge_mbps}
+                      for hosts in placement for r in range(len(hosts))]}
+
+
 def run(spec: ExperimentSpec, out_dir: str | Path, progress: Callable[[str], None] | None = None) -> dict:
     """Run the grid; nonblocking first for each (pattern, seed) so fractions can be computed as runs end."""
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     validate(spec)
     problems = emulation.check_platform()
+    if any(torch_jobs.is_torch_pattern(p) for p in spec.patterns):
+        problems += [p for p in [torch_jobs.torch_problem()] if p]
     if problems:
         raise ExperimentError("; ".join(problems))
     check_controllers(spec.controllers)
