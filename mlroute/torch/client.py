@@ -22,10 +22,12 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from mlroute.errors import MlrouteError  # (standard library only: the hook's one mlroute import)
+
 LOG = logging.getLogger("mlroute.torch")
 
 
-class UnreachableError(Exception):
+class UnreachableError(MlrouteError):
     """No answer from the controller (refused, timed out, unresolvable): worth retrying later."""
 
 
