@@ -51,8 +51,14 @@ class RestController:
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.core = app.core
         self._routes = [(method, _pattern(path), getattr(self, name)) for method, path, name in ROUTES]
+
+    @property
+    def core(self) -> Any:
+        """The app's core in force, read at each call: a cluster node that steps down starts over with a new one
+        (kept from start-up, a re-elected leader answered from the core it had before, and waits for decisions
+        nobody took)."""
+        return self.app.core
 
     @staticmethod
     def paths() -> list[tuple[str, str]]:

@@ -384,3 +384,29 @@ def test_only_the_leader_ends_a_job_whose_lease_ran_out_and_a_renew_through_a_fo
     a.app._expire_jobs()
     assert [j["name"] for j in _stored(a)] == ["fixed"]
     until(lambda: _job_names(a) == _job_names(b) == ["fixed"])
+
+
+def test_rest_answers_from_the_core_in_force_after_a_step_down(node, zookeeper):
+    """A node that steps down starts over with a fresh core; the REST application made at start-up must answer
+    from that one (before: it kept the first core, so a re-elected leader's REST showed stale elephants and its
+    recompute calls waited for decisions nobody took, 503)."""
+    from controller.web.rest import RestController
+
+    a = node("a")
+    _join(a)
+    _lead(a)
+    rest = RestController(a.app)
+    first = a.app.core
+    b = node("b")
+    _join(b)
+    _depose(zookeeper, a)
+    until(lambda: b.app.roles.leading)
+    a.app.core.dirty = True  # a writes, is fenced as SLAVE and steps down: a fresh core
+    a.app.core._stale.add(next(iter(a.switches)))
+    a.app.core.installed[next(iter(a.switches))].flows.clear()
+    a.app.resync()
+    a.pump()
+    assert not a.app.roles.leading and a.app.core is not first
+    assert rest.core is a.app.core
+    res = Request.blank("/mlroute/topology").get_response(rest)
+    assert res.status_code == 200 and json.loads(res.body)["links"] == []  # the fresh core's (nothing learnt yet)
