@@ -14,7 +14,8 @@ same order otherwise. Ryu-free (the Switches app is passed in), installed by con
 A controller cluster's follower may not send (a SLAVE's packet-outs are refused, OpenFlow 1.3 §6.3.6), so a
 ``lldp_allowed(dpid)`` on the app, when set, holds back the ports of switches it says no to: they keep no
 timestamp, so they go first once allowed (the shell sets ``lldp_event`` when this node takes over), and the loop
-looks again every ``HELD_RECHECK_S`` meanwhile instead of spinning on them.
+looks again every ``HELD_RECHECK_S`` meanwhile instead of spinning on them. It asks before every frame, not once
+per batch: a node that steps down mid-batch sends nothing more (before: up to 1.5 s of frames refused IS_SLAVE).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
             if event.is_set():  # a port changed meanwhile: it goes first, the rest of this batch after it
                 interrupted = True
                 break
+            if allowed is not None and not allowed(getattr(port, "dpid", None)):
+                held = True  # stepped down during the batch (a batch lasts ports x 50 ms): not one frame more
+                continue
             switches.send_lldp_packet(port)
             sleep(switches.LLDP_SEND_GUARD)  # don't burst
         if interrupted:

@@ -149,3 +149,27 @@ def test_install_replaces_the_loop_of_the_class():
     Cls.lldp_loop(sw)  # runs the module's loop (inactive: returns at once)
     assert sw.sent == []
 
+
+
+def test_a_node_that_steps_down_mid_batch_sends_not_one_frame_more():
+    """The lead is lost after the batch's third guarded frame: every later frame of that batch is held back
+    (before: the batch went on, up to 1.5 s of packet-outs refused IS_SLAVE by every switch)."""
+    clock = [0.0]
+    sw = FakeSwitches(40, clock)
+    sw.order = [Port(p) for p in sw.order]
+    sw.data = {p: Data(-10.0) for p in sw.order}  # all due: one batch of 40 guarded frames
+    leading = {1, 2}
+    sw.lldp_allowed = lambda dpid: dpid in leading
+    lost_at = []
+
+    def sleep(s):
+        clock[0] += s
+        if len(sw.sent) == 3 and not lost_at:
+            leading.clear()  # stepped down
+            lost_at.append(len(sw.sent))
+
+    def wait(timeout=None):
+        sw.is_active = False
+    sw.lldp_event.wait = wait
+    lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
+    assert lost_at == [3] and len(sw.sent) == 3, sw.sent
