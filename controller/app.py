@@ -105,6 +105,9 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)
         guard.admit = southbound.serialised(guard.admit)  # called from the Switches app's thread
         switches.Switches.lldp_guard = guard
+        collector = getattr(self, "collector", None)  # (none yet at start)
+        if collector is not None and self.core.sflow is not None:
+            collector.agents = self.core.sflow.agents  # samples resolved with the new core's map, not the first's
 
     # -- topology events -------------------------------------------------------------------------------------
     @set_ev_cls(topo_event.EventSwitchEnter)

@@ -325,6 +325,15 @@ def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stop
         assert lab.app.core.sflow.agents.port_of("127.0.0.1", 0, 42) == (1000, 1)  # learned from it
         assert lab.app.core.sflow.ingest.counter_samples == 1
         assert isinstance(lab.app.links_json(), list)  # the link view reads the counter samples
+        # a cluster node that steps down starts over with a new core: the collector learns into that one's map
+        lab.app._new_core(lab.app.core.runner, metrics=lab.app.core.metrics)
+        lab.app.core.switch_connected(1000, [1])  # (its map accepts ports of switches it knows)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(data, ("127.0.0.1", port))
+        deadline = time.monotonic() + 5
+        while lab.app.collector.stats()["decoded"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lab.app.core.sflow.agents.port_of("127.0.0.1", 0, 42) == (1000, 1)
     finally:
         collector = lab.app.collector
         lab.app.release()
