@@ -139,6 +139,8 @@ def test_a_leader_that_resigns_is_followed_by_another_at_a_larger_generation(clu
     a, ra = cluster("a")
     until(lambda: a.leading)
     b, rb = cluster("b")
+    # b is in line (its lock node queued) before a resigns; else a, first in line again, may win generation 2
+    until(lambda: len(a.client.get_children(f"/mlroute/{cluster.name}/election")) == 2)
     a.resign()
     rb.wait_for(lambda ev: ("leading", 2) in ev)
     ra.wait_for(lambda ev: ("following", 1) in ev)  # a stepped down at once
