@@ -62,6 +62,10 @@ def one_run(python: str, modules: list[str], extra: list[str], run_timeout_s: fl
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return "timed out", 0, [], [f"(the whole run, past {run_timeout_s:g} s)"], time.monotonic() - started
+        finally:
+            if proc.poll() is None:  # the soak itself stopped mid-run
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     took = time.monotonic() - started
     if not report.exists():
         return "failed", 0, [f"(no report: pytest exit {code}; see {log})"], [], took
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds; a longer run is killed")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed to each pytest run")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped soak still stops what it started (finally)
     logs = Path(tempfile.mkdtemp(prefix="soak-"))
     beside = None
     if args.beside_unit:
