@@ -165,6 +165,17 @@ def test_a_role_reply_for_an_unknown_switch_is_ignored(node):
     assert not a.app.datapaths
 
 
+def _write_once_deposed(lab):
+    """``lab``, deposed without knowing it, writes (it believes a switch lost its rules and re-adds them): the
+    switches refuse it as SLAVE and it steps down, starting over with a fresh core."""
+    dpid = next(iter(lab.switches))
+    lab.app.core.dirty = True
+    lab.app.core.installed[dpid].flows.clear()
+    lab.app.core._stale.add(dpid)
+    lab.app.resync()
+    lab.pump()
+
+
 def _depose(zookeeper, lab):
     """``lab``'s lock node vanishes behind its back (its session expired while it was paused)."""
     zk = KazooClient(hosts=zookeeper.hosts)
@@ -195,11 +206,7 @@ def test_a_new_leader_starts_from_the_published_links_and_a_deposed_one_forgets_
     b.pump()  # role replies: every switch adopted, no LLDP yet
     assert set(b.app.datapaths) == set(b.switches)
     assert set(b.app.core.topology.links) == set(a.app.core.topology.links)  # from the view, before any LLDP
-    a.app.core.dirty = True  # a writes, is fenced as SLAVE and steps down
-    a.app.core._stale.add(next(iter(a.switches)))
-    a.app.core.installed[next(iter(a.switches))].flows.clear()
-    a.app.resync()
-    a.pump()
+    _write_once_deposed(a)
     assert not a.app.roles.leading
     assert not a.app.core.topology.links and not a.app.core.topology.hosts and not a.app.core.te.pinned
 
@@ -401,11 +408,7 @@ def test_rest_answers_from_the_core_in_force_after_a_step_down(node, zookeeper):
     _join(b)
     _depose(zookeeper, a)
     until(lambda: b.app.roles.leading)
-    a.app.core.dirty = True  # a writes, is fenced as SLAVE and steps down: a fresh core
-    a.app.core._stale.add(next(iter(a.switches)))
-    a.app.core.installed[next(iter(a.switches))].flows.clear()
-    a.app.resync()
-    a.pump()
+    _write_once_deposed(a)
     assert not a.app.roles.leading and a.app.core is not first
     assert rest.core is a.app.core
     res = Request.blank("/mlroute/topology").get_response(rest)
