@@ -23,6 +23,7 @@ from typing import Any
 import webob.exc
 from webob import Request, Response
 
+from controller.decide import job_rings
 from controller.decide.decision_requests import Refusal, retry_after
 from controller.southbound import framework as southbound
 from controller.web import job_edits, rest_input, webui
@@ -170,14 +171,20 @@ class RestController:
     @route("PUT", "/mlroute/jobs/{name}")
     def put_job(self, req, name, **kwargs):
         """Declare (or replace) one job, with an optional lease; the other jobs stay. Answered like the all-jobs
-        POST: once the decision it triggers ended (200), or stored in ZooKeeper on a cluster (202)."""
+        POST: once the decision it triggers ended (200), or stored in ZooKeeper on a cluster (202). With
+        ``choose_ring`` the job is declared with the ring the controller chose (its ``node_ranks`` and
+        ``ring_choice`` in the answer)."""
         denied = self._authorise(req)
         if denied:
             return denied
         parsed, error = rest_input.parse_job(name, req.content_length, self._read(req))
         if error is not None:
             return _json(error[1], error[0])
-        job, lease_s = parsed
+        job, lease_s, ring = parsed
+        if ring is not None:  # the ring chosen on the fabric and jobs in force (controller/decide/job_rings.py)
+            job = job_rings.choose(job, ring, self.core.fabric(), self.core.jobs,
+                                   [st.key for st in self.core.monitor.elephants()], algo=self.core.te.mode,
+                                   seed=self.core.te.seed)
         jobs, answer = self._edit(lambda now: job_edits.put(now, job, lease_s, self.core.leases))
         if jobs is None:
             return answer

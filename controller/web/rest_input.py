@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from controller import config
+from controller.decide import job_rings
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: 1024 jobs of 32 IPv4 hosts fit in a third of it
 MAX_JSON_DEPTH = 32  # a jobs body nests 4 deep; json.loads itself only stops at Python's recursion limit
@@ -106,7 +107,7 @@ def parse_jobs(content_length: int | None, read: Callable[[int], bytes]) -> Resu
         return _error(400, str(exc))
 
 
-JOB_BODY_KEYS = ("hosts", "lease_s", "name", "rings", "stages", "weight")
+JOB_BODY_KEYS = ("choose_ring", "hosts", "lease_s", "name", "ranks_per_host", "rings", "stages", "weight")
 
 
 def job_name(name: str) -> Error | None:
@@ -116,9 +117,11 @@ def job_name(name: str) -> Error | None:
 
 
 def parse_job(name: str, content_length: int | None, read: Callable[[int], bytes]) -> Result:
-    """``PUT /mlroute/jobs/{name}``'s body ``{hosts?, rings?, stages?, weight?, lease_s?}`` as (the validated job,
-    its lease in seconds or None): the same rules as one entry of a whole-list body (hosts and / or rings /
-    stages, today's host bounds), the name from the path (a ``name`` in the body must be the same)."""
+    """``PUT /mlroute/jobs/{name}``'s body ``{hosts?, rings?, stages?, weight?, lease_s?, choose_ring?,
+    ranks_per_host?}`` as (the validated job, its lease in seconds or None, its ring request or None): the same
+    rules as one entry of a whole-list body (hosts and / or rings / stages, today's host bounds), the name from the
+    path (a ``name`` in the body must be the same); ``choose_ring: true`` asks for the ring to be chosen
+    (controller/decide/job_rings.py checks the rest: hosts once each, ring members among them, ranks per host)."""
     bad = job_name(name)
     if bad is not None:
         return None, bad
@@ -139,10 +142,21 @@ def parse_job(name: str, content_length: int | None, read: Callable[[int], bytes
                               or not low <= lease <= high):
         return _error(400, f"request body: lease_s must be a number of seconds in [{low:g}, {high:g}] (or null: "
                            f"no lease), got {str(lease)[:32]}")
-    job = {k: v for k, v in body.items() if k != "lease_s"}
+    choose = body.get("choose_ring", False)
+    if not isinstance(choose, bool):
+        return _error(400, f"request body: choose_ring must be true or false, got {str(choose)[:32]}")
+    if not choose and "ranks_per_host" in body:
+        return _error(400, "request body: ranks_per_host is only read with choose_ring: true")
+    job = {k: v for k, v in body.items() if k not in ("lease_s", "choose_ring", "ranks_per_host")}
     job["name"] = name
     try:
         (entry,) = config.validate_jobs([job], "request body")
     except config.ConfigError as exc:
         return _error(400, str(exc).replace("jobs[0]", "job", 1))
-    return (entry, None if lease is None else float(lease)), None
+    ring = None
+    if choose:
+        problem = job_rings.request_problem(body)
+        if problem is not None:
+            return _error(400, f"request body: {problem}")
+        ring = job_rings.request_of(body)
+    return (entry, None if lease is None else float(lease), ring), None

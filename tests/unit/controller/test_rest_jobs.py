@@ -219,3 +219,124 @@ def test_a_put_whose_decision_would_wait_too_long_is_503_and_changes_nothing():
     app.core.decisions.duration_s = 5.0  # decisions take 5 s: more than the 0.01 s a caller may wait
     status, body = call(app, "PUT", "/mlroute/jobs/ring0", {"rings": [RINGS[0]]})
     assert status == 503 and body["retry_after_s"] == 5 and app.core.jobs == []
+
+
+# -- ring choice (issue 37): the controller chooses a job's host order ---------------------------------------------
+
+#: k=4 fat-tree hosts 10.0.0.1..16 in pod -> edge -> host order; job j on pods {0, 1} or {2, 3}, two hosts of each,
+#: the launcher's order interleaving the pods (A, B, A, B)
+def ip(h):
+    return f"10.0.0.{h + 1}"
+
+
+INTERLEAVED = [[ip(h) for h in hosts] for hosts in ([0, 4, 1, 5], [2, 6, 3, 7], [8, 12, 9, 13], [10, 14, 11, 15])]
+
+
+def failed_core_link_app():
+    """The k=4 fat-tree with pod 0's first aggregation switch cut from its first core switch."""
+    app = App()
+    topo = app.core.topology
+    for link in [lk for lk in topo.links.values() if {lk.src, lk.dst} == {2000, 3001}]:
+        topo.remove_link(link.src, link.src_port, link.dst, link.dst_port)
+    app.core._graph = None
+    app.core.sync()
+    assert len(app.core.fabric().failed_links) == 0 and app.core.fabric().n_switch_links == 2 * 31
+    return app
+
+
+def gloo_pairs(order):
+    """The host pairs gloo's ring sends on with node rank i on ``order[i]``: i -> i-1."""
+    return {HostPair(order[i], order[i - 1]) for i in range(len(order))}
+
+
+def pod(address):
+    return (int(address.rsplit(".", 1)[1]) - 1) // 4
+
+
+def rank_order(hosts):
+    """The ring gloo runs over hosts in the launcher's order, as mlroute declares rings (member i sends to i+1)."""
+    return hosts[:1] + hosts[:0:-1]
+
+
+def test_a_chosen_ring_crosses_the_core_twice_is_pinned_in_glooes_direction_and_get_shows_it():
+    app = failed_core_link_app()
+    for j in (1, 2, 3):  # the other jobs run in rank order
+        call(app, "PUT", f"/mlroute/jobs/j{j}", {"rings": [rank_order(INTERLEAVED[j])]})
+    status, body = call(app, "PUT", "/mlroute/jobs/j0", {"hosts": INTERLEAVED[0], "choose_ring": True,
+                                                         "ranks_per_host": 2})
+    assert status == 200, body
+    job, choice = body["job"], body["job"]["ring_choice"]
+    ranks = job["node_ranks"]
+    order = sorted(ranks, key=ranks.get)
+    assert sorted(ranks.values()) == [0, 1, 2, 3] and set(order) == set(INTERLEAVED[0])
+    assert sum(pod(order[i]) != pod(order[i - 1]) for i in range(4)) == 2  # A, A, B, B up to rotation
+    assert choice["helps"] and choice["gain"] > 1 and choice["crossings"]["pod"] == [4, 2, 2]
+    assert choice["first_rank"] == {h: 2 * ranks[h] for h in order} and choice["world_size"] == 8
+    assert job["hosts"] == INTERLEAVED[0]  # as the launcher gave them; node_ranks says who runs which
+    assert ring_pairs(*job["rings"]) == gloo_pairs(order)
+    assert {p for p in app.core.te.pinned if p.src_ip in INTERLEAVED[0]} == gloo_pairs(order)
+    assert call(app, "GET", "/mlroute/jobs/j0", token=None)[1]["job"] == job
+
+
+def test_four_interleaved_jobs_chosen_in_turn_all_run_at_the_ideal_rate():
+    app = failed_core_link_app()
+    for j, hosts in enumerate(INTERLEAVED):
+        status, body = call(app, "PUT", f"/mlroute/jobs/j{j}", {"hosts": hosts, "choose_ring": True})
+        assert status == 200, body
+    after = app.core.te.last.after
+    assert set(after["jobs"]) == {"j0", "j1", "j2", "j3"}
+    assert max(j["allreduce_relative"] for j in after["jobs"].values()) == pytest.approx(1.0)
+
+
+def test_rank_order_rings_leave_the_worst_job_at_twice_ideal():
+    """The control of the test above: the same jobs declared with rank-order rings in gloo's direction."""
+    app = failed_core_link_app()
+    for j, hosts in enumerate(INTERLEAVED):
+        call(app, "PUT", f"/mlroute/jobs/j{j}", {"rings": [rank_order(hosts)]})
+    worst = max(j["allreduce_relative"] for j in app.core.te.last.after["jobs"].values())
+    assert worst == pytest.approx(2.0)
+
+
+def test_one_host_per_pod_no_order_helps_the_given_order_is_kept_and_the_answer_says_so():
+    app = failed_core_link_app()
+    per_pod = [[ip(i), ip(4 + i), ip(8 + i), ip(12 + i)] for i in range(4)]
+    for j, hosts in enumerate(per_pod):
+        status, body = call(app, "PUT", f"/mlroute/jobs/p{j}", {"hosts": hosts, "choose_ring": True})
+        assert status == 200, body
+        choice = body["job"]["ring_choice"]
+        assert not choice["helps"] and choice["gain"] == 1.0 and "no order helps" in choice["reason"]
+        assert body["job"]["node_ranks"] == {h: i for i, h in enumerate(hosts)}
+        assert ring_pairs(*body["job"]["rings"]) == gloo_pairs(hosts)
+
+
+def test_a_host_not_on_the_fabric_keeps_the_given_order_and_says_why():
+    app = failed_core_link_app()
+    hosts = [ip(0), ip(4), "10.9.9.9"]
+    status, body = call(app, "PUT", "/mlroute/jobs/j", {"hosts": hosts, "choose_ring": True})
+    assert status == 200 and not body["job"]["ring_choice"]["helps"]
+    assert "10.9.9.9" in body["job"]["ring_choice"]["reason"] and body["job"]["node_ranks"] == {ip(0): 0, ip(4): 1,
+                                                                                             "10.9.9.9": 2}
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"hosts": [ip(0), ip(4), ip(0)], "choose_ring": True}, ("10.0.0.1", "twice")),
+    ({"hosts": [ip(0), ip(4)], "rings": [[ip(0), ip(5)]], "choose_ring": True}, ("10.0.0.6", "not in hosts")),
+    ({"rings": [[ip(0), ip(5)]], "choose_ring": True}, ("needs hosts",)),
+    ({"hosts": [ip(0), ip(4)], "stages": [[ip(0), ip(4)]], "choose_ring": True}, ("stages",)),
+    ({"hosts": [ip(0), ip(4)], "choose_ring": "yes"}, ("choose_ring", "true or false")),
+    ({"hosts": [ip(0), ip(4)], "ranks_per_host": 2}, ("ranks_per_host", "choose_ring")),
+    ({"hosts": [ip(0), ip(4)], "choose_ring": True, "ranks_per_host": 0}, ("ranks_per_host",)),
+    ({"hosts": [ip(0), ip(4)], "choose_ring": True, "ranks_per_host": True}, ("ranks_per_host",)),
+    ({"hosts": [ip(0), ip(4)], "choose_ring": True, "ranks_per_host": {ip(0): 2, ip(9): 1}}, ("10.0.0.10",)),
+    ({"hosts": [ip(0), ip(4)], "choose_ring": True, "ranks_per_host": {ip(0): 2.5}}, ("ranks_per_host",)),
+])
+def test_a_bad_ring_request_is_400_and_changes_nothing(body, words):
+    app = failed_core_link_app()
+    call(app, "PUT", "/mlroute/jobs/ring0", {"rings": [RINGS[0]], "lease_s": 10})
+    jobs, pins, decisions = list(app.core.jobs), dict(app.core.te.pinned), app.core.decisions.decisions
+    status, answer = call(app, "PUT", "/mlroute/jobs/j", body)
+    assert status == 400 and set(answer) == {"error"}, answer
+    for word in words:
+        assert word in answer["error"]
+    assert app.core.jobs == jobs and app.core.te.pinned == pins and not app.core.decide_now
+    assert app.core.decisions.decisions == decisions
