@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="search time limit in seconds (ilp default 60, mlroute local search default 2)")
     p.add_argument("--runs", type=int, default=None,
                    help="runs of the optimiser for the median runtime (default 5; 1 for ilp and annealing)")
+    p.add_argument("--choose-rings", action="store_true",
+                   help="choose each ring's host order first (mlroute.routing.ring_choice; --traffic files in the "
+                        "authors' format, rings in the files' send direction) and route the chosen rings")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
@@ -124,6 +127,35 @@ def load_traffic(args: argparse.Namespace, fab: Fabric) -> tuple[list[Flow], lis
     return flows, origins, specs
 
 
+def _choose_rings(args: argparse.Namespace, fab: Fabric) -> tuple[list[Flow], list[dict]]:
+    """Every ring of every all-reduce job in the --traffic files chosen in turn (the others as they stand), in
+    the files' send direction (member i -> i+1): (the flows of the chosen rings, one report row per ring)."""
+    from mlroute.routing.ring_choice import choose_ring, ring_flows
+    from mlroute.workloads.flowfile import is_flow_file
+    from mlroute.workloads.jobs import WorkloadError, read_traffic_files
+
+    if args.pattern or any(is_flow_file(p) for p in args.traffic):
+        raise UsageError("--choose-rings needs --traffic files in the authors' format (ring all-reduce jobs)")
+    try:
+        jobs = read_traffic_files(args.traffic, fab.hosts_per_tor, tors=len(fab.leaves))
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    place = {h: t for job in jobs for h, t in job.host_tor.items()}
+    rings = [(job.name, list(ring)) for job in jobs if job.kind == "allreduce" for ring in job.rings]
+
+    def flows_except(skip: int) -> list[Flow]:
+        return [f for i, (name, order) in enumerate(rings) if i != skip
+                for f in ring_flows(order, job=name, direction="next", place=place)]
+
+    rows = []
+    for i, (name, order) in enumerate(rings):
+        c = choose_ring(fab, order, flows_except(i), job=name, direction="next", objective=args.objective,
+                        algo=args.algo, seed=args.seed, place=place)
+        rings[i] = (name, list(c.order))
+        rows.append(dict(c.as_dict(), job=name, ring=i))
+    return flows_except(-1), rows
+
+
 def _fmt_host(h: object) -> object:
     return h if isinstance(h, (int, str)) else str(h)
 
@@ -134,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
 
     fab = build_fabric(args)
     flows, _, specs = load_traffic(args, fab)
+    chosen = _choose_rings(args, fab) if getattr(args, "choose_rings", False) else None
+    if chosen is not None:
+        flows = chosen[0]
     fn = OPTIMISERS[args.algo]
     runs = args.runs if args.runs is not None else (1 if args.algo in ("ilp", "annealing") else 5)
     if runs < 1:
@@ -167,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if "jobs" in rep:
         out["jobs"] = rep["jobs"]
+    if chosen is not None:
+        out["ring_choice"] = chosen[1]
     out["routes"] = [{"src": _fmt_host(f.src), "dst": _fmt_host(f.dst), "path": list(p) if p is not None else None}
                      for f, p in zip(flows, routing.paths)]
     try:
@@ -220,9 +257,22 @@ def _print_table(out: dict) -> None:
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")
+    if out.get("ring_choice"):
+        print()
+        print(f"{'ring choice: job':<24} {'ring':>5} {'helps':>6} {'time / ideal: given':>20} {'chosen':>7} "
+              f"{'cross-rack (bound)':>19} {'method':>8}")
+        for c in out["ring_choice"]:
+            rack = c["crossings"]["rack"]
+            print(f"{c['job']:<24} {c['ring']:>5} {'yes' if c['helps'] else 'no':>6} "
+                  f"{_fmt_ratio(c['given_relative']):>20} {_fmt_ratio(c['chosen_relative']):>7} "
+                  f"{f'{rack[0]} -> {rack[1]} ({rack[2]})':>19} {c['method']:>8}")
     if out.get("jobs"):
         print()
         print(f"{'job':<24} {'flows':>6} {'min rate':>9} {'ideal':>7} {'All-Reduce time / ideal':>24}")
         for name, j in out["jobs"].items():
             print(f"{name:<24} {j['flows']:>6} {j['min_rate']:>9.3f} {j['ideal_min_rate']:>7.3f} "
                   f"{j['allreduce_relative']:>24.3f}")
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "inf" if x is None else f"{x:.3f}"

@@ -94,3 +94,35 @@ def test_bad_fabric_arguments(capsys):
     assert run(capsys, "--fabric", "fattree", "--k", "5", "--pattern", "randbij")[0] == 2
     rc, _, err = run(capsys, "--fabric", "fattree", "--pattern", "stride:0")
     assert rc == 2 and "--pattern" in err
+
+
+def _interleaved_jobs(tmp_path):
+    """issue 37's case as authors' files: 4 jobs x 4 hosts on a k=4 fat-tree, each on two pods, rank order A, B,
+    A, B, written in gloo's direction (rank r sends to r-1: the ring reversed)."""
+    from mlroute.workloads.jobs import Job, write_traffic_files
+
+    jobs = []
+    for j, hosts in enumerate(([0, 4, 1, 5], [2, 6, 3, 7], [8, 12, 9, 13], [10, 14, 11, 15])):
+        ring = hosts[:1] + hosts[:0:-1]
+        jobs.append(Job(f"j{j}", "allreduce", [ring], 1e6, 1.0, 0.0, 1, {h: h // 2 for h in hosts}))
+    return [str(p) for p in write_traffic_files(jobs, tmp_path)]
+
+
+def test_choose_rings_takes_the_worst_job_from_twice_ideal_to_ideal(capsys, tmp_path):
+    files = _interleaved_jobs(tmp_path)
+    base = ("--fabric", "fattree", "--k", "4", "--failed-links", "agg0_0:core0", "--objective", "job",
+            "--runs", "1", "--traffic", *files)
+    common = ("--json", *base)
+    _, out, _ = run(capsys, *common)
+    assert max(j["allreduce_relative"] for j in json.loads(out)["jobs"].values()) == pytest.approx(2.0)
+    rc, out, _ = run(capsys, "--choose-rings", *common)
+    d = json.loads(out)
+    assert rc == 0 and max(j["allreduce_relative"] for j in d["jobs"].values()) == pytest.approx(1.0)
+    assert [c["job"] for c in d["ring_choice"]] == ["j0", "j1", "j2", "j3"] and d["ring_choice"][0]["helps"]
+    rc, out, _ = run(capsys, "--choose-rings", *base)
+    assert rc == 0 and "ring choice" in out and "4 -> 2 (2)" in out
+
+
+def test_choose_rings_needs_ring_jobs(capsys):
+    rc, _, err = run(capsys, "--fabric", "fattree", "--pattern", "stride:4", "--choose-rings")
+    assert rc != 0 and "--choose-rings" in err
