@@ -102,6 +102,8 @@ class ManagementNetwork:
             number = int(host.name.lstrip("h"))
             outer, inner = f"{ROOT_PREFIX}{host.name}", f"{host.name}{HOST_SUFFIX}"
             addr = host_address(number)
+            if outer in _links():  # the last network's, its namespace still being dismantled by the kernel
+                _ip("link", "del", outer, check=False)
             _ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", str(host.pid))
             self._veths.append(outer)
             _ip("link", "set", outer, "master", self.bridge, "up")
@@ -111,6 +113,13 @@ class ManagementNetwork:
                 raise ManagementError(f"{host.name}: could not configure {inner}: {out.strip()}")
             self.hosts[host.name] = addr
         return dict(self.hosts)
+
+    def detach(self) -> None:
+        """Delete the hosts' veths (before their network stops; the bridge stays for the next network)."""
+        for dev in self._veths:
+            _ip("link", "del", dev, check=False)
+        self._veths.clear()
+        self.hosts.clear()
 
     def url(self, port: int) -> str:
         """The controller's REST root as the hosts reach it."""

@@ -140,7 +140,7 @@ def records(text: str) -> list[dict]:
 
 
 def torchrun_command(python: str, nnodes: int, node_rank: int, master: str, port: int, spec: TorchAllReduceSpec,
-                     iterations: int) -> list[str]:
+                     iterations: int, hold_until: Path | None = None) -> list[str]:
     """One host's launch of one rank, as a user launches a multi-node job (``python -m torch.distributed.run`` is
     ``torchrun`` under that interpreter)."""
     return [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc_per_node", "1",
@@ -148,7 +148,7 @@ def torchrun_command(python: str, nnodes: int, node_rank: int, master: str, port
             "--monitor_interval", "1",  # the agent notices its worker's end within 1 s, not 5
             "--redirects", "1", "--tee", "1",  # Debian's torchrun 1.13 on Python 3.11 crashes without both
             "-m", "mlroute.torch", str(SCRIPT), "--mb", f"{spec.mb:g}", "--iters", str(iterations),
-            "--compute", f"{spec.compute_s:g}"]
+            "--compute", f"{spec.compute_s:g}", *(["--hold-until", str(hold_until)] if hold_until else [])]
 
 
 def slowest_per_iteration(per_rank: list[list[dict]]) -> list[float]:
@@ -187,6 +187,8 @@ class TorchJobs:
         self.names = names or [f"job{j}" for j in range(len(jobs))]
         self.ranks: list[Rank] = []
         self.started = time.monotonic()
+        self.release = self.workdir / "measured"  # created once every job reported its last iteration
+        self.release.unlink(missing_ok=True)
         pythonpath = hook_path(self.workdir)
         try:
             for j, hosts in enumerate(jobs):
@@ -194,7 +196,8 @@ class TorchJobs:
                 for r, name in enumerate(hosts):
                     host = net.get(name)
                     env = self._env(host, pythonpath, self.names[j], url, token, lease_s)
-                    cmd = torchrun_command(self.python, len(hosts), r, master, base_port + j, spec, self.iterations)
+                    cmd = torchrun_command(self.python, len(hosts), r, master, base_port + j, spec, self.iterations,
+                                           self.release)
                     log = self.workdir / f"{self.names[j]}-rank{r}-{name}.log"
                     with open(log, "wb") as out:
                         proc = host.popen(cmd, env=env, cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT)
@@ -231,6 +234,9 @@ class TorchJobs:
         output of the ranks that failed, or of all when the time ran out (then they are killed)."""
         deadline = time.monotonic() + timeout_s
         while self.alive():
+            if not self.release.exists() and (all(len(t) == self.iterations for t in self.iteration_times())
+                                              or any(r.proc.poll() not in (None, 0) for r in self.ranks)):
+                self.release.touch()  # every job measured (or one failed): now they may all tear down
             if time.monotonic() > deadline:
                 self.stop()
                 raise TorchJobsError(f"the torch jobs did not finish within {timeout_s:.0f} s:\n{self.tails()}")

@@ -1,0 +1,236 @@
+"""Real PyTorch training jobs declare themselves (issue 31): Debian's python3-torch gloo jobs, one rank per host of
+the emulated k=4 fat-tree at 10 Mb/s, each host running its own ``torchrun ... -m mlroute.torch`` and reaching the
+controller's REST over a management network (a veth per host to a bridge in the root namespace, 198.18.0.0/16),
+never through the fabric. Nobody POSTs anything by hand: the hook PUTs each job before init_process_group returns,
+renews its lease and deletes it at exit.
+
+One scenario, in order: 4 jobs x 4 ranks (2 MB, 4 iterations) under mlroute, then (on the same network) two jobs
+of which one is killed with SIGKILL, then the same 4 jobs under ECMP on a fresh network and controller.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+
+import pytest
+
+from mlroute.experiment import torch_jobs
+from mlroute.experiment.management import ManagementNetwork
+from mlroute.experiment.runner import ring_placement
+from tests.integration import harness
+from tests.integration.flowtables import dump_flows
+
+PATTERN = "torch-allreduce:4x4,mb=2,iters=4"
+SPEC = torch_jobs.parse(PATTERN)
+SEED = 1
+BW = 10.0
+LEASE_S = 6.0  # short, so a killed job ends within the test; renewed every 2 s
+IDEAL_S = torch_jobs.ideal_seconds(SPEC.ranks, SPEC.mb, BW)  # 2.4 s
+# controller/desired/rules.py: a declared pair's ingress (PRIO_PAIR) and upward hops (PRIO_PAIR_HOP), a pinned
+# elephant's upward hops (PRIO_ELEPHANT); a counting rule (PRIO_FLOW) that outputs (a pinned first hop) counts too
+PIN_PRIORITIES = (15, 25, 30)
+PRIO_FLOW = 20
+
+
+TORCH_MISSING = torch_jobs.torch_problem() if shutil.which("mnexec") else None  # no Mininet: conftest skips
+pytestmark = pytest.mark.skipif(TORCH_MISSING is not None, reason=f"{TORCH_MISSING} (scripts/setup_env.sh installs "
+                                                                    "python3-torch)")
+
+
+class TorchFabric:
+    """A controller whose REST listens on the management bridge only, a fat-tree connected to it, every host on
+    the management network."""
+
+    def __init__(self, mode, mgmt, workdir):
+        self.mode = mode
+        self.mgmt = mgmt
+        self.workdir = workdir
+        self.token = "torch-jobs-test-token"
+        self.net = None
+        config = harness.te_config(mode, f"rest:\n  token: {self.token}\n")
+        self.controller = harness.Controller(workdir / "ctl", config, rest_host=mgmt.address)
+        self.controller.wait_ready()
+        from mininet_topos.fattree import FatTreeTopo
+        self.net = harness.start_network(FatTreeTopo(k=4, bw=BW), self.controller, jumbo=True)
+        mgmt.attach(self.net)
+        assert harness.wait_until(lambda: harness.ping_all_concurrently(self.net) == 0, timeout=60, interval=1), \
+            "the fabric did not converge"
+        self.url = mgmt.url(self.controller.rest_port)
+
+    def jobs(self, placement, workdir, iterations=None, names=None):
+        return torch_jobs.TorchJobs(self.net, placement, SPEC, workdir, url=self.url, token=self.token,
+                                    lease_s=LEASE_S, iterations=iterations, names=names)
+
+    def stop(self):
+        try:
+            self.mgmt.detach()
+            if self.net is not None:
+                harness.stop_network(self.net)
+        finally:
+            self.controller.stop()
+            print(f"\n--- {self.mode} controller log tail ---\n{self.controller.log()[-1500:]}")
+
+
+@pytest.fixture(scope="module")
+def mgmt():
+    with ManagementNetwork() as network:
+        yield network
+
+
+@pytest.fixture(scope="module")
+def fabrics(mgmt, tmp_path_factory):
+    """``make(mode)``: a fresh controller and network; the one before is stopped first (one network at a time)."""
+    made = []
+
+    def make(mode):
+        for fab in made:
+            fab.stop()
+        made.clear()
+        fab = TorchFabric(mode, mgmt, tmp_path_factory.mktemp(mode))
+        made.append(fab)
+        return fab
+
+    yield make
+    for fab in made:
+        fab.stop()
+
+
+@pytest.fixture(scope="module")
+def mlroute_fabric(fabrics):
+    return fabrics("mlroute")
+
+
+PLACEMENT = ring_placement(SPEC, 16, SEED)  # hosts of each job in rank order
+
+
+def run_jobs(fab, workdir):
+    """The 4 jobs to their end; what the controller showed meanwhile (declared jobs, elephants' host pairs), read
+    every second: a job deletes itself at exit, and its elephants go with it."""
+    jobs = fab.jobs(PLACEMENT, workdir)
+    declared, elephants = {}, set()
+
+    def watch():
+        try:
+            for job in fab.controller.get("/mlroute/jobs")["jobs"]:
+                declared.setdefault(job["name"], job["rings"])
+            elephants.update((e["src_ip"], e["dst_ip"]) for e in fab.controller.get("/mlroute/elephants"))
+        except OSError:
+            pass
+
+    try:
+        jobs.wait(jobs.timeout_s(IDEAL_S), watch=watch)
+        times = jobs.iteration_times()
+    finally:
+        jobs.stop()
+    print(f"{fab.mode}: per-job iterations {times} (ideal {IDEAL_S:.2f} s), init {jobs.init_seconds()}")
+    return {"times": times, "declared": declared, "elephants": elephants,
+            "ips": [[fab.net.get(h).IP() for h in hosts] for hosts in PLACEMENT]}
+
+
+@pytest.fixture(scope="module")
+def mlroute_run(mlroute_fabric, tmp_path_factory):
+    return run_jobs(mlroute_fabric, tmp_path_factory.mktemp("mlroute-jobs"))
+
+
+@pytest.fixture(scope="module")
+def ecmp_run(fabrics, tmp_path_factory):
+    return run_jobs(fabrics("ecmp"), tmp_path_factory.mktemp("ecmp-jobs"))
+
+
+def steady(times):
+    return sum(times[1:]) / len(times[1:])
+
+
+def test_declared_jobs_run_iteration_0_at_the_steady_speed_and_steady_at_the_ideal(mlroute_run):
+    times = mlroute_run["times"]
+    assert [len(t) for t in times] == [SPEC.iterations] * SPEC.jobs, times
+    for j, t in enumerate(times):
+        assert t[0] <= 1.10 * steady(t), f"job {j}: iteration 0 {t[0]:.2f} s vs steady {steady(t):.2f} s: {times}"
+        assert steady(t) <= 1.05 * IDEAL_S, f"job {j}: steady {steady(t):.2f} s vs ideal {IDEAL_S:.2f} s: {times}"
+
+
+def test_the_declared_pairs_are_the_pairs_that_carried_the_bytes(mlroute_run):
+    declared = mlroute_run["declared"]
+    assert sorted(declared) == [f"job{j}" for j in range(SPEC.jobs)], declared
+    for j, ips in enumerate(mlroute_run["ips"]):
+        (ring,) = declared[f"job{j}"]
+        # gloo sends r -> r-1: the declared ring is the ranks' hosts in descending rank order (any rotation)
+        start = ring.index(ips[-1])
+        assert ring[start:] + ring[:start] == list(reversed(ips)), (j, ring, ips)
+    edges = {(a, b) for rings in declared.values() for ring in rings for a, b in zip(ring, ring[1:] + ring[:1])}
+    # elephants are 5-tuples the switches counted above 1 Mb/s for two polls: the pairs that carried the bytes
+    assert mlroute_run["elephants"] == edges, (sorted(mlroute_run["elephants"] - edges),
+                                               sorted(edges - mlroute_run["elephants"]))
+
+
+def pair_rules(pairs):
+    """Host pair -> number of rules on the switches' tables that pin its traffic: the declared pair's, and those of
+    its 5-tuples once they are known elephants (the pair's pin passes to them)."""
+    found = dict.fromkeys(pairs, 0)
+    for sw in [f"e{p}_{i}" for p in range(4) for i in range(2)] + [f"a{p}_{i}" for p in range(4) for i in range(2)]:
+        for rule in dump_flows(sw):
+            key = (rule["match"].get("ipv4_src"), rule["match"].get("ipv4_dst"))
+            pins = rule["priority"] in PIN_PRIORITIES or (rule["priority"] == PRIO_FLOW
+                                                           and rule["actions"].startswith("output"))
+            if pins and key in found:
+                found[key] += 1
+    return found
+
+
+def ring_edges(ips):
+    """gloo's ring edges of a job whose rank r runs on ips[r]: r -> r-1."""
+    return [(ips[r], ips[r - 1]) for r in range(len(ips))]
+
+
+def test_a_killed_job_ends_within_its_lease_and_its_pins_leave(mlroute_fabric, mlroute_run, tmp_path):
+    fab = mlroute_fabric
+    ctl = fab.controller
+    assert not ctl.get("/mlroute/jobs")["jobs"], "the jobs of the first run deleted themselves at exit"
+    placement = PLACEMENT[:2]
+    jobs = fab.jobs(placement, tmp_path, iterations=200, names=["victim", "survivor"])
+    try:
+        ips = [[fab.net.get(h).IP() for h in hosts] for hosts in placement]
+        victim, survivor = (ring_edges(x) for x in ips)
+
+        def running():
+            names = {j["name"] for j in ctl.get("/mlroute/jobs")["jobs"]}
+            return names == {"victim", "survivor"} and all(len(t) >= 1 for t in jobs.iteration_times())
+        assert harness.wait_until(running, timeout=torch_jobs.STARTUP_S, interval=1), jobs.tails()
+        pinned_before = pair_rules(victim + survivor)
+        assert all(pinned_before[e] for e in victim + survivor if _crosses_edge(fab, e)), (
+            pinned_before, ctl.get("/mlroute/elephants"))
+
+        jobs.kill(0, signal.SIGKILL)  # every rank: torchrun and its worker, no clean-up of any kind
+        killed = time.monotonic()
+        gone = harness.wait_until(lambda: "victim" not in {j["name"] for j in ctl.get("/mlroute/jobs")["jobs"]},
+                                  timeout=3 * LEASE_S, interval=0.2)
+        ended_s = time.monotonic() - killed
+        unpinned = harness.wait_until(lambda: not any(pair_rules(victim).values()), timeout=3 * LEASE_S, interval=0.2)
+        unpinned_s = time.monotonic() - killed
+        print(f"killed job: gone from /mlroute/jobs {ended_s:.1f} s after SIGKILL, its pair rules "
+              f"{unpinned_s:.1f} s (lease {LEASE_S:g} s, polls {harness.POLL_S} s)")
+        assert gone and ended_s <= LEASE_S + harness.POLL_S, ended_s
+        assert unpinned and unpinned_s <= LEASE_S + harness.POLL_S + 2, unpinned_s
+        assert not {(e["src_ip"], e["dst_ip"]) for e in ctl.get("/mlroute/elephants")} & set(victim)
+        # the other job is untouched: still declared (its own lease renewed) and still pinned
+        assert {j["name"] for j in ctl.get("/mlroute/jobs")["jobs"]} == {"survivor"}
+        assert all(n for e, n in pair_rules(survivor).items() if _crosses_edge(fab, e)), pair_rules(survivor)
+        assert jobs.alive(1)
+    finally:
+        jobs.stop()
+
+
+def _crosses_edge(fab, edge):
+    """Whether a ring edge leaves its edge switch (pairs under one edge switch have no pinned path to install)."""
+    a, b = (int(ip.rsplit(".", 1)[1]) for ip in edge)
+    return (a - 1) // 2 != (b - 1) // 2
+
+
+def test_the_same_jobs_under_ecmp_are_slower(mlroute_run, ecmp_run):
+    worst = {name: max(max(t[0], steady(t)) for t in run["times"])
+             for name, run in (("mlroute", mlroute_run), ("ecmp", ecmp_run))}
+    print(f"worst job's iteration 0 or steady: {worst}")
+    assert [len(t) for t in ecmp_run["times"]] == [SPEC.iterations] * SPEC.jobs, ecmp_run["times"]
+    assert worst["ecmp"] > 1.2 * worst["mlroute"], (mlroute_run["times"], ecmp_run["times"])
