@@ -10,6 +10,7 @@ controller cluster's roles and leadership (a ``cluster:`` section) are ``control
 """
 
 import logging
+import os
 import sys
 import time
 
@@ -25,6 +26,7 @@ from controller.southbound.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, 
 from controller.southbound.handlers import set_ev_cls
 from controller.southbound.log_throttle import LogThrottle
 from controller.southbound.openflow_errors import SentChanges
+from controller.state import job_state_file
 from controller.state.linkstats import LinkLoad
 from controller.state.monitor import StatsAssembler
 from controller.web.rest import RestController
@@ -97,9 +99,14 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
     def _new_core(self, runner, metrics=None):
         """A core knowing nothing yet (at start; a cluster node that stepped down starts over with one, keeping
         its metrics, jobs and objective): LLDP's guard and the ECMP estimate read the new one."""
-        # long syncs yield; a cluster's job leases expire on the wall clock, stored for whichever node leads
+        # long syncs yield; a cluster's job leases expire on the wall clock, stored for whichever node leads; one
+        # controller keeps its declared jobs in a file (a cluster: in ZooKeeper), read back here
+        clustered = CONFIG["cluster"] is not None
+        job_file = None if clustered else job_state_file.JobStateFile(
+            job_state_file.path_for(CONFIG["state"]["file"], os.environ.get("MLROUTE_CONFIG")), CONFIG["jobs"],
+            lease_clock=time.monotonic, wall=time.time)
         self.core = ControllerCore(CONFIG, time.monotonic, metrics=metrics, pause=lambda: southbound.sleep(0),
-                                   runner=runner, lease_clock=time.time if CONFIG["cluster"] is not None else None)
+                                   runner=runner, lease_clock=time.time if clustered else None, job_file=job_file)
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
         ignored = self.core.metrics.lldp_ignored
         guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)

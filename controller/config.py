@@ -80,6 +80,9 @@ DEFAULTS: dict[str, Any] = {
         "probes": 3,  # ... this many times; unanswered, it is forgotten with its rules
         "probe_interval_s": 1.0,  # ... at least this far apart (probes go out with the housekeeping, every poll)
     },
+    "state": {  # what a single controller keeps across restarts (controller/state/job_state_file.py)
+        "file": None,  # its declared jobs; None: beside the configuration (<name>.jobs.json) or ./mlroute.jobs.json
+    },
     "cluster": None,  # a controller cluster on ZooKeeper (controller/cluster/); None: one controller, no ZooKeeper
 }
 
@@ -191,6 +194,11 @@ def _url(v: str) -> str | None:
     return None if scheme in ("http", "https") and rest and " " not in rest else "must be an http(s):// URL"
 
 
+def _file_name(v: str) -> str | None:
+    return None if v.strip() and "\0" not in v and not v.endswith("/") else \
+        "must be a file name (relative: to the configuration's directory), or null for the default"
+
+
 NUMBER = (int, float)
 SCHEMA = {
     "rest": {
@@ -243,6 +251,9 @@ SCHEMA = {
         "age_after_s": _Rule(NUMBER, lambda v: None if v >= 0 else "must be >= 0 (0: never age)"),
         "probes": _Rule(int, _positive),
         "probe_interval_s": _Rule(NUMBER, _positive),
+    },
+    "state": {
+        "file": _Rule(str, _file_name, nullable=True),
     },
     "cluster": {
         "zookeeper": _Rule(str, _zookeeper),

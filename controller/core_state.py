@@ -30,6 +30,7 @@ from controller.state.budget import TokenBucket
 from controller.state.capabilities import SwitchCapabilities
 from controller.state.flowkey import FlowKey
 from controller.state.job_leases import JobLeases
+from controller.state.job_state_file import JobStateFile
 from controller.state.monitor import FlowMonitor, MonitorConfig
 from controller.state.tiers import TierInference
 from controller.state.topology import Topology
@@ -51,11 +52,13 @@ class CoreState:
 
     def __init__(self, config: Mapping[str, Any], clock: Callable[[], float], metrics: Metrics | None = None,
                  pause: Callable[[], None] | None = None, runner: OptimiserRunner | None = None,
-                 lease_clock: Callable[[], float] | None = None) -> None:
+                 lease_clock: Callable[[], float] | None = None, job_file: JobStateFile | None = None) -> None:
         """``pause`` is called now and then during long work (the shell passes a green-thread yield);
         ``runner`` runs TE decisions in a worker process (the shell passes one: the optimiser never blocks the
         event loop); without one they run in the caller. ``lease_clock`` times the jobs' leases (default
-        ``clock``; a cluster's shell passes the wall clock: its expiries are stored for every node to judge)."""
+        ``clock``; a cluster's shell passes the wall clock: its expiries are stored for every node to judge).
+        ``job_file``: where a single controller keeps its declared jobs across restarts (read here, before any
+        decision; written at every change of ``jobs``); none on a cluster (ZooKeeper keeps them) or in tests."""
         tecfg = config["te"]
         self.config = config
         self.clock = clock
@@ -76,8 +79,9 @@ class CoreState:
         self.te = te.TrafficEngineer(tecfg["mode"], tecfg["objective"], tecfg["hysteresis"],
                                      time_limit=time_budget_s(config))
         self.runner = runner if tecfg["mode"] != "ecmp" else None
-        self.jobs: list[dict] = list(config["jobs"])
         self.leases = JobLeases(lease_clock or clock)  # per-job REST declarations' leases (in the job entries)
+        self.job_file = job_file
+        self._jobs: list[dict] = job_file.restore() if job_file is not None else list(config["jobs"])
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         rest = config["rest"]
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
@@ -138,6 +142,22 @@ class CoreState:
             config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,
             self.metrics)
         self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
+
+    @property
+    def jobs(self) -> list[dict]:
+        """The declared jobs in force (configuration, REST), with their leases."""
+        return self._jobs
+
+    @jobs.setter
+    def jobs(self, jobs: list[dict]) -> None:
+        """Every change of the job list, whoever makes it, is written to the job file (if any) before another
+        change can be made: the file always holds the latest whole list."""
+        if self.job_file is None:
+            self._jobs = list(jobs)
+            return
+        with self.job_file.lock:
+            self._jobs = list(jobs)
+            self.job_file.save(self._jobs)
 
     def live_graph(self) -> nx.Graph:
         """The live switch graph, rebuilt only after a switch, port or link event."""

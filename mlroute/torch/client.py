@@ -146,15 +146,18 @@ class Lease:
                 self.log.warning(
                     "mlroute: controller %s unreachable (%s): job %s runs undeclared, retrying in the background",
                     self.controller.url, exc, self.name)
+            with self._lock:  # its first answer may come from a controller restarted without the job (or one
+                self._need_put = True  # that kept it): either way the next call declares it again, at once
             return self._retry()
-        if self._outage:
-            self._outage = False
-            self.log.warning("mlroute: controller %s reachable again (job %s)", self.controller.url, self.name)
         if reply.ok:
             self._failures = 0
             if put:
                 with self._lock:
                     self._need_put = version != self._version
+                if self._outage:
+                    self.log.warning("mlroute: controller %s reachable again: job %s declared%s", self.controller.url,
+                                     self.name, " again, with the same rings" if self._declared_once else "")
+                self._outage = False
                 self.declared = self._declared_once = True
             return 0.0 if self._need_put else self.interval_s
         if not put and reply.status == 404:
@@ -173,9 +176,11 @@ class Lease:
         return None
 
     def _retry(self) -> float:
+        """The next delay after a failure: doubling from the first, at most the longest, and never more than the
+        renew interval (a longer wait would let the lease run out after the controller is back)."""
         self._failures += 1
         first, longest = self.backoff
-        return float(min(longest, first * 2 ** (self._failures - 1)))
+        return float(min(longest, first * 2 ** (self._failures - 1), self.interval_s))
 
     def _run(self, delay: float) -> None:
         while True:

@@ -117,6 +117,45 @@ def test_controller_coming_back_gets_the_job(rec, caplog):
     assert sum("reachable again" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_controller_back_after_an_outage_gets_the_job_declared_again_at_once_and_said_once(rec, caplog):
+    """A renew that finds no controller (killed, restarting), then the controller answers again: the first call
+    that reaches it is a PUT of the same ring, though it still knows the job (a renew would answer 200: a
+    controller restored from its state file), and the job's log says so in one line."""
+    ctl = Controller(rec.url)
+    down = threading.Event()
+    missed: list[str] = []
+
+    def call(method, path, body=None):
+        if down.is_set():
+            missed.append(method)
+            raise UnreachableError("connection refused")
+        return Controller.call(ctl, method, path, body)
+
+    ctl.call = call  # type: ignore[method-assign]
+    lease = Lease(ctl, "j", JOB, lease_s=0.15, backoff=(0.01, 0.02))
+    with caplog.at_level(logging.WARNING, logger="mlroute.torch"):
+        lease.start()
+        _wait_for(lambda: len(rec.of("POST")) >= 1, "a first renew")
+        down.set()
+        _wait_for(lambda: len(missed) >= 3, "renew and retries refused")
+        seen = len(rec.requests)
+        down.clear()
+        _wait_for(lambda: len(rec.of("POST")) >= 3 and rec.index("POST")[-1] > seen + 1, "renewing again")
+        lease.end()
+    assert missed[0] == "POST" and set(missed[1:]) == {"PUT"}  # every retry after the failed renew declares
+    after = rec.requests[seen:]
+    assert after[0].method == "PUT" and after[0].body == {**JOB, "lease_s": 0.15}  # at once, the same ring
+    assert [r.method for r in after[1:-1]] == ["POST"] * (len(after) - 2)  # one PUT, then renews as before
+    said = [r.getMessage() for r in caplog.records if "reachable again" in r.getMessage()]
+    assert said == [f"mlroute: controller {rec.url} reachable again: job j declared again, with the same rings"]
+    assert sum("unreachable" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_retries_never_wait_longer_than_a_renew_interval():
+    lease = Lease(Controller("http://127.0.0.1:9"), "j", JOB, lease_s=6, backoff=(1.0, 30.0))
+    assert [lease._retry() for _ in range(4)] == [1.0, 2.0, 2.0, 2.0]  # lease 6 s: renewed every 2 s
+
+
 def test_a_refused_declaration_stops_without_raising(caplog):
     ctl = Controller("http://unused")
     answers = [Reply(400, '{"error": "jobs[0].rings[0]: host 10.0.0.1 appears twice"}')]
