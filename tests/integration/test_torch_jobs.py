@@ -5,7 +5,11 @@ never through the fabric. Nobody POSTs anything by hand: the hook PUTs each job 
 renews its lease and deletes it at exit.
 
 One scenario, in order: 4 jobs x 4 ranks (2 MB, 4 iterations) under mlroute, then (on the same network) two jobs
-of which one is killed with SIGKILL, then the same 4 jobs under ECMP on a fresh network and controller.
+of which one is killed with SIGKILL, then the same 4 jobs under ECMP on a fresh network and controller, then on one
+big switch (the non-blocking reference). Speeds are compared with that reference, measured in the same run on the
+same loaded machine: the ideal ring time assumes the emulation itself costs nothing, and on 2 cores running 32
+torch processes and Open vSwitch's userspace datapath the big switch itself ran 1.09-1.19x the ideal while the
+machine was shared, 1.04-1.05x for one job alone; the routing's share of the time is what the test holds.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class TorchFabric:
     """A controller whose REST listens on the management bridge only, a fat-tree connected to it, every host on
     the management network."""
 
-    def __init__(self, mode, mgmt, workdir):
+    def __init__(self, mode, mgmt, workdir, topo=None):
         self.mode = mode
         self.mgmt = mgmt
         self.workdir = workdir
@@ -53,7 +57,7 @@ class TorchFabric:
         self.controller = harness.Controller(workdir / "ctl", config, rest_host=mgmt.address)
         self.controller.wait_ready()
         from mininet_topos.fattree import FatTreeTopo
-        self.net = harness.start_network(FatTreeTopo(k=4, bw=BW), self.controller, jumbo=True)
+        self.net = harness.start_network(topo or FatTreeTopo(k=4, bw=BW), self.controller, jumbo=True)
         mgmt.attach(self.net)
         assert harness.wait_until(lambda: harness.ping_all_concurrently(self.net) == 0, timeout=60, interval=1), \
             "the fabric did not converge"
@@ -84,11 +88,11 @@ def fabrics(mgmt, tmp_path_factory):
     """``make(mode)``: a fresh controller and network; the one before is stopped first (one network at a time)."""
     made = []
 
-    def make(mode):
+    def make(mode, topo=None):
         for fab in made:
             fab.stop()
         made.clear()
-        fab = TorchFabric(mode, mgmt, tmp_path_factory.mktemp(mode))
+        fab = TorchFabric(mode, mgmt, tmp_path_factory.mktemp(mode), topo)
         made.append(fab)
         return fab
 
@@ -139,16 +143,23 @@ def ecmp_run(fabrics, tmp_path_factory):
     return run_jobs(fabrics("ecmp"), tmp_path_factory.mktemp("ecmp-jobs"))
 
 
+@pytest.fixture(scope="module")
+def nonblocking_run(fabrics, tmp_path_factory):
+    """The same jobs on one switch (ECMP has nothing to choose there): the best this emulation can do."""
+    from mininet_topos.bigswitch import BigSwitchTopo
+    return run_jobs(fabrics("ecmp", BigSwitchTopo(16, bw=BW)), tmp_path_factory.mktemp("nonblocking-jobs"))
+
+
 def steady(times):
     return sum(times[1:]) / len(times[1:])
 
 
-def test_declared_jobs_run_iteration_0_at_the_steady_speed_and_steady_at_the_ideal(mlroute_run):
+def test_declared_jobs_run_iteration_0_at_the_steady_speed(mlroute_run):
     times = mlroute_run["times"]
     assert [len(t) for t in times] == [SPEC.iterations] * SPEC.jobs, times
+    print(f"mlroute: steady / ideal per job {[round(steady(t) / IDEAL_S, 3) for t in times]}")
     for j, t in enumerate(times):
         assert t[0] <= 1.10 * steady(t), f"job {j}: iteration 0 {t[0]:.2f} s vs steady {steady(t):.2f} s: {times}"
-        assert steady(t) <= 1.05 * IDEAL_S, f"job {j}: steady {steady(t):.2f} s vs ideal {IDEAL_S:.2f} s: {times}"
 
 
 def test_the_declared_pairs_are_the_pairs_that_carried_the_bytes(mlroute_run):
@@ -234,3 +245,13 @@ def test_the_same_jobs_under_ecmp_are_slower(mlroute_run, ecmp_run):
     print(f"worst job's iteration 0 or steady: {worst}")
     assert [len(t) for t in ecmp_run["times"]] == [SPEC.iterations] * SPEC.jobs, ecmp_run["times"]
     assert worst["ecmp"] > 1.2 * worst["mlroute"], (mlroute_run["times"], ecmp_run["times"])
+
+
+def test_declared_jobs_run_as_fast_as_on_a_non_blocking_switch(mlroute_run, nonblocking_run):
+    """Steady all-reduce under mlroute within 1.05x of the same jobs on one big switch, measured in this run (the
+    mean over the jobs: a job routed over a shared link runs about 2x, +25 % on the mean)."""
+    ours, ref = ([steady(t) for t in run["times"]] for run in (mlroute_run, nonblocking_run))
+    assert len(ref) == SPEC.jobs, nonblocking_run["times"]
+    print(f"steady per job: mlroute {[round(x, 2) for x in ours]} s, non-blocking {[round(x, 2) for x in ref]} s, "
+          f"ideal {IDEAL_S:.2f} s; mean ratio {sum(ours) / sum(ref):.3f}")
+    assert sum(ours) <= 1.05 * sum(ref), (mlroute_run["times"], nonblocking_run["times"])
