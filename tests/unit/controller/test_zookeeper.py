@@ -181,16 +181,17 @@ def test_a_paused_leader_steps_down_when_it_resumes_and_the_new_one_has_a_larger
 
 
 def test_zookeeper_down_the_leader_keeps_its_role_and_nobody_takes_over(cluster, zookeeper):
-    # (a restarted server gives each restored session one timeout from its start to reconnect: 6 s leaves a
-    # server slowed by a loaded machine the time to answer)
-    a, ra = cluster("a", session_timeout_s=6.0)
+    # (a restarted server gives each restored session one timeout from its start to reconnect; with 4-6 s, a
+    # server starved by a loaded machine (a soak beside Mininet runs) once took longer than that to answer the
+    # reconnection, and the leader's session expired, rightly: 10 s leaves it the time)
+    a, ra = cluster("a", session_timeout_s=10.0)
     until(lambda: a.leading)
-    b, rb = cluster("b", session_timeout_s=6.0)
+    b, rb = cluster("b", session_timeout_s=10.0)
     until(lambda: b.generation == 1)
     zookeeper.stop()
     try:
         until(lambda: a.state == "suspended" and b.state == "suspended")
-        time.sleep(7.0)  # longer than the session timeout: no quorum, so no expiry, no election
+        time.sleep(11.0)  # longer than the session timeout: no quorum, so no expiry, no election
         assert a.leading and not b.leading
     finally:
         zookeeper.start()
