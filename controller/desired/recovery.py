@@ -34,7 +34,7 @@ from controller.desired.rules import (
     FlowRule,
     GroupRule,
 )
-from controller.state.flowkey import FlowKey, key_from_fields
+from controller.state.flowkey import FlowKey, key_from_fields, pair_key
 from controller.state.topology import UNKNOWN_MAC, Topology
 
 Path = tuple[int, ...]
@@ -124,6 +124,12 @@ class Recovered:
         ingress = self.counting.get(key, (None,))[0]
         if not hops or ingress not in hops:
             return None
+        # above the ingress a 5-tuple not yet pinned on its own rides its declared host pair's hop rules (the
+        # counting rule sends it to the pair's first hop): read on along those, not down from wherever the
+        # 5-tuple's own rules end (live: the shortest way down from an aggregation switch, via whichever core
+        # came first, put 3 pins of 8 on shared links and the first decision moved 5)
+        pair = {} if key.is_pair else self.hops.get(pair_key(key), {})
+        hops = {**pair, **hops}
         path, here = [ingress], ingress
         while here in hops and len(path) <= len(graph):
             link = topology.links.get((here, hops[here]))

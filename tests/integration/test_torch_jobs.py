@@ -14,6 +14,7 @@ machine was shared, 1.04-1.05x for one job alone; the routing's share of the tim
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import time
@@ -231,6 +232,50 @@ def test_a_killed_job_ends_within_its_lease_and_its_pins_leave(mlroute_fabric, m
         assert jobs.alive(1)
     finally:
         jobs.stop()
+
+
+def test_declared_jobs_survive_a_controller_crash_and_run_at_speed_again(mlroute_fabric, mlroute_run, tmp_path):
+    """Issue 39: two hooked jobs; the controller SIGKILLed during their first iterations and started again 3 s
+    later: both jobs are declared (from its state file, and the hooks declare again on its return) and pinned
+    within one poll period of its return, and by the second iteration after it they run within 1.1x of steady."""
+    fab = mlroute_fabric
+    ctl = fab.controller
+    placement = PLACEMENT[2:]
+    iterations = 10
+    jobs = fab.jobs(placement, tmp_path, iterations=iterations, names=["first", "second"])
+    try:
+        edges = [e for hosts in placement for e in ring_edges([fab.net.get(h).IP() for h in hosts])
+                 if _crosses_edge(fab, e)]
+        assert harness.wait_until(lambda: all(len(t) >= 1 for t in jobs.iteration_times()),
+                                  timeout=torch_jobs.STARTUP_S, interval=0.5), jobs.tails()
+        assert {"first", "second"} <= {j["name"] for j in ctl.get("/mlroute/jobs")["jobs"]}
+        ctl.kill()
+        state = json.loads((ctl.workdir / "mlroute.jobs.json").read_text())
+        time.sleep(3.0)
+        ctl.restart()
+        ctl.wait_ready()
+        back = time.monotonic()
+        at_return = [len(t) for t in jobs.iteration_times()]  # iterations each job had finished by then
+
+        def declared_and_pinned():
+            names = {j["name"] for j in ctl.get("/mlroute/jobs")["jobs"]}
+            rules = pair_rules(edges)
+            return {"first", "second"} <= names and all(rules.values())
+        assert harness.wait_until(declared_and_pinned, timeout=harness.POLL_S, interval=0.2), (
+            ctl.get("/mlroute/jobs"), pair_rules(edges), state)
+        print(f"controller back: both jobs declared and pinned {time.monotonic() - back:.1f} s after its REST "
+              f"answered; iterations done by then {at_return}")
+        jobs.wait(jobs.timeout_s(IDEAL_S))
+        times = jobs.iteration_times()
+    finally:
+        jobs.stop()
+    print(f"iterations around the crash {times}")
+    for j, t in enumerate(times):
+        assert len(t) == iterations, times
+        later = t[at_return[j] + 1:]  # from the second iteration after the return on
+        settled = sorted(t[-4:])[1:3]  # the median pair of the last four: steady, long after the crash
+        reference = sum(settled) / len(settled)
+        assert later and max(later) <= 1.1 * reference, (j, at_return[j], t)
 
 
 def _crosses_edge(fab, edge):

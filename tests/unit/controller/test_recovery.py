@@ -80,3 +80,29 @@ def test_a_host_guard_at_a_port_that_faces_switches_is_not_taken():
     found = {ip: (d, p) for ip, _, d, p in recovered.resolve_hosts(topo)}
     h2 = CONVERGED.hosts["10.0.0.2"]
     assert found == {h2.ip: (h2.dpid, h2.port)}  # h2's guard at its own port; h1's at the uplink is not taken
+
+
+def test_a_flow_riding_its_declared_pairs_pin_is_read_back_on_the_pairs_path():
+    """A 5-tuple not pinned on its own rides its declared host pair's pin: its counting rule sends it to the
+    pair's first hop and the pair's hop rules carry it on. Read back, its path follows those rules up to the core,
+    not the shortest way down from where its own rules end (live, after a restart: 3 of 8 pins read onto shared
+    links, and the first decision moved 5 elephants of running jobs)."""
+    import networkx as nx
+
+    from controller.desired.te_rules import te_rules
+    from controller.state.flowkey import FlowKey
+    from controller.state.jobs import HostPair
+
+    graph = CONVERGED.graph()
+    src, dst = CONVERGED.hosts["10.0.0.1"], CONVERGED.hosts["10.0.0.14"]
+    agg = next(n for n in graph[src.dpid] if n not in (dst.dpid,) and n != src.dpid)
+    guessed = nx.shortest_path(graph, agg, dst.dpid)  # what reading down from the aggregation switch would give
+    core = next(c for c in graph[agg] if c != src.dpid and c != guessed[1] and c // 1000 == guessed[1] // 1000)
+    path = (src.dpid, agg, core, *nx.shortest_path(graph, core, dst.dpid)[1:])
+    key = FlowKey(src.ip, dst.ip, 6, 40000, 5201)
+    tiers = infer_tiers(graph, CONVERGED.access_switches(), {})
+    rules = te_rules(CONVERGED, tiers, {key: (src.dpid, src.port)}, {HostPair(src.ip, dst.ip): path}, 10, graph)
+    recovered = Recovered()
+    for dpid in CONVERGED.ports:
+        recovered.read(dpid, [r for r in rules if r.dpid == dpid])
+    assert recovered.pinned_path(key, CONVERGED, graph, dst.dpid) == path != tuple([src.dpid, *guessed])
