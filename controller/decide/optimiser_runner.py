@@ -131,6 +131,7 @@ class OptimiserRunner:
         self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
         self._held: Any = None  # identity of the fabric the worker holds (None: send the next one whole)
         self._final = False  # closed for good (the app's release): no worker is started again
+        self._sending = False  # a task is being written to the worker (a large fabric: the writer may yield)
         self.late = 0  # decisions dropped for running late (a metric for the shell)
         self.fabrics_sent = 0  # fabrics pickled to the worker (the others were SameFabric markers)
 
@@ -157,7 +158,10 @@ class OptimiserRunner:
         if self._proc is None:
             return
         try:
-            if self._task is None and self._ready and self._send is not None:
+            # the polite goodbye only when nothing else is writing: a decision loop still sending a task (green
+            # threads: its write yields on a full pipe) and this write would collide (eventlet: "Second
+            # simultaneous write", seen at SIGTERM in 4 of 18 stops); the kill below ends the worker either way
+            if self._task is None and self._ready and self._send is not None and not self._sending:
                 self._send.send(None)
                 self._proc.wait(1.0)
         except (OSError, ValueError, subprocess.TimeoutExpired):
@@ -204,14 +208,20 @@ class OptimiserRunner:
     def submit(self, task: TEInput, generation: Any = None) -> bool:
         """Send ``te.decide(task)`` to the worker. False (nothing sent) while one is in flight or the worker is
         still warming up: the routing in force stays meanwhile."""
-        if not self.ready or self._send is None:
+        if self._final or not self.ready or self._send is None:
             return False
         identity = task.identity
         reuse = identity is not None and identity == self._held
+        self._sending = True
         try:
             self._send.send((SameFabric(identity) if reuse else task.fabric, replace(task, fabric=None)))
-        except (OSError, ValueError):  # the worker died: a fresh one for the next period
+        except (OSError, ValueError):  # the worker died (or was closed meanwhile): a fresh one next period
+            self._sending = False
             self.close()
+            return False
+        finally:
+            self._sending = False
+        if self._send is None:  # closed while the task was being written
             return False
         if identity is not None and not reuse:
             self._held = identity

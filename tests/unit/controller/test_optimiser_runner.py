@@ -212,3 +212,32 @@ def test_a_runner_closed_for_good_starts_no_worker_and_reports_no_end(caplog):
     plain.close()
     assert not plain.ready and plain.worker_pid is not None
     plain.close()
+
+
+def test_a_release_while_a_task_is_being_written_does_not_write_beside_it(runner):
+    """SIGTERM's release closes the worker while the decision loop is still writing a task to it (under eventlet
+    the write yields on a full pipe): the close must not write its goodbye beside that write (eventlet: "Second
+    simultaneous write", 4 of 18 stops), and the interrupted submit reports nothing sent."""
+    r, _ = runner
+    fabric, elephants = setting()
+    task = te.TrafficEngineer("mlroute").input(fabric, elephants)
+    real, writing, collisions = r._send, [], []
+
+    class YieldingWrite:
+        def send(self, obj):
+            if writing:
+                collisions.append(obj)
+            writing.append(obj)
+            try:
+                if obj is not None:
+                    r.close(final=True)  # the release runs while this write has yielded
+                real.send(obj)
+            finally:
+                writing.pop()
+
+        def close(self):
+            real.close()
+
+    r._send = YieldingWrite()
+    assert not r.submit(task)
+    assert collisions == [] and r.worker_pid is None
