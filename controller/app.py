@@ -104,7 +104,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         clustered = CONFIG["cluster"] is not None
         job_file = None if clustered else job_state_file.JobStateFile(
             job_state_file.path_for(CONFIG["state"]["file"], os.environ.get("MLROUTE_CONFIG")), CONFIG["jobs"],
-            lease_clock=time.monotonic, wall=time.time)
+            lease_clock=time.monotonic, wall=time.time, rules=mlconfig.job_rules())
         self.core = ControllerCore(CONFIG, time.monotonic, metrics=metrics, pause=lambda: southbound.sleep(0),
                                    runner=runner, lease_clock=time.time if clustered else None, job_file=job_file)
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from controller.desired import flowcopy, switch_profiles
+from controller.state import job_store
 from controller.state import jobs as declared_jobs
 from controller.state.tiers import TIER_NAMES
 from mlroute.errors import MlrouteError
@@ -479,6 +480,11 @@ def job_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a job in a per-job REST path, or None."""
     return None if JOB_NAME.fullmatch(name) else \
         "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def job_rules() -> job_store.JobRules:
+    """This configuration's rules for a job list, for the state file's reader (which may not import this)."""
+    return job_store.JobRules(validate_jobs, check_job_bounds, JOB_LEASE_RANGE_S, ConfigError)
 
 
 def check_job_bounds(jobs: Sequence[Mapping[str, Any]], where: str) -> None:

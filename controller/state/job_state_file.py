@@ -48,8 +48,9 @@ class JobStateFile:
     ``wall`` the wall clock they are written in; ``configured`` the configuration's jobs (not written)."""
 
     def __init__(self, path: str | Path, configured: job_store.Jobs, lease_clock: Callable[[], float],
-                 wall: Callable[[], float]) -> None:
+                 wall: Callable[[], float], rules: job_store.JobRules) -> None:
         self.path = Path(path)
+        self.rules = rules
         self.configured = [dict(job) for job in configured]
         self.lease_clock, self.wall = lease_clock, wall
         self.lock = threading.RLock()  # held across "the list changed" and its write (CoreState.jobs)
@@ -68,8 +69,8 @@ class JobStateFile:
                       exc.strerror or exc)
             return [dict(job) for job in self.configured]
         try:
-            restored = job_store.parse(data, self.lease_clock, self.wall)
-            jobs = job_store.combine(self.configured, restored.jobs)
+            restored = job_store.parse(data, self.lease_clock, self.wall, self.rules)
+            jobs = job_store.combine(self.configured, restored.jobs, self.rules)
         except (job_store.StateError, ValueError) as exc:
             LOG.error("declared jobs: %s is unusable (%s): starting without its jobs%s", self.path, exc,
                       self._set_aside())

@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from controller import config
-
 FORMAT = "mlroute-declared-jobs"
 VERSION = 1
 LEASE_KEYS = ("lease_s", "expires_at")
@@ -34,6 +32,17 @@ Jobs = Sequence[Mapping[str, Any]]
 
 class StateError(ValueError):
     """A state document that cannot be used; the message is the reason (the caller adds the file's path)."""
+
+
+@dataclass(frozen=True)
+class JobRules:
+    """The configuration's rules for a job list, handed in by the caller (``controller.config.job_rules()``):
+    the state wing sits below the configuration and may not import it (tests/unit/controller/test_layers.py)."""
+
+    validate: Callable[[Any, str], list[dict[str, Any]]]  # the job list validated as the configuration's
+    check_bounds: Callable[[Sequence[Mapping[str, Any]], str], None]  # at most so many jobs and hosts
+    lease_range_s: tuple[float, float]
+    error: type[Exception]  # what ``validate`` and ``check_bounds`` raise
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ def dump(jobs: Jobs, configured: Jobs, lease_clock: Callable[[], float], wall: C
                       separators=(",", ":")).encode()
 
 
-def parse(data: bytes, lease_clock: Callable[[], float], wall: Callable[[], float]) -> Restored:
+def parse(data: bytes, lease_clock: Callable[[], float], wall: Callable[[], float], rules: JobRules) -> Restored:
     """The jobs a state document holds, leases back on ``lease_clock`` (what is left of each, never more than
     its ``lease_s``: a wall clock stepped back while down does not prolong it); StateError when unusable."""
     if not data.strip():
@@ -82,10 +91,10 @@ def parse(data: bytes, lease_clock: Callable[[], float], wall: Callable[[], floa
     entries = doc.get("jobs")
     if not isinstance(entries, list):
         raise StateError("\"jobs\" must be a list")
-    leases = [_lease(entry, i) for i, entry in enumerate(entries)]
+    leases = [_lease(entry, i, rules) for i, entry in enumerate(entries)]
     try:
-        jobs = config.validate_jobs([{k: v for k, v in e.items() if k not in LEASE_KEYS} for e in entries], "jobs")
-    except config.ConfigError as exc:
+        jobs = rules.validate([{k: v for k, v in e.items() if k not in LEASE_KEYS} for e in entries], "jobs")
+    except rules.error as exc:
         raise StateError(str(exc)) from None
     now, then = lease_clock(), wall()
     restored, ended = [], []
@@ -101,14 +110,14 @@ def parse(data: bytes, lease_clock: Callable[[], float], wall: Callable[[], floa
     return Restored(restored, ended)
 
 
-def _lease(entry: Any, i: int) -> tuple[float | None, float]:
+def _lease(entry: Any, i: int, rules: JobRules) -> tuple[float | None, float]:
     """(lease_s, wall-clock expiry) of one saved entry, (None, 0) without a lease; StateError if malformed."""
     if not isinstance(entry, dict):
         raise StateError(f"jobs[{i}]: must be a mapping, got {entry!r:.80}")
     lease_s, expires_at = entry.get("lease_s"), entry.get("expires_at")
     if lease_s is None and expires_at is None:
         return None, 0.0
-    low, high = config.JOB_LEASE_RANGE_S
+    low, high = rules.lease_range_s
     if not _number(lease_s) or not low <= lease_s <= high:
         raise StateError(f"jobs[{i}].lease_s: must be a number in [{low:g}, {high:g}], got {lease_s!r}")
     if not _number(expires_at):
@@ -120,7 +129,7 @@ def _number(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def combine(configured: Jobs, saved: Jobs) -> list[dict[str, Any]]:
+def combine(configured: Jobs, saved: Jobs, rules: JobRules) -> list[dict[str, Any]]:
     """The jobs in force at start: the configuration's, each replaced by the saved job of its name, then the
     other saved jobs in their order; ConfigError when together they pass the bounds of a job list."""
     by_name: dict[str, Mapping[str, Any]] = {}
@@ -129,5 +138,5 @@ def combine(configured: Jobs, saved: Jobs) -> list[dict[str, Any]]:
     out = [dict(by_name.get(job["name"], job)) for job in configured]
     names = {job["name"] for job in configured}
     out += [dict(job) for job in saved if job["name"] not in names]
-    config.check_job_bounds(out, "saved jobs with the configuration's")
+    rules.check_bounds(out, "saved jobs with the configuration's")
     return out

@@ -16,6 +16,8 @@ from controller.state import job_state_file, job_store
 from controller.state.job_state_file import JobStateFile
 from tests.clock import FakeClock
 
+RULES = config.job_rules()  # the configuration's rules for a job list (handed to the state wing)
+
 RING = ["10.0.0.4", "10.0.0.3", "10.0.0.2", "10.0.0.1"]
 CONFIGURED = config.validate_jobs([{"name": "cfg", "hosts": ["10.0.0.9", "10.0.0.10"]}], "config")
 
@@ -37,7 +39,7 @@ def test_a_round_trip_keeps_every_job_and_what_is_left_of_each_lease_less_the_ti
     assert saved["jobs"][0]["expires_at"] == 1.7e9 + 20  # absolute wall-clock time, not the monotonic one
     wall.advance(7)  # down 7 s; the new process's monotonic clock has nothing to do with the old one's
     later = FakeClock(3.0)
-    restored = job_store.parse(data, later, wall)
+    restored = job_store.parse(data, later, wall, RULES)
     assert restored.jobs == [_leased(ring, 30, 3.0 + 13), fixed] and restored.ended == []
 
 
@@ -46,9 +48,9 @@ def test_a_lease_that_ran_out_while_down_is_ended_not_restored():
     a, b = _jobs({"name": "a", "hosts": ["10.0.0.1"]}, {"name": "b", "hosts": ["10.0.0.2"]})
     data = job_store.dump([_leased(a, 10, 10.0), _leased(b, 10, 10.0)], (), mono, wall)
     wall.advance(9.999)
-    assert [j["name"] for j in job_store.parse(data, mono, wall).jobs] == ["a", "b"]
+    assert [j["name"] for j in job_store.parse(data, mono, wall, RULES).jobs] == ["a", "b"]
     wall.advance(0.001)  # exactly at the expiry: ran out (as JobLeases.ran_out judges it)
-    assert job_store.parse(data, mono, wall) == job_store.Restored([], ["a", "b"])
+    assert job_store.parse(data, mono, wall, RULES) == job_store.Restored([], ["a", "b"])
 
 
 def test_a_wall_clock_stepped_back_while_down_does_not_prolong_a_lease():
@@ -56,7 +58,7 @@ def test_a_wall_clock_stepped_back_while_down_does_not_prolong_a_lease():
     (a,) = _jobs({"name": "a", "hosts": ["10.0.0.1"]})
     data = job_store.dump([_leased(a, 10, 4.0)], (), mono, wall)
     wall.advance(-3600)
-    assert job_store.parse(data, mono, wall).jobs[0]["expires_at"] == 10.0  # at most lease_s from now
+    assert job_store.parse(data, mono, wall, RULES).jobs[0]["expires_at"] == 10.0  # at most lease_s from now
 
 
 def test_only_declared_jobs_are_written_a_configured_one_untouched_is_not():
@@ -69,11 +71,11 @@ def test_only_declared_jobs_are_written_a_configured_one_untouched_is_not():
 def test_the_configuration_is_the_base_and_a_saved_job_of_its_name_replaces_it():
     cfg = config.validate_jobs([{"name": "a", "hosts": ["10.0.0.1"]}, {"name": "b", "hosts": ["10.0.0.2"]}], "c")
     saved = _jobs({"name": "x", "hosts": ["10.0.0.7"]}, {"name": "b", "rings": [RING]})
-    assert job_store.combine(cfg, saved) == [cfg[0], saved[1], saved[0]]
-    assert job_store.combine(cfg, []) == cfg and job_store.combine([], saved) == saved
+    assert job_store.combine(cfg, saved, RULES) == [cfg[0], saved[1], saved[0]]
+    assert job_store.combine(cfg, [], RULES) == cfg and job_store.combine([], saved, RULES) == saved
     many = [{"name": f"j{i}", "hosts": ["10.0.0.1"]} for i in range(config.MAX_JOBS)]
     with pytest.raises(config.ConfigError, match="at most 1024 jobs"):
-        job_store.combine(cfg, many)
+        job_store.combine(cfg, many, RULES)
 
 
 def _doc(jobs, **top):
@@ -102,7 +104,7 @@ GOOD = {"name": "a", "hosts": ["10.0.0.1"], "lease_s": 30.0, "expires_at": 100.0
 ])
 def test_an_unusable_document_is_refused_whole_with_its_reason(data, reason):
     with pytest.raises(job_store.StateError) as refused:
-        job_store.parse(data, FakeClock(0.0), FakeClock(50.0))
+        job_store.parse(data, FakeClock(0.0), FakeClock(50.0), RULES)
     assert reason in str(refused.value)
 
 
@@ -129,7 +131,7 @@ def test_the_state_file_setting_is_checked_at_its_line(text, problem):
 
 
 def _store(path, configured=()):
-    return JobStateFile(path, configured, FakeClock(10.0), FakeClock(1e9))
+    return JobStateFile(path, configured, FakeClock(10.0), FakeClock(1e9), RULES)
 
 
 def test_a_save_replaces_the_whole_file_and_restore_reads_it_back(tmp_path):

@@ -31,7 +31,8 @@ class App:
     def __init__(self, path, wall, mono=None, text="rest:\n  token: t\n"):
         self.clock = mono or FakeClock(50.0)
         cfg = config.parse(text)
-        self.core = ControllerCore(cfg, self.clock, job_file=JobStateFile(path, cfg["jobs"], self.clock, wall))
+        self.core = ControllerCore(cfg, self.clock, job_file=JobStateFile(path, cfg["jobs"], self.clock, wall,
+                                                                                 config.job_rules()))
         self.core.topology = self.core.packet_in.topology = topologies.fat_tree(4)
         self.core.sync()  # tiers from the learned graph
         self.post_limit = ClientRateLimit(5, 1000, self.clock)
