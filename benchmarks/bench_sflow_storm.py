@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from mlroute.experiment import emulation
-from mlroute.experiment.traffic import Iperf3Flows
+from mlroute.experiment.traffic import Iperf3Flows, received_mbps
 
 STORM = ("import socket, sys, time\n"
          "dst, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])\n"
@@ -54,7 +54,7 @@ def run(setting, storm_s, workdir):
         sent = int(storm.communicate(timeout=storm_s + 30)[0].decode().strip() or 0)
         loss = emulation.ping_all(net)
         report = flows.reports()[0] or {}
-        mbps = [iv["sum"]["bits_per_second"] / 1e6 for iv in report.get("intervals", [])]
+        mbps = received_mbps(report)
         before = sum(mbps[3:BEFORE_S]) / (BEFORE_S - 3)
         during = mbps[BEFORE_S:BEFORE_S + storm_s]
         windows = [sum(during[i:i + 5]) / 5 for i in range(0, len(during) - 4)]

@@ -15,7 +15,8 @@ from mlroute.tolerances import TIME_TOL_S
 
 class Iperf3Flows:
     """One iperf3 server per flow on its destination, then the clients (each under a hard timeout), each on
-    its own server and client port so every flow is a distinct transport 5-tuple."""
+    its own server and client port so every flow is a distinct transport 5-tuple. Each client's report carries
+    its server's own JSON report (``server_output_json``): rates are read on the receiving side."""
 
     def __init__(self, net: Any, pairs: Iterable[tuple[str, str]], seconds: float, base_port: int = 5300) -> None:
         self.net = net
@@ -24,12 +25,13 @@ class Iperf3Flows:
         self.servers: list = []
         self.clients: list = []
         for i, (_, dst) in enumerate(self.pairs):
-            self.servers.append(net.get(dst).popen(["iperf3", "-s", "-1", "-p", str(base_port + i)]))
+            self.servers.append(net.get(dst).popen(["iperf3", "-J", "-s", "-1", "-p", str(base_port + i)]))
         time.sleep(0.5)
         for i, (src, dst) in enumerate(self.pairs):
             # an argument list, not shell=True: Mininet's shell mode reads $SHELL, which services and CI lack
             cmd = ["timeout", "-s", "KILL", str(seconds + 15), "iperf3", "-J", "-i", "1", "-c", net.get(dst).IP(),
-                   "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i)]
+                   "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i),
+                   "--get-server-output"]
             self.clients.append(net.get(src).popen(cmd))
 
     def reports(self) -> list[dict | None]:
@@ -71,15 +73,35 @@ def total_mbps(report: dict | None) -> float:
         return 0.0
 
 
-def steady_mbps(report: dict | None, warmup_s: float) -> float:
-    """Mean rate over the 1-second intervals that start after ``warmup_s`` (the steady part of the run)."""
-    if report is None:
-        return 0.0
+def received_intervals(report: dict | None) -> list[dict]:
+    """The receiver's 1-second intervals (``sum``: start, end, bits_per_second) of one flow, [] for a failed
+    client. The sender's intervals count bytes written into its socket buffer, which arrive a second later or
+    earlier: measured on this 2-core VM with no fault at all, 8 flows' 1-s sender sums swung 65-92 Mb/s around
+    a mean of 78 while the receivers' held 75-79."""
     try:
-        rates = [iv["sum"]["bits_per_second"] for iv in report["intervals"]
-                 if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
+        return list((report or {})["server_output_json"]["intervals"])
     except (KeyError, TypeError):
-        return 0.0
+        return []
+
+
+def received_mbps(report: dict | None) -> list[float]:
+    """Received Mb/s of each 1-second interval of one flow."""
+    return [iv["sum"]["bits_per_second"] / 1e6 for iv in received_intervals(report)]
+
+
+def received_per_second(reports: Iterable[dict | None]) -> list[float]:
+    """Received Mb/s of every 1-second interval summed over the flows (interval index -> sum)."""
+    sums: dict[int, float] = {}
+    for report in reports:
+        for i, mbps in enumerate(received_mbps(report)):
+            sums[i] = sums.get(i, 0.0) + mbps
+    return [sums[i] for i in sorted(sums)]
+
+
+def steady_mbps(report: dict | None, warmup_s: float) -> float:
+    """Mean received rate over the 1-second intervals that start after ``warmup_s`` (the steady part)."""
+    rates = [iv["sum"]["bits_per_second"] for iv in received_intervals(report)
+             if iv["sum"]["start"] >= warmup_s - TIME_TOL_S]
     return sum(rates) / len(rates) / 1e6 if rates else 0.0
 
 

@@ -19,14 +19,13 @@ from types import SimpleNamespace
 import pytest
 
 from mininet_topos.fattree import FatTreeTopo
-from mlroute.experiment.traffic import Iperf3Flows
+from mlroute.experiment.traffic import Iperf3Flows, received_per_second
 from mlroute.routing import spec
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
 from tests.integration.flowtables import pinned_in_the_tables
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, stride_loss, te_config, wait_until
-from tests.integration.test_restart import per_second_aggregate
 
 SESSION_S = 2.0
 NODES = ("a", "b", "c")
@@ -220,10 +219,10 @@ def test_sigkill_the_leader_under_pinned_elephants_and_cut_a_link_1s_later(fab, 
     expiry = watch.first_after(kill)
     timeline["session expired (leader znode gone)"] = expiry - kill if expiry else None
     k = int(kill - started)
-    agg = per_second_aggregate(reports)
+    agg = received_per_second(reports)
     reference = sum(agg[k - 6:k]) / 6
     after, smooth = windows(agg, k, 16)
-    rest = per_second_aggregate([r for i, r in enumerate(reports) if i != on_cut])
+    rest = received_per_second([r for i, r in enumerate(reports) if i != on_cut])
     rest_ref = sum(rest[k - 6:k]) / 6
     rest_after, rest_smooth = windows(rest, k, 16)
     print("\ntakeover timeline (s after the SIGKILL): " +
@@ -346,7 +345,7 @@ def test_zookeeper_stopped_for_20s_under_load_nothing_changes_at_the_switches(fa
         back_s = time.time() - back
     finally:
         reports = flows.reports()
-    agg = per_second_aggregate(reports)
+    agg = received_per_second(reports)
     k = int(stopped - started)
     reference = sum(agg[k - 6:k]) / 6
     after, smooth = windows(agg, k, 22)

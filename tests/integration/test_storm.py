@@ -7,7 +7,7 @@ import sys
 import time
 
 from mininet_topos.fattree import FatTreeTopo
-from mlroute.experiment.traffic import Iperf3Flows, steady_mbps
+from mlroute.experiment.traffic import Iperf3Flows, received_mbps, steady_mbps
 from tests.integration.harness import ping_all, te_config, wait_until
 
 CONFIG = te_config()
@@ -41,7 +41,7 @@ def test_new_flow_storm_from_one_host(fabric_factory):
         after = ping_all(fab.net)
     finally:
         reports = flows.reports()
-    rates = [[iv["sum"]["bits_per_second"] / 1e6 for iv in (r or {}).get("intervals", [])] for r in reports]
+    rates = [received_mbps(r) for r in reports]
     settled = [sum(r[-6:]) / 6 for r in rates]  # pinned and steady, after the storm
     storm_rates = [sum(r[8:8 + STORM_S]) / STORM_S for r in rates]
     log = fab.controller.log()
