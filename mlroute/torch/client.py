@@ -54,19 +54,21 @@ class Controller:
     def job_path(self, name: str) -> str:
         return f"/mlroute/jobs/{urllib.parse.quote(name, safe='')}"
 
-    def call(self, method: str, path: str, body: Any = None) -> Reply:
-        """One request; the controller's answer whatever its status, UnreachableError when there is none."""
+    def call(self, method: str, path: str, body: Any = None, limit: int = 4096, timeout_s: float | None = None
+             ) -> Reply:
+        """One request; the controller's answer (its first ``limit`` bytes) whatever its status, UnreachableError
+        when there is none within ``timeout_s`` (default: the controller's)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
             req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
-            with self._opener.open(req, timeout=self.timeout_s) as resp:
-                return Reply(resp.status, resp.read(4096).decode(errors="replace"))
+            with self._opener.open(req, timeout=timeout_s or self.timeout_s) as resp:
+                return Reply(resp.status, resp.read(limit).decode(errors="replace"))
         except urllib.error.HTTPError as exc:
             with exc:
-                return Reply(exc.code, exc.read(4096).decode(errors="replace"))
+                return Reply(exc.code, exc.read(limit).decode(errors="replace"))
         # OSError covers refused, reset and timed out (TimeoutError); ValueError a malformed URL
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             raise UnreachableError(str(getattr(exc, "reason", exc))) from None

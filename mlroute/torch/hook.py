@@ -6,12 +6,17 @@ and PUTs the job before init returns (so before any collective puts bytes on the
 same for a group the script names. Rank 0 then renews the lease in a daemon thread and deletes the job at exit,
 at ``destroy_process_group`` and on SIGTERM. Nothing here may break training: every failure is logged, and the
 job runs on undeclared.
+
+With ``MLROUTE_RING=choose`` the default group is first re-created in the node order the controller chose for the
+job's ring (:func:`_in_chosen_order`, mlroute/torch/rank_order.py): ``dist.get_rank()`` answers the new rank on
+every rank, and the job declared afterwards is the chosen ring.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import json
 import os
 import signal
@@ -22,13 +27,15 @@ from typing import Any
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
-from mlroute.torch import exchange, job, nccl
+from mlroute.torch import exchange, job, nccl, rank_order
 from mlroute.torch.address import fabric_address
-from mlroute.torch.client import LOG, Controller, Lease
+from mlroute.torch.client import LOG, Controller, Lease, UnreachableError
 from mlroute.torch.rings import gloo_send_order, host_rings, nccl_send_order, unique_rings
 
 GATHER_TIMEOUT_S = 10.0  # ranks leave init_process_group together (it ends with a store barrier): ample
 NCCL_WATCH_S = (2.0, 600.0)  # poll the NCCL log every 2 s for up to 10 min: NCCL writes its rings at comm set-up
+# every rank waits this long at most for rank 0's answer (its gather, then its PUT, each bounded)
+ORDER_TIMEOUT_S = GATHER_TIMEOUT_S + rank_order.CHOOSE_TIMEOUT_S + 10.0
 
 _leases: dict[tuple[int, ...], Lease] = {}
 _generations: dict[tuple[int, ...], int] = {}
@@ -56,6 +63,8 @@ def install() -> None:
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         result = _original["init"](*args, **kwargs)
         init_method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
+        if rank_order.wanted(os.environ):
+            _in_chosen_order(args, kwargs, init_method)
         _quietly(None, None, init_method)
         return result
 
@@ -71,6 +80,84 @@ def install() -> None:
     for module in (dist, c10d):
         module.init_process_group = init_process_group  # type: ignore[attr-defined]
         module.destroy_process_group = destroy_process_group  # type: ignore[attr-defined]
+
+
+def _in_chosen_order(args: tuple[Any, ...], kwargs: dict[str, Any], init_method: str | None) -> None:
+    """Re-create the default group with every rank renumbered in the node order the controller chose for the
+    job's ring. Collective: rank 0 asks and always publishes an answer (the new rank of every rank, or "keep"),
+    every rank reads it, so all re-create the group or none does. The new group meets through the old group's
+    own store (under a prefix of its own), so no rendezvous port is opened twice."""
+    me, world = dist.get_rank(), dist.get_world_size()
+    with _lock:
+        generation = _generations.get(("order",), 0)
+        _generations[("order",)] = generation + 1
+    store = c10d._get_default_store()
+    prefix = exchange.key_prefix(range(world), generation, kind="order")
+    master = os.environ.get("MASTER_ADDR") or (urllib.parse.urlsplit(init_method).hostname if init_method else None)
+    exchange.publish(store, prefix, me, fabric_address(master, os.environ) or "")
+    if me == 0:
+        order: list[int] | None = None
+        try:
+            order = _chosen_order(exchange.gather(store, prefix, range(world), GATHER_TIMEOUT_S))
+        except Exception as exc:  # never leave the other ranks waiting for an answer
+            LOG.warning("mlroute: ring choice failed (%s: %s): the job keeps its order", type(exc).__name__, exc)
+        exchange.answer(store, prefix, json.dumps(order))
+    try:
+        order = json.loads(exchange.read_answer(store, prefix, ORDER_TIMEOUT_S))
+    except Exception as exc:
+        _once("order", "mlroute: no node order from rank 0 (%s): the job keeps its order", exc)
+        return
+    if not order or order == list(range(world)):
+        return
+    params = inspect.signature(_original["init"]).bind_partial(*args, **kwargs).arguments
+    kept = {k: v for k, v in params.items() if k not in ("backend", "init_method", "world_size", "rank", "store")}
+    _original["destroy"]()
+    _original["init"](params.get("backend"), store=c10d.PrefixStore(f"{prefix}/group", store), rank=order[me],
+                      world_size=world, **kept)
+    for var in ("RANK", "ROLE_RANK"):  # what scripts read besides get_rank(); LOCAL_RANK (the device) stays
+        if var in os.environ:
+            os.environ[var] = str(order[me])
+    if "GROUP_RANK" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
+        os.environ["GROUP_RANK"] = str(order[me] // max(1, int(os.environ["LOCAL_WORLD_SIZE"])))
+    if me == 0 or order[me] == 0:
+        LOG.info("mlroute: rank %d runs as rank %d, in the node order the controller chose", me, order[me])
+
+
+def _chosen_order(hosts: list[str]) -> list[int] | None:
+    """Rank 0's side: the new rank of every rank, from the controller's choice for the job's hosts (``hosts``: each
+    global rank's fabric address); None (keep the order) when there is nothing to choose or no answer."""
+    env = os.environ
+    blocks = rank_order.node_blocks(hosts)
+    url, base = env.get("MLROUTE_URL"), job.base_name(env)
+    if not all(hosts) or blocks is None or len(blocks) < 3 or not url or not base:
+        why = ("a rank knows no route to the master" if not all(hosts) else
+               "a host's ranks are not one block" if blocks is None else
+               "fewer than 3 hosts: every order is the same ring" if len(blocks) < 3 else "MLROUTE_URL is not set"
+               if not url else "no job name")
+        LOG.warning("mlroute: MLROUTE_RING=choose: %s; the job keeps its order", why)
+        return None
+    controller = Controller(url, env.get("MLROUTE_TOKEN") or None)
+    name = job.group_name(base, range(len(hosts)), len(hosts))
+    body = rank_order.choose_body(blocks, job.lease_seconds(env), job.weight(env))
+    try:
+        reply = controller.call("PUT", controller.job_path(name), body, limit=1 << 20,
+                                timeout_s=rank_order.CHOOSE_TIMEOUT_S)
+    except UnreachableError as exc:
+        LOG.warning("mlroute: controller %s unreachable (%s): the job keeps its order", controller.url, exc)
+        return None
+    try:
+        answer = json.loads(reply.text) if reply.ok else None
+    except ValueError:
+        answer = None
+    chosen = rank_order.node_ranks(answer, blocks)
+    if chosen is None:
+        LOG.warning("mlroute: the controller chose no order for job %s (%d %s): it keeps its order", name,
+                    reply.status, reply.text.strip()[:200])
+        return None
+    choice = answer["job"].get("ring_choice") or {}
+    LOG.info("mlroute: job %s runs in the node order %s (%s)", name, sorted(chosen, key=chosen.__getitem__),
+             choice.get("reason") or f"estimated gain {choice.get('gain')}")
+    return rank_order.new_ranks(blocks, chosen)
 
 
 def _quietly(group: Any, name: str | None, init_method: str | None) -> dict[str, Any] | None:

@@ -48,10 +48,14 @@ def lease_seconds(env: Mapping[str, str]) -> float:
 def body(hosts: Sequence[str], rings: Sequence[Sequence[str]], env: Mapping[str, str]) -> dict[str, Any]:
     """The PUT body without its lease: the hosts in rank order (each once), the rings, ``MLROUTE_WEIGHT`` if set."""
     out: dict[str, Any] = {"hosts": list(dict.fromkeys(hosts)), "rings": [list(r) for r in rings]}
-    weight = env.get("MLROUTE_WEIGHT")
-    if weight:
-        try:
-            out["weight"] = float(weight)
-        except ValueError:
-            pass
+    if weight(env) is not None:
+        out["weight"] = weight(env)
     return out
+
+
+def weight(env: Mapping[str, str]) -> float | None:
+    """``MLROUTE_WEIGHT`` (the job's weight in the job-level objective); None when unset or not a number."""
+    try:
+        return float(env["MLROUTE_WEIGHT"]) if env.get("MLROUTE_WEIGHT") else None
+    except ValueError:
+        return None

@@ -25,6 +25,7 @@ class Recorder:
     requests: list[Request] = field(default_factory=list)
     jobs: dict[str, Any] = field(default_factory=dict)
     forget_on_renew: int = 0  # answer this many renews 404 by forgetting the job first (a controller restart)
+    node_ranks: dict[str, int] | None = None  # a PUT with choose_ring is answered this order (None: the given one)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
 
@@ -60,9 +61,14 @@ def _handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
             req = self._record()
+            name = req.path.rsplit("/", 1)[1]
             with rec.lock:
-                rec.jobs[req.path.rsplit("/", 1)[1]] = req.body
-            self._answer(200, {"name": req.path.rsplit("/", 1)[1]})
+                rec.jobs[name] = req.body
+            if isinstance(req.body, dict) and req.body.get("choose_ring"):
+                given = {h: i for i, h in enumerate(req.body["hosts"])}
+                self._answer(200, {"job": {**req.body, "name": name, "node_ranks": rec.node_ranks or given}})
+                return
+            self._answer(200, {"name": name})
 
         def do_POST(self) -> None:  # noqa: N802
             req = self._record()
