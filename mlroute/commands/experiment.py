@@ -26,9 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts-per-leaf", type=int, default=2)
     p.add_argument("--pattern", action="append", required=True,
                    help="stride:I | randbij | random | stag:PE,PP | hotspot | allreduce:RINGSxSIZE[,mb=M]"
-                        "[,iters=I][,compute=S] | torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S] (real "
+                        "[,iters=I][,compute=S] | torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S]"
+                        "[,placement=random|interleaved-pods|grouped-pods][,ring=given|choose] (real "
                         "PyTorch gloo jobs through torchrun -m mlroute.torch, one rank per host, declaring "
-                        "themselves over a management network; needs python3-torch or $MLROUTE_TORCH_PYTHON); "
+                        "themselves over a management network; placement: hosts at random, or each job on two "
+                        "pods, ranks alternating or grouped; ring=choose: the ranks run in the controller's "
+                        "order, MLROUTE_RING=choose; needs python3-torch or $MLROUTE_TORCH_PYTHON); "
                         "repeat for several")
     p.add_argument("--modes", default=None,
                    help=f"comma-separated: ecmp, nonblocking, mlroute or any optimiser name, mlroute-undeclared "
@@ -47,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the controller finds elephants (te.detection): flow statistics of a counting rule "
                         "per flow, or sFlow samples that every switch exports to it (default %(default)s)")
     p.add_argument("--sampling", type=int, default=64, help="sFlow sampling, 1-in-N packets (default 64)")
+    p.add_argument("--fail-link", action="append", default=[], metavar="A:B[,C:D]",
+                   help="cables down before the traffic starts (Mininet node names, e.g. a0_0:c1: pod 0's first "
+                        "aggregation switch to core 1); repeat for several; not in the nonblocking reference")
     p.add_argument("--controllers", metavar="ADDR[,ADDR...]", default=None,
                    help="run on these controllers, already running, instead of starting one per run (mode "
                         "external): a controller cluster's nodes or one controller, every switch connected to all; "
@@ -64,13 +70,15 @@ def run(args: argparse.Namespace) -> int:
     patterns = [p for arg in args.pattern for p in _split_patterns(arg)]
     try:
         controllers = runner.parse_controllers(args.controllers) if args.controllers is not None else []
+        fail_links = [link for text in args.fail_link for link in runner.parse_fail_links(text)]
     except runner.ExperimentError as exc:
         raise UsageError(str(exc)) from None
     modes = args.modes if args.modes is not None else EXTERNAL_MODES if controllers else MODES
     spec = runner.ExperimentSpec(args.topo, args.k, args.spines, args.leaves, args.hosts_per_leaf, patterns,
                                  [m.strip() for m in modes.split(",") if m.strip()], args.bw,
                                  args.duration, seeds, declare_jobs=not args.undeclared,
-                                 detection=args.detection, sampling=args.sampling, controllers=controllers)
+                                 detection=args.detection, sampling=args.sampling, controllers=controllers,
+                                 fail_links=fail_links)
     out = args.out or f"results/experiment-{time.strftime('%Y%m%d-%H%M%S')}"
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on kill as on Ctrl-C
     # Ctrl-C is KeyboardInterrupt even in a process started with SIGINT ignored (a background job of a script,

@@ -60,6 +60,7 @@ class ExperimentSpec:
     detection: str = "flowstats"  # te.detection; sflow / both: every switch exports sFlow to the controller
     sampling: int = 64  # sFlow's 1-in-N
     controllers: list = field(default_factory=list)  # emulation.ExternalController: mode external's (--controllers)
+    fail_links: list = field(default_factory=list)  # (node, node) Mininet cables down before the traffic starts
 
     @property
     def n_hosts(self) -> int:
@@ -110,6 +111,38 @@ def ring_placement(ar: AllReduceSpec | torch_jobs.TorchAllReduceSpec, n_hosts: i
                               f"{n_hosts}")
     perm = np.random.default_rng(seed).permutation(n_hosts)
     return [[f"h{perm[j * ar.size + r] + 1}" for r in range(ar.size)] for j in range(ar.rings)]
+
+
+def torch_placement(ts: torch_jobs.TorchAllReduceSpec, spec: ExperimentSpec, seed: int) -> list[list[str]]:
+    """The hosts of each torch job in launch (rank) order: at random, or on pod pairs (fat-tree only)."""
+    if ts.placement == "random":
+        return ring_placement(ts, spec.n_hosts, seed)
+    if spec.topo != "fattree":
+        raise ExperimentError(f"placement={ts.placement} places jobs on a fat-tree's pods: --topo fattree")
+    try:
+        return torch_jobs.pod_pairs(ts, spec.k, interleaved=ts.placement == "interleaved-pods")
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
+
+
+def parse_fail_links(text: str) -> list[tuple[str, str]]:
+    """``--fail-link``: ``A:B[,C:D...]``, Mininet node names of a cable (e.g. ``a0_0:c1``)."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        ends = item.split(":")
+        if len(ends) != 2 or not all(ends) or ends[0] == ends[1]:
+            raise ExperimentError(f"--fail-link {item!r}: expected NODE:NODE, e.g. a0_0:c1")
+        out.append((ends[0], ends[1]))
+    return out
+
+
+def validate_fail_links(spec: ExperimentSpec) -> None:
+    """Every ``--fail-link`` names a cable of the fabric."""
+    cables = {frozenset(link) for link in build_topo(spec, "ecmp").links()} if spec.fail_links else set()
+    for link in spec.fail_links:
+        if frozenset(link) not in cables:
+            raise ExperimentError(f"--fail-link {link[0]}:{link[1]}: no such cable in the {spec.describe()} "
+                                  "(Mininet names: fat-tree c<n>, a<pod>_<i>, e<pod>_<i>, h<n>)")
 
 
 def parse_controllers(text: str) -> list[emulation.ExternalController]:
@@ -215,6 +248,7 @@ def validate(spec: ExperimentSpec) -> None:
     if not 1 <= spec.sampling <= (1 << 31):
         raise ExperimentError(f"--sampling must be a 1-in-N rate, N >= 1, got {spec.sampling}")
     validate_controllers(spec)
+    validate_fail_links(spec)
     from mlroute.routing.optimisers import ALGORITHMS
     for mode in spec.modes:
         if mode not in (NONBLOCKING, EXTERNAL, UNDECLARED) and mode not in ALGORITHMS:
@@ -222,7 +256,7 @@ def validate(spec: ExperimentSpec) -> None:
                                   f"{', '.join(a for a in ALGORITHMS if a != 'ecmp')})")
     for p in spec.patterns:
         if torch_jobs.is_torch_pattern(p) or p.startswith(torch_jobs.PATTERN):
-            ring_placement(parse_torch(p), spec.n_hosts, 0)
+            torch_placement(parse_torch(p), spec, 0)
             if spec.controllers:
                 raise ExperimentError(f"{p}: the torch jobs reach the controller over a management network to a "
                                       "controller the experiment starts; not with --controllers")
@@ -319,6 +353,11 @@ def _run_on(spec: ExperimentSpec, pattern: str, mode: str, seed: int, controller
             torch_run.mgmt.attach(net)
         if not emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=40, interval=0):
             raise RuntimeError(f"{mode}: the network did not converge (pingall loss) within 40 s")
+        if mode != NONBLOCKING:  # (the reference is one switch: no cable of the fabric to cut)
+            for a, b in spec.fail_links:
+                net.configLinkStatus(a, b, "down")
+            if spec.fail_links:
+                time.sleep(2 * POLL_S)  # the switches' port status reached the controller, a decision followed
         before = None if mode == NONBLOCKING else _counters(leader())
         result = {"pattern": pattern, "mode": mode, "seed": seed}
         if torch_run is not None:
@@ -396,10 +435,11 @@ def _run_torch(spec: ExperimentSpec, pattern: str, seed: int, net: Any, mode: st
     job in rank order as ``ring_placement`` gives them. While they run, the controller's declared jobs and the
     host pairs of its elephants are read every second (the declarations are gone once the jobs end)."""
     ts = parse_torch(pattern)
-    placement = ring_placement(ts, spec.n_hosts, seed)
+    placement = torch_placement(ts, spec, seed)
     ideal = torch_jobs.ideal_seconds(ts.ranks, ts.mb, spec.bw)
     url = run.mgmt.url(run.controller.rest_port) if declares(spec, mode) else None  # type: ignore[arg-type]
-    jobs = torch_jobs.TorchJobs(net, placement, ts, run.workdir / "torch", url=url, token=run.token)
+    jobs = torch_jobs.TorchJobs(net, placement, ts, run.workdir / "torch", url=url, token=run.token,
+                                choose_ring=ts.ring == "choose" and url is not None)
     declared: dict[str, list] = {}
     elephants: set[tuple[str, str]] = set()
 
@@ -416,6 +456,7 @@ def _run_torch(spec: ExperimentSpec, pattern: str, seed: int, net: Any, mode: st
         jobs.wait(jobs.timeout_s(ideal), watch=watch)
         watch()  # elephants stay known for te.pattern_memory_s after their flows end
         per_job = jobs.iteration_times()
+        placement = jobs.run_order()  # the ring each job ran (the controller's order under ring=choose)
     finally:
         jobs.stop()
     return torch_results(ts, spec.bw, placement, [[net.get(h).IP() for h in hosts] for hosts in placement], per_job,

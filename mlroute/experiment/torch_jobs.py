@@ -29,6 +29,7 @@ from typing import Any
 
 import mlroute
 from mlroute.errors import MlrouteError
+from mlroute.torch import rank_order
 
 PATTERN = "torch-allreduce"
 PYTHON_ENV = "MLROUTE_TORCH_PYTHON"
@@ -43,6 +44,10 @@ class TorchJobsError(MlrouteError, RuntimeError):
     """The jobs could not run (no torch, a rank failed, a timeout); the message carries the ranks' output."""
 
 
+PLACEMENTS = ("random", "interleaved-pods", "grouped-pods")
+RINGS = ("given", "choose")
+
+
 @dataclass
 class TorchAllReduceSpec:
     jobs: int
@@ -50,6 +55,8 @@ class TorchAllReduceSpec:
     mb: float = 2.0  # tensor size, MB (10^6 bytes) of float32
     iterations: int = 4
     compute_s: float = 1.0
+    placement: str = "random"  # PLACEMENTS: hosts drawn at random, or each job on two pods (pod_pairs)
+    ring: str = "given"  # RINGS: the launch order, or the controller's (MLROUTE_RING=choose)
 
     @property
     def rings(self) -> int:  # runner.ring_placement's names
@@ -65,17 +72,24 @@ def is_torch_pattern(pattern: str) -> bool:
 
 
 def parse(spec: str) -> TorchAllReduceSpec:
-    """``torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S]``, e.g. ``torch-allreduce:4x4,mb=2,iters=4``;
-    ValueError naming what is wrong."""
-    m = re.fullmatch(rf"{PATTERN}:(\d+)x(\d+)((?:,\w+=[\d.]+)*)", spec)
+    """``torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S][,placement=P][,ring=R]``, e.g.
+    ``torch-allreduce:4x4,mb=2,iters=4,placement=interleaved-pods,ring=choose``; ValueError naming what is
+    wrong."""
+    m = re.fullmatch(rf"{PATTERN}:(\d+)x(\d+)((?:,\w+=[\w.-]+)*)", spec)
     if not m:
         raise ValueError(f"bad torch all-reduce pattern {spec!r}: expected {PATTERN}:JOBSxRANKS[,mb=M][,iters=I]"
-                         "[,compute=S]")
+                         "[,compute=S][,placement=P][,ring=R]")
     out = TorchAllReduceSpec(int(m.group(1)), int(m.group(2)))
     for opt in filter(None, m.group(3).split(",")):
         key, value = opt.split("=")
-        if key not in ("mb", "iters", "compute"):
-            raise ValueError(f"bad torch all-reduce option {key!r} (mb, iters, compute)")
+        if key not in ("mb", "iters", "compute", "placement", "ring"):
+            raise ValueError(f"bad torch all-reduce option {key!r} (mb, iters, compute, placement, ring)")
+        if key in ("placement", "ring"):
+            allowed = PLACEMENTS if key == "placement" else RINGS
+            if value not in allowed:
+                raise ValueError(f"bad torch all-reduce option {opt!r}: {key} is one of {', '.join(allowed)}")
+            setattr(out, key, value)
+            continue
         try:
             setattr(out, {"mb": "mb", "iters": "iterations", "compute": "compute_s"}[key],
                     int(value) if key == "iters" else float(value))
@@ -84,6 +98,27 @@ def parse(spec: str) -> TorchAllReduceSpec:
     if out.ranks < 2 or out.jobs < 1 or out.iterations < 1 or out.mb <= 0 or out.compute_s < 0:
         raise ValueError(f"bad torch all-reduce pattern {spec!r}: jobs >= 1, ranks >= 2, iters >= 1, mb > 0, "
                          "compute >= 0")
+    return out
+
+
+def pod_pairs(spec: TorchAllReduceSpec, k: int, interleaved: bool = True) -> list[list[str]]:
+    """Each job on two pods of a k-ary fat-tree (Mininet's h1.. numbering: pod p holds the next (k/2)^2 hosts),
+    half its ranks in each: pods 0 and 1 take jobs until they are full, then pods 2 and 3, ... Rank order
+    alternates the pods (A, B, A, B: every ring edge crosses the core) when ``interleaved``, else groups them
+    (A, A, B, B: two edges cross). ValueError when the jobs do not fit or a job's ranks are odd."""
+    per_pod = (k // 2) ** 2
+    half = spec.ranks // 2
+    if spec.ranks % 2 or half > per_pod:
+        raise ValueError(f"{spec.ranks} ranks cannot split evenly over two pods of {per_pod} hosts")
+    per_pair = per_pod // half
+    if spec.jobs > per_pair * (k // 2):
+        raise ValueError(f"{spec.jobs} jobs of {spec.ranks} ranks on pod pairs: a k={k} fat-tree holds "
+                         f"{per_pair * (k // 2)}")
+    out = []
+    for j in range(spec.jobs):
+        pair, slot = divmod(j, per_pair)
+        a, b = ([f"h{(2 * pair + side) * per_pod + slot * half + i + 1}" for i in range(half)] for side in (0, 1))
+        out.append([h for duo in zip(a, b) for h in duo] if interleaved else a + b)
     return out
 
 
@@ -177,7 +212,8 @@ class TorchJobs:
     def __init__(self, net: Any, jobs: list[list[str]], spec: TorchAllReduceSpec, workdir: str | Path,
                  url: str | None = None, token: str | None = None, lease_s: float | None = None,
                  python: str | None = None, iterations: int | None = None, base_port: int = BASE_PORT,
-                 names: list[str] | None = None) -> None:
+                 names: list[str] | None = None, choose_ring: bool = False) -> None:
+        """``choose_ring``: the ranks run in the node order the controller chose (``MLROUTE_RING=choose``)."""
         self.jobs = jobs
         self.spec = spec
         self.iterations = iterations if iterations is not None else spec.iterations
@@ -196,6 +232,8 @@ class TorchJobs:
                 for r, name in enumerate(hosts):
                     host = net.get(name)
                     env = self._env(host, pythonpath, self.names[j], url, token, lease_s)
+                    if choose_ring:
+                        env[rank_order.RING_ENV] = "choose"
                     cmd = torchrun_command(self.python, len(hosts), r, master, base_port + j, spec, self.iterations,
                                            self.release)
                     log = self.workdir / f"{self.names[j]}-rank{r}-{name}.log"
@@ -262,6 +300,14 @@ class TorchJobs:
     def ready(self, job: int) -> bool:
         """Every rank of ``job`` is past init_process_group (so its declaration, if any, was sent)."""
         return all(any(rec.get("event") == "ready" for rec in self.records(r)) for r in self.ranks if r.job == job)
+
+    def run_order(self) -> list[list[str]]:
+        """Per job: its hosts in the rank order the job ran in (the launch order unless the hook renumbered the
+        ranks: ``choose_ring``), from each rank's "ready" record; a host that never reported keeps its place."""
+        ran_as = {(r.job, r.host): rec["rank"] for r in self.ranks for rec in self.records(r)
+                  if rec.get("event") == "ready"}
+        return [sorted(hosts, key=lambda h, j=j, launch=hosts: ran_as.get((j, h), launch.index(h)))
+                for j, hosts in enumerate(self.jobs)]
 
     def init_seconds(self) -> list[float]:
         """Per job: the slowest rank's time in init_process_group (rank 0's includes the hook's PUT)."""

@@ -278,6 +278,65 @@ def test_declared_jobs_survive_a_controller_crash_and_run_at_speed_again(mlroute
         assert later and max(later) <= 1.1 * reference, (j, at_return[j], t)
 
 
+CUT = ("a0_0", "c1")  # one of pod 0's four aggregation-to-core cables
+INTERLEAVED = torch_jobs.pod_pairs(SPEC, 4)  # each job on two pods, ranks A, B, A, B: every ring edge crosses
+
+
+@pytest.fixture(scope="module")
+def ring_runs(mlroute_fabric, tmp_path_factory):
+    """Issue 37: the 4 jobs interleaved over pod pairs with CUT down before launch, first in their launch order,
+    then with MLROUTE_RING=choose (the controller's node order), under the same routing (mlroute's)."""
+    fab = mlroute_fabric
+    before = len(fab.controller.get("/mlroute/links"))
+    fab.net.configLinkStatus(*CUT, "down")
+    try:
+        assert harness.wait_until(lambda: len(fab.controller.get("/mlroute/links")) == before - 2, timeout=10,
+                                  interval=0.2), "the controller did not see the cut"
+        runs = {}
+        for name, choose in (("rank order", False), ("chosen", True)):
+            workdir = tmp_path_factory.mktemp("ring-" + name.replace(" ", "-"))
+            jobs = torch_jobs.TorchJobs(fab.net, INTERLEAVED, SPEC, workdir, url=fab.url, token=fab.token,
+                                        lease_s=LEASE_S, choose_ring=choose)
+            try:
+                jobs.wait(jobs.timeout_s(IDEAL_S))
+                runs[name] = jobs.iteration_times()
+                runs[name + " hosts"] = jobs.run_order()
+            finally:
+                jobs.stop()
+            print(f"ring choice, {name}: per-job iterations {runs[name]} (ideal {IDEAL_S:.2f} s), steady / ideal "
+                  f"{[round(steady(t) / IDEAL_S, 3) for t in runs[name]]}, init {jobs.init_seconds()}")
+        return runs
+    finally:
+        fab.net.configLinkStatus(*CUT, "up")
+        harness.wait_until(lambda: len(fab.controller.get("/mlroute/links")) == before, timeout=10, interval=0.2)
+
+
+def test_jobs_in_the_controllers_ring_order_run_at_the_ideal_speed_with_a_core_link_down(ring_runs):
+    """Every job's median steady all-reduce within 1.15x of the ideal ring time, iteration 0 within 1.15x of its
+    steady: the order chosen and handed over before the first collective (tried by hand in the order A, A, B, B:
+    1.11x ideal, iteration 0 at steady)."""
+    times = ring_runs["chosen"]
+    assert [len(t) for t in times] == [SPEC.iterations] * SPEC.jobs, times
+    for j, t in enumerate(times):
+        median = sorted(t[1:])[len(t[1:]) // 2]
+        assert median <= 1.15 * IDEAL_S, (j, t, IDEAL_S)
+        assert t[0] <= 1.15 * steady(t), (j, t)
+    for hosts in ring_runs["chosen hosts"]:  # ran grouped by pod: two ring edges cross the core, not four
+        pods = [(int(h[1:]) - 1) // 4 for h in hosts]
+        assert sum(pods[i] != pods[i - 1] for i in range(len(pods))) == 2, ring_runs["chosen hosts"]
+
+
+def test_the_same_jobs_in_launch_order_leave_the_worst_at_twice_the_ideal(ring_runs):
+    """The control of the test above: the interleaved launch order, routed as well as the fabric allows, puts 4
+    ring edges per pod pair over 3 of pod 0's uplinks, so some job runs at least 1.6x ideal (a flow model of the
+    fabric: 2.0x; by hand: 2.13x)."""
+    times = ring_runs["rank order"]
+    assert [len(t) for t in times] == [SPEC.iterations] * SPEC.jobs, times
+    assert ring_runs["rank order hosts"] == INTERLEAVED
+    worst = max(sorted(t[1:])[len(t[1:]) // 2] for t in times)
+    assert worst >= 1.6 * IDEAL_S, (times, IDEAL_S)
+
+
 def _crosses_edge(fab, edge):
     """Whether a ring edge leaves its edge switch (pairs under one edge switch have no pinned path to install)."""
     a, b = (int(ip.rsplit(".", 1)[1]) for ip in edge)

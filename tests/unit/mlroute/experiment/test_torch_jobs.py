@@ -17,11 +17,40 @@ def test_the_pattern_parses_with_defaults_and_options():
     ts = torch_jobs.parse("torch-allreduce:2x8,mb=0.5,iters=3,compute=0")
     assert (ts.jobs, ts.ranks, ts.mb, ts.iterations, ts.compute_s) == (2, 8, 0.5, 3, 0.0)
     assert (ts.rings, ts.size) == (2, 8)  # what ring_placement reads
+    ts = torch_jobs.parse("torch-allreduce:4x4,placement=interleaved-pods,ring=choose")
+    assert (ts.placement, ts.ring) == ("interleaved-pods", "choose")
+    assert (torch_jobs.parse("torch-allreduce:4x4").placement, torch_jobs.parse("torch-allreduce:4x4").ring) == \
+        ("random", "given")
+
+
+def test_pod_pair_placements_put_half_of_each_job_in_each_of_two_pods():
+    ts = torch_jobs.parse("torch-allreduce:4x4")
+    assert torch_jobs.pod_pairs(ts, 4) == [["h1", "h5", "h2", "h6"], ["h3", "h7", "h4", "h8"],
+                                           ["h9", "h13", "h10", "h14"], ["h11", "h15", "h12", "h16"]]
+    assert torch_jobs.pod_pairs(ts, 4, interleaved=False)[0] == ["h1", "h2", "h5", "h6"]
+    k8 = torch_jobs.pod_pairs(torch_jobs.parse("torch-allreduce:8x8"), 8)  # 16 hosts a pod: 4 jobs a pod pair
+    assert k8[4][:2] == ["h33", "h49"] and len({h for job in k8 for h in job}) == 64
+    for bad in ("torch-allreduce:5x4", "torch-allreduce:1x3", "torch-allreduce:1x10"):
+        with pytest.raises(ValueError):
+            torch_jobs.pod_pairs(torch_jobs.parse(bad), 4)
+    with pytest.raises(runner.ExperimentError, match="fattree"):
+        runner.validate(runner.ExperimentSpec("leafspine", patterns=["torch-allreduce:2x4,placement=grouped-pods"]))
+
+
+def test_a_failed_link_must_be_a_cable_of_the_fabric():
+    assert runner.parse_fail_links("a0_0:c1, e1_0:a1_1") == [("a0_0", "c1"), ("e1_0", "a1_1")]
+    for bad in ("a0_0", "a0_0:", "c1:c1", "a:b:c"):
+        with pytest.raises(runner.ExperimentError, match="--fail-link"):
+            runner.parse_fail_links(bad)
+    runner.validate(runner.ExperimentSpec("fattree", fail_links=[("c1", "a0_0")]))
+    with pytest.raises(runner.ExperimentError, match="no such cable"):
+        runner.validate(runner.ExperimentSpec("fattree", fail_links=[("a0_0", "c3")]))
 
 
 @pytest.mark.parametrize("bad", ["torch-allreduce", "torch-allreduce:4", "torch-allreduce:4x1",
                                  "torch-allreduce:0x4", "torch-allreduce:2x2,speed=3", "torch-allreduce:2x2,iters=1.5",
-                                 "torch-allreduce:2x2,mb=0"])
+                                 "torch-allreduce:2x2,mb=0", "torch-allreduce:2x2,placement=pods",
+                                 "torch-allreduce:2x2,ring=best"])
 def test_bad_patterns_are_refused_by_name(bad):
     with pytest.raises(ValueError, match="torch all-reduce"):
         torch_jobs.parse(bad)
