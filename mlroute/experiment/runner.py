@@ -4,7 +4,6 @@ steady-state throughput (iperf3) or all-reduce iteration times (ring workers).""
 
 from __future__ import annotations
 
-import re
 import secrets
 import socket
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from mlroute.errors import MlrouteError
-from mlroute.experiment import emulation, torch_jobs
+from mlroute.experiment import emulation, pattern_options, torch_jobs
 from mlroute.experiment.management import ManagementNetwork
 from mlroute.experiment.traffic import Iperf3Flows, RingAllReduce, steady_mbps
 from mlroute.routing.demand import estimate_demands
@@ -87,17 +86,11 @@ class ExperimentSpec:
 
 def parse_allreduce(spec: str) -> AllReduceSpec:
     """``allreduce:RINGSxSIZE[,mb=M][,iters=I][,compute=S]``, e.g. ``allreduce:4x4,mb=2``."""
-    m = re.fullmatch(r"allreduce:(\d+)x(\d+)((?:,\w+=[\d.]+)*)", spec)
-    if not m:
-        raise ExperimentError(f"bad all-reduce pattern {spec!r}: expected allreduce:RINGSxSIZE[,mb=M][,iters=I]"
-                              "[,compute=S]")
-    out = AllReduceSpec(int(m.group(1)), int(m.group(2)))
-    for opt in filter(None, m.group(3).split(",")):
-        key, value = opt.split("=")
-        if key not in ("mb", "iters", "compute"):
-            raise ExperimentError(f"bad all-reduce option {key!r} (mb, iters, compute)")
-        setattr(out, {"mb": "mb", "iters": "iterations", "compute": "compute_s"}[key],
-                int(value) if key == "iters" else float(value))
+    try:
+        rings, size, options = pattern_options.parse(spec, "allreduce", "all-reduce", pattern_options.ALLREDUCE_NUMBERS)
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
+    out = AllReduceSpec(rings, size, **options)
     if out.size < 2 or out.rings < 1 or out.iterations < 1 or out.mb <= 0:
         raise ExperimentError(f"bad all-reduce pattern {spec!r}: rings >= 1, size >= 2, iters >= 1, mb > 0")
     return out

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -29,6 +28,7 @@ from typing import Any
 
 import mlroute
 from mlroute.errors import MlrouteError
+from mlroute.experiment import pattern_options
 from mlroute.torch import rank_order
 
 PATTERN = "torch-allreduce"
@@ -75,26 +75,9 @@ def parse(spec: str) -> TorchAllReduceSpec:
     """``torch-allreduce:JOBSxRANKS[,mb=M][,iters=I][,compute=S][,placement=P][,ring=R]``, e.g.
     ``torch-allreduce:4x4,mb=2,iters=4,placement=interleaved-pods,ring=choose``; ValueError naming what is
     wrong."""
-    m = re.fullmatch(rf"{PATTERN}:(\d+)x(\d+)((?:,\w+=[\w.-]+)*)", spec)
-    if not m:
-        raise ValueError(f"bad torch all-reduce pattern {spec!r}: expected {PATTERN}:JOBSxRANKS[,mb=M][,iters=I]"
-                         "[,compute=S][,placement=P][,ring=R]")
-    out = TorchAllReduceSpec(int(m.group(1)), int(m.group(2)))
-    for opt in filter(None, m.group(3).split(",")):
-        key, value = opt.split("=")
-        if key not in ("mb", "iters", "compute", "placement", "ring"):
-            raise ValueError(f"bad torch all-reduce option {key!r} (mb, iters, compute, placement, ring)")
-        if key in ("placement", "ring"):
-            allowed = PLACEMENTS if key == "placement" else RINGS
-            if value not in allowed:
-                raise ValueError(f"bad torch all-reduce option {opt!r}: {key} is one of {', '.join(allowed)}")
-            setattr(out, key, value)
-            continue
-        try:
-            setattr(out, {"mb": "mb", "iters": "iterations", "compute": "compute_s"}[key],
-                    int(value) if key == "iters" else float(value))
-        except ValueError:
-            raise ValueError(f"bad torch all-reduce option {opt!r}: iters takes an integer") from None
+    jobs, ranks, options = pattern_options.parse(spec, PATTERN, "torch all-reduce", pattern_options.ALLREDUCE_NUMBERS,
+                                                 {"placement": PLACEMENTS, "ring": RINGS})
+    out = TorchAllReduceSpec(jobs, ranks, **options)
     if out.ranks < 2 or out.jobs < 1 or out.iterations < 1 or out.mb <= 0 or out.compute_s < 0:
         raise ValueError(f"bad torch all-reduce pattern {spec!r}: jobs >= 1, ranks >= 2, iters >= 1, mb > 0, "
                          "compute >= 0")
