@@ -487,13 +487,14 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if not (self.recovering() and self.recovered.hops) or self._lldp_settled() == set(self.connected):
             return False
         graph = self.topology.graph()
-        for st in self.monitor.elephants():
-            key = st.key
-            if key in self.recovered.hops and key not in self.te.pinned:
-                dst = self.topology.hosts.get(key.dst_ip)
-                if dst is None or self.recovered.pinned_path(key, self.topology, graph, dst.dpid) is None:
-                    return True
-        return False
+        return any(self._recovered_path(st.key, graph) is None for st in self.monitor.elephants()
+                   if st.key in self.recovered.hops and st.key not in self.te.pinned)
+
+    def _recovered_path(self, key: FlowKey, graph: Any) -> tuple[int, ...] | None:
+        """The path an elephant's rules recovered from the switches pin, read over ``graph``; None while it does
+        not read as one (its destination unknown, a hop's link not found yet)."""
+        dst = self.topology.hosts.get(key.dst_ip)
+        return None if dst is None else self.recovered.pinned_path(key, self.topology, graph, dst.dpid)
 
     def _restore_pins(self, keys: list[FlowKey]) -> None:
         """Elephants whose pinned rules survived a restart keep those paths (the TE step then judges them
@@ -502,9 +503,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             return
         graph = self.topology.graph()
         for key in keys:
-            dst = self.topology.hosts.get(key.dst_ip)
-            if key in self.recovered.hops and key not in self.te.pinned and dst is not None:
-                path = self.recovered.pinned_path(key, self.topology, graph, dst.dpid)
+            if key in self.recovered.hops and key not in self.te.pinned and key.dst_ip in self.topology.hosts:
+                path = self._recovered_path(key, graph)
                 if path is not None:
                     self.te.pinned[key] = path
                     LOG.info("elephant %s: pinned path %s recovered from the switches", key, path)
