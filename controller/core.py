@@ -482,19 +482,21 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         """Just restarted over switches that hold pinned elephants whose paths cannot be read yet (their flows
         not seen busy by a poll, their links not yet found by LLDP): a decision now would route them afresh and
         move most of them off the paths they keep (live: 5 of 8 moved 2 s after a restart, the jobs' next
-        iterations 1.2-1.8x slower). It waits until every such pin reads as a path, or LLDP has settled on every
-        switch connected (LLDP_SETTLE_S after each connected): then a pin that does not is broken, routed again."""
+        iterations 1.2-1.8x slower). It waits while such a pin may still read as a path (its destination not known
+        yet, a hop out of a live port whose link LLDP has not found yet), at most until LLDP has settled on every
+        switch connected (LLDP_SETTLE_S after each connected): then a pin that does not read is broken, routed
+        again. A hop out of a port that is down never will read: that pin is routed at once, not 5 s later."""
         if not (self.recovering() and self.recovered.hops) or self._lldp_settled() == set(self.connected):
             return False
         graph = self.topology.graph()
-        return any(self._recovered_path(st.key, graph) is None for st in self.monitor.elephants()
+        return any(self._read_recovered(st.key, graph)[1] for st in self.monitor.elephants()
                    if st.key in self.recovered.hops and st.key not in self.te.pinned)
 
-    def _recovered_path(self, key: FlowKey, graph: Any) -> tuple[int, ...] | None:
-        """The path an elephant's rules recovered from the switches pin, read over ``graph``; None while it does
-        not read as one (its destination unknown, a hop's link not found yet)."""
+    def _read_recovered(self, key: FlowKey, graph: Any) -> tuple[tuple[int, ...] | None, bool]:
+        """The path an elephant's rules recovered from the switches pin, read over ``graph``, and whether one
+        that does not read yet may later (:meth:`Recovered.read_pin`; an unknown destination may be learned)."""
         dst = self.topology.hosts.get(key.dst_ip)
-        return None if dst is None else self.recovered.pinned_path(key, self.topology, graph, dst.dpid)
+        return (None, True) if dst is None else self.recovered.read_pin(key, self.topology, graph, dst.dpid)
 
     def _restore_pins(self, keys: list[FlowKey]) -> None:
         """Elephants whose pinned rules survived a restart keep those paths (the TE step then judges them
@@ -504,7 +506,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         graph = self.topology.graph()
         for key in keys:
             if key in self.recovered.hops and key not in self.te.pinned and key.dst_ip in self.topology.hosts:
-                path = self._recovered_path(key, graph)
+                path = self._read_recovered(key, graph)[0]
                 if path is not None:
                     self.te.pinned[key] = path
                     LOG.info("elephant %s: pinned path %s recovered from the switches", key, path)

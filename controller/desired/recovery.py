@@ -120,10 +120,17 @@ class Recovered:
     def pinned_path(self, key: FlowKey, topology: Topology, graph: nx.Graph, dst_switch: int) -> Path | None:
         """The path an elephant's recovered rules pin: its pinned upward hops link by link from the ingress,
         then the single way down from the top switch; None if the rules do not make a live path."""
+        return self.read_pin(key, topology, graph, dst_switch)[0]
+
+    def read_pin(self, key: FlowKey, topology: Topology, graph: nx.Graph, dst_switch: int
+                 ) -> tuple[Path | None, bool]:
+        """(:meth:`pinned_path`, whether a pin that does not read as a path yet may once LLDP found more links:
+        a hop leaves by a live port whose link is not known yet, or the way down is not in the graph yet). A hop
+        out of a port that is down (a cable cut while the controller was away) never will: its pin is broken."""
         hops = self.hops.get(key)
         ingress = self.counting.get(key, (None,))[0]
         if not hops or ingress not in hops:
-            return None
+            return None, False
         # above the ingress a 5-tuple not yet pinned on its own rides its declared host pair's hop rules (the
         # counting rule sends it to the pair's first hop): read on along those, not down from wherever the
         # 5-tuple's own rules end (live: the shortest way down from an aggregation switch, via whichever core
@@ -134,16 +141,16 @@ class Recovered:
         while here in hops and len(path) <= len(graph):
             link = topology.links.get((here, hops[here]))
             if link is None or not graph.has_edge(here, link.dst):
-                return None
+                return None, link is None and hops[here] in topology.ports.get(here, ())
             here = link.dst
             path.append(here)
         if dst_switch not in graph or here not in graph:
-            return None
+            return None, True
         try:
             down = nx.shortest_path(graph, here, dst_switch)
         except nx.NetworkXNoPath:
-            return None
-        return tuple(path + down[1:])
+            return None, True
+        return tuple(path + down[1:]), False
 
     def forget(self, key: FlowKey) -> None:
         self.hops.pop(key, None)

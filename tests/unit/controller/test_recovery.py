@@ -106,3 +106,34 @@ def test_a_flow_riding_its_declared_pairs_pin_is_read_back_on_the_pairs_path():
     for dpid in CONVERGED.ports:
         recovered.read(dpid, [r for r in rules if r.dpid == dpid])
     assert recovered.pinned_path(key, CONVERGED, graph, dst.dpid) == path != tuple([src.dpid, *guessed])
+
+
+def test_a_pin_over_a_link_not_found_yet_may_still_read_one_out_of_a_port_that_is_down_never_will():
+    """The recovery gate holds decisions only for pins that may still read as paths: a hop out of a live port
+    whose link LLDP has not found yet. A cable cut while the controller was away leaves its port down: that pin
+    is broken at once (before, the gate held every decision up to LLDP_SETTLE_S for it)."""
+    import networkx as nx
+
+    from controller.desired.te_rules import te_rules
+    from controller.state.flowkey import FlowKey
+
+    graph = CONVERGED.graph()
+    src, dst = CONVERGED.hosts["10.0.0.1"], CONVERGED.hosts["10.0.0.14"]
+    agg = next(n for n in graph[src.dpid] if n != dst.dpid)
+    core = next(c for c in graph[agg] if c // 1000 == CORE // 1000)
+    path = (src.dpid, agg, core, *nx.shortest_path(graph, core, dst.dpid)[1:])
+    key = FlowKey(src.ip, dst.ip, 6, 40000, 5201)
+    tiers = infer_tiers(graph, CONVERGED.access_switches(), {})
+    rules = te_rules(CONVERGED, tiers, {key: (src.dpid, src.port)}, {key: path}, 10, graph)
+    recovered = Recovered()
+    for dpid in CONVERGED.ports:
+        recovered.read(dpid, [r for r in rules if r.dpid == dpid])
+    assert recovered.read_pin(key, CONVERGED, graph, dst.dpid) == (path, False)
+
+    everything_but_the_core = [d for d in CONVERGED.ports if d != core]
+    topo = restarted(CONVERGED.ports, links_between=everything_but_the_core)  # the core's links not found yet
+    assert recovered.read_pin(key, topo, topo.graph(), dst.dpid) == (None, True)
+    up_port = next(p for (d, p), link in CONVERGED.links.items() if d == agg and link.dst == core)
+    topo.port_down(agg, up_port)  # the cable was cut while the controller was away
+    assert recovered.read_pin(key, topo, topo.graph(), dst.dpid) == (None, False)
+    assert recovered.pinned_path(key, topo, topo.graph(), dst.dpid) is None
