@@ -3,60 +3,33 @@ per-job PUT, leased or not), then a new core reading the same state file, as a r
 would: the same jobs, listed the same, leases less the time down, routed at the first decision. rest.py's
 handlers without a server (webob requests into the RestController), fake wall and monotonic clocks."""
 
-import json
 import logging
 import threading
 
 import pytest
-from webob import Request
 
 from controller import config
-from controller.core import ControllerCore
 from controller.southbound import framework as southbound
 from controller.state import job_state_file
 from controller.state.job_state_file import JobStateFile
-from controller.state.jobs import HostPair
-from controller.web.rest import RestController
-from controller.web.rest_limits import ClientRateLimit
 from tests import topologies
 from tests.clock import FakeClock
+from tests.unit.controller.rest_bench import RINGS, RestApp, call, ring_pairs
 
-RINGS = [[f"10.0.0.{r + 1 + 4 * i}" for i in range(4)] for r in range(4)]  # k=4 fat-tree, as test_rest_jobs
 
-
-class App:
-    """The app as rest.py sees it, its core keeping its jobs in ``path``; ``wall`` and ``mono`` are the process's
-    clocks (a restart: a new App on the same file, the wall clock moved on, a monotonic clock of its own)."""
+class App(RestApp):
+    """The app, its core keeping its jobs in ``path``; ``wall`` and ``mono`` are the process's clocks (a restart:
+    a new App on the same file, the wall clock moved on, a monotonic clock of its own)."""
 
     def __init__(self, path, wall, mono=None, text="rest:\n  token: t\n"):
-        self.clock = mono or FakeClock(50.0)
-        cfg = config.parse(text)
-        self.core = ControllerCore(cfg, self.clock, job_file=JobStateFile(path, cfg["jobs"], self.clock, wall,
-                                                                                 config.job_rules()))
-        self.core.topology = self.core.packet_in.topology = topologies.fat_tree(4)
-        self.core.sync()  # tiers from the learned graph
-        self.post_limit = ClientRateLimit(5, 1000, self.clock)
-
-    def wake(self, decide=False):
-        if decide:
-            self.core.decision_tick()
-
-
-def call(app, method, path, body=None, client="10.0.0.1"):
-    data = b"" if body is None else json.dumps(body).encode()
-    req = Request.blank(path, method=method, body=data, headers={"Authorization": "Bearer t"}, remote_addr=client)
-    res = req.get_response(RestController(app))
-    return res.status_code, json.loads(res.body)
+        super().__init__(text, mono, posts=1000,
+                         job_file=lambda cfg, clock: JobStateFile(path, cfg["jobs"], clock, wall, config.job_rules()))
 
 
 def listed(app):
     status, body = call(app, "GET", "/mlroute/jobs")
     assert status == 200
     return body["jobs"]
-
-
-def ring_pairs(*rings):
-    return {HostPair(r[i], r[(i + 1) % len(r)]) for r in rings for i in range(len(r))}
 
 
 @pytest.fixture

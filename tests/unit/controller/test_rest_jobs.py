@@ -3,49 +3,14 @@ handlers without a server (webob requests into the RestController), over a core 
 declared alone is routed at once and keeps the others, a deleted or expired job's pins leave, every bad call is a
 JSON 4xx that changes nothing."""
 
-import json
-
 import pytest
-from webob import Request
 
 from controller import config
-from controller.core import ControllerCore
 from controller.state.jobs import HostPair
-from controller.web.rest import RestController
 from controller.web.rest_limits import ClientRateLimit
-from tests import topologies
-from tests.clock import FakeClock
+from tests.unit.controller.rest_bench import RINGS, RestApp, call, ring_pairs
 
-# allreduce rings as mlroute experiment runs them on a k=4 fat-tree: ring r = hosts r+1, r+5, r+9, r+13
-RINGS = [[f"10.0.0.{r + 1 + 4 * i}" for i in range(4)] for r in range(4)]
-
-
-class App:
-    """The app as rest.py sees it; ``wake(decide=True)`` runs the decision loop's step (no optimiser worker: the
-    decision is made there and then), so a call's answer carries its decision."""
-
-    def __init__(self, text="rest:\n  token: t\n"):
-        self.clock = FakeClock(50.0)
-        self.core = ControllerCore(config.parse(text), self.clock)
-        self.core.topology = self.core.packet_in.topology = topologies.fat_tree(4)
-        self.core.sync()  # tiers from the learned graph
-        self.post_limit = ClientRateLimit(5, 100, self.clock)
-
-    def wake(self, decide=False):
-        if decide:
-            self.core.decision_tick()
-
-
-def call(app, method, path, body=None, token="t", client="10.0.0.1"):
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
-    req = Request.blank(path, method=method, body=data, headers=headers, remote_addr=client)
-    res = req.get_response(RestController(app))
-    return res.status_code, json.loads(res.body)
-
-
-def ring_pairs(*rings):
-    return {HostPair(r[i], r[(i + 1) % len(r)]) for r in rings for i in range(len(r))}
+App = RestApp
 
 
 def test_a_job_put_alone_is_routed_at_once_and_a_second_one_keeps_the_first():
