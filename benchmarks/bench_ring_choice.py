@@ -23,31 +23,23 @@ from mlroute.routing import metric
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.optimisers import optimise
 from mlroute.routing.ring_choice import choose_rings, ring_flows
+from mlroute.workloads.placement import RING_PLACEMENTS as PLACEMENTS
+from mlroute.workloads.placement import host_groups, place_replicas
 
 FABRICS = {
-    # name: (build, groups of hosts (pods / ToRs), jobs per pair of groups, failed links by count)
-    "k4": (lambda: Fabric.fattree(4), 4, 2, [("agg0_0", "core0"), ("agg2_1", "core2")]),
-    "k8": (lambda: Fabric.fattree(8), 16, 4, [("agg0_0", "core0"), ("agg2_1", "core5")]),
-    "paper": (lambda: Fabric.clos(64, 32, 32), 32, 2, [("tor0", "spine0"), ("tor2", "spine1")]),
+    # name: (build, hosts per job, failed links by count); hosts are grouped by pod (fat-trees) / ToR (Clos)
+    "k4": (lambda: Fabric.fattree(4), 4, [("agg0_0", "core0"), ("agg2_1", "core2")]),
+    "k8": (lambda: Fabric.fattree(8), 8, [("agg0_0", "core0"), ("agg2_1", "core5")]),
+    "paper": (lambda: Fabric.clos(64, 32, 32), 32, [("tor0", "spine0"), ("tor2", "spine1")]),
 }
-PLACEMENTS = ("contiguous", "interleaved", "random")
 
 
-def jobs_of(n_hosts: int, group: int, per_pair: int, placement: str, seed: int) -> dict[str, list[int]]:
-    """Job name -> hosts in rank order (module docstring)."""
-    size = 2 * group // per_pair
-    if placement == "random":
-        perm = np.random.default_rng(seed).permutation(n_hosts).tolist()
-        return {f"j{i}": perm[i * size:(i + 1) * size] for i in range(n_hosts // size)}
-    out = {}
-    for a in range(0, n_hosts // group, 2):
-        ga, gb = range(a * group, (a + 1) * group), range((a + 1) * group, (a + 2) * group)
-        half = size // 2
-        for i in range(per_pair):
-            ha, hb = list(ga[i * half:(i + 1) * half]), list(gb[i * half:(i + 1) * half])
-            order = ha + hb if placement == "contiguous" else [h for pair in zip(ha, hb) for h in pair]
-            out[f"j{len(out)}"] = order
-    return out
+def jobs_of(fab: Fabric, size: int, placement: str, seed: int) -> dict[str, list]:
+    """Job name -> hosts in rank order: as many jobs of ``size`` one-host replicas as the fabric holds, placed by
+    :func:`mlroute.workloads.placement.place_replicas` (the simulator's ``--placement``)."""
+    placed = place_replicas(host_groups(fab), [(size, 1)] * (len(fab.hosts) // size), placement,
+                            np.random.default_rng(seed))
+    return {f"j{i}": [h for rep in reps for h in rep] for i, reps in enumerate(placed)}
 
 
 def assess(fab: Fabric, orders: dict) -> list[float]:
@@ -59,11 +51,11 @@ def assess(fab: Fabric, orders: dict) -> list[float]:
 
 
 def row(name: str, placement: str, failed: int, seed: int, max_candidates: int) -> str:
-    build, group, per_pair, links = FABRICS[name]
+    build, size, links = FABRICS[name]
     fab = build()
     for u, v in links[:failed]:
         fab.fail_link(u, v)
-    jobs = jobs_of(len(fab.hosts), group, per_pair, placement, seed)
+    jobs = jobs_of(fab, size, placement, seed)
     before = assess(fab, jobs)
     t0 = time.perf_counter()
     chosen = choose_rings(fab, jobs, max_candidates=max_candidates)

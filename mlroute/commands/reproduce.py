@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlroute.errors import UsageError
 from mlroute.routing.optimisers import ALGORITHMS
+from mlroute.workloads.jobs import PLACEMENTS
 
 if TYPE_CHECKING:
     from mlroute.sim.reproduce import GridConfig
@@ -37,6 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spines", type=int, default=32)
     p.add_argument("--hosts-per-tor", type=int, default=32)
     p.add_argument("--link-gbps", type=float, default=100.0)
+    p.add_argument("--placement", choices=PLACEMENTS, default="tor",
+                   help="placement of the grid's jobs (default tor, the paper's; contiguous / interleaved: a job's "
+                        "replicas on a pair of ToRs, rank order one then the other or alternating; random)")
+    p.add_argument("--failed-links", default=None, metavar="LIST",
+                   help="cables failed in every cell besides the failed spines, e.g. tor0:spine0,tor2:spine1")
+    p.add_argument("--choose-rings", action="store_true",
+                   help="also simulate every run with the rings mlroute.routing.ring_choice chooses at launch; the "
+                        "report compares them with rank order")
     p.add_argument("--no-random-placement", action="store_true",
                    help="skip the supplementary grid with random host placement (not in the paper)")
     p.add_argument("--random-algos", default=None, metavar="LIST",
@@ -70,11 +79,12 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 def _command_line(args: argparse.Namespace) -> str:
     """The invocation, rebuilt from the parsed options (only those that differ from their defaults)."""
     parts = ["mlroute reproduce", "--out", str(args.out)]
-    for flag in ("quick", "no_random_placement", "random_only", "report_only", "fresh"):
+    for flag in ("quick", "choose_rings", "no_random_placement", "random_only", "report_only", "fresh"):
         if getattr(args, flag):
             parts.append("--" + flag.replace("_", "-"))
-    defaults = {"seed": 1, "tors": 64, "spines": 32, "hosts_per_tor": 32, "link_gbps": 100.0}
-    for name in ("iterations", "jobs", "rings", "failed", "algos", "random_algos", "ilp_time_limit", "seed", "tors",
+    defaults = {"seed": 1, "tors": 64, "spines": 32, "hosts_per_tor": 32, "link_gbps": 100.0, "placement": "tor"}
+    for name in ("iterations", "jobs", "rings", "failed", "placement", "failed_links", "algos", "random_algos",
+                 "ilp_time_limit", "seed", "tors",
                  "spines", "hosts_per_tor", "link_gbps", "workers", "scheduler"):
         v = getattr(args, name)
         if v is not None and v != defaults.get(name):
@@ -177,11 +187,27 @@ def _grid_config(args: argparse.Namespace) -> GridConfig:
         raise UsageError("--jobs must be >= 1 and --rings >= 2")
     if any(not 0 <= f < cfg.spines for f in cfg.failed):
         raise UsageError(f"--failed: counts must be in 0..{cfg.spines - 1}")
+    cfg.placement, cfg.choose_rings = args.placement, args.choose_rings
+    cfg.failed_links = _failed_links(args.failed_links, cfg)
     if args.quick or any(v is not None for v in (args.jobs, args.rings, args.failed, args.algos, args.iterations)) \
-            or (cfg.tors, cfg.spines, cfg.hosts_per_tor) != (64, 32, 32):
+            or (cfg.tors, cfg.spines, cfg.hosts_per_tor) != (64, 32, 32) \
+            or (cfg.placement, cfg.failed_links, cfg.choose_rings) != ("tor", (), False):
         cfg.label = "quick" if args.quick else "custom"
-    _check_fits(cfg, "tor")
+    _check_fits(cfg, cfg.placement)
     return cfg
+
+
+def _failed_links(text: str | None, cfg: GridConfig) -> tuple:
+    """--failed-links as cables of the grid's fabric."""
+    from mlroute.routing import spec
+    from mlroute.routing.fabric import Fabric, FabricError
+
+    try:
+        links = spec.parse_links(text)
+        spec.check_links(Fabric.clos(cfg.tors, cfg.spines, cfg.hosts_per_tor), links)
+    except FabricError as exc:
+        raise UsageError(str(exc)) from None
+    return tuple(links)
 
 
 def _random_config(args: argparse.Namespace, cfg: GridConfig) -> GridConfig:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlroute.routing.optimisers import ALGORITHMS
+from mlroute.workloads.jobs import PLACEMENTS
 
 if TYPE_CHECKING:
     from mlroute.sim.engine import SimResult
@@ -46,9 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs sharing one host NIC in generated jobs (default 1; see docs/simulation.md)")
     w.add_argument("--kind", choices=("allreduce", "pipeline"), default="allreduce",
                    help="kind of generated jobs (default allreduce)")
-    w.add_argument("--placement", choices=("tor", "random"), default="tor",
-                   help="generated jobs: every replica on ToRs of its own (default, as the paper) or every host "
-                        "drawn at random from the whole fabric (a stress test)")
+    w.add_argument("--placement", choices=PLACEMENTS, default="tor",
+                   help="generated jobs: every replica on ToRs of its own (tor: default, as the paper); every host "
+                        "drawn at random from the whole fabric (random: a stress test); a job's replicas half on "
+                        "each of two pods (fat-tree) / ToRs (Clos), rank order one then the other (contiguous) or "
+                        "alternating (interleaved)")
     w.add_argument("--iterations", type=int, default=11, help="training iterations per job (default 11)")
     w.add_argument("--save-traffic", metavar="DIR", default=None,
                    help="also write the generated jobs as traffic files (authors' format, node ids) into DIR")
@@ -64,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--period", type=float, default=None, metavar="SECONDS", help="period for --mode period")
     r.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="optimiser time limit (ilp; default: the optimiser's own)")
+    r.add_argument("--choose-rings", action="store_true",
+                   help="run twice: all-reduce rings in rank order, then in the order mlroute.routing.ring_choice "
+                        "chooses at launch (one --algo and --seed); print both side by side")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -137,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     routing = dict(mode=args.mode, period_s=args.period, objective=args.objective, time_limit=args.time_limit)
     for seed in seeds:  # every scenario checked here, before any run starts
         _scenario(scenario, seed)
+    if args.choose_rings and len(algos) * len(seeds) > 1:
+        raise UsageError("--choose-rings takes one --algo and one --seed (it runs the two orders side by side)")
     if len(algos) * len(seeds) > 1:
         return _several(args, scenario, routing, algos, seeds)
     scen = _scenario(scenario, seeds[0])
@@ -147,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         write_traffic_files(scen.jobs, args.save_traffic,
                             host_id=lambda h: authors_node_id(h, d["tors"], d["spines"]))
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if args.choose_rings:
+        return _choose_rings(args, scen, algos[0], seeds[0], routing, progress)
     try:
         res = _simulate(scen, algos[0], seeds[0], routing, progress=progress)
     except SimulationError as exc:
@@ -172,11 +182,69 @@ def _scenario(scenario: dict, seed: int):
         raise UsageError(str(exc)) from None
 
 
-def _simulate(scen, algo: str, seed: int, routing: dict, progress: bool = False) -> SimResult:
+def _simulate(scen, algo: str, seed: int, routing: dict, progress: bool = False, jobs=None) -> SimResult:
     from mlroute.sim.engine import simulate
 
-    return simulate(scen.fabric, scen.jobs, algo, link_bps=scen.link_bps, failures=scen.failures, seed=seed,
-                    progress=progress, progress_label=f"simulate {algo}", **routing)
+    return simulate(scen.fabric, scen.jobs if jobs is None else jobs, algo, link_bps=scen.link_bps,
+                    failures=scen.failures, seed=seed, progress=progress, progress_label=f"simulate {algo}",
+                    **routing)
+
+
+def _choose_rings(args: argparse.Namespace, scen, algo: str, seed: int, routing: dict, progress: bool) -> int:
+    """The scenario twice, rings in rank order and as chosen (:mod:`mlroute.sim.rings`): a side-by-side table,
+    or one JSON object with both runs."""
+    from mlroute.errors import UsageError
+    from mlroute.sim.engine import SimulationError
+    from mlroute.sim.rings import choose_job_rings
+
+    if not any(j.kind == "allreduce" for j in scen.jobs):
+        raise UsageError("--choose-rings: no all-reduce job (pipeline chains have no ring to order)")
+    chosen, rows = choose_job_rings(scen.fabric, scen.jobs, objective=routing["objective"], algo=algo, seed=seed)
+    runs = {}
+    try:
+        for name, jobs in (("rank_order", scen.jobs), ("chosen", chosen)):
+            runs[name] = _simulate(scen, algo, seed, routing, progress=progress, jobs=jobs)
+    except SimulationError as exc:
+        print(f"mlroute simulate: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        out = {"scenario": scen.description, "algo": algo, "seed": seed, "ring_choice": rows,
+               **{name: {**res.to_dict(), **summary(res)} for name, res in runs.items()}}
+        json.dump(out, sys.stdout, separators=(",", ":"))
+        sys.stdout.write("\n")
+    else:
+        print(ring_choice_table(runs["rank_order"], runs["chosen"], rows, scen.description))
+    return 0
+
+
+def ring_choice_table(given: SimResult, chosen: SimResult, rows: list[dict], desc: dict) -> str:
+    """Rank order against chosen rings, per job (All-Reduce / ideal, mean and worst iteration) and overall."""
+    lines = [_scenario_line(desc, given, links=True),
+             "rings in rank order vs chosen at launch (mlroute.routing.ring_choice)"]
+    hdr = f"{'job':<16} {'ring':>4} {'changed':>9} {'rank order: mean/ideal':>22} {'max/ideal':>9} " \
+          f"{'chosen: mean/ideal':>18} {'max/ideal':>9}"
+    lines += [hdr, "-" * len(hdr)]
+    changed: dict = {}
+    for r in rows:
+        done, total = changed.get(r["job"], (0, 0))
+        changed[r["job"]] = (done + r["rings"] * r["helps"], total + r["rings"])
+    for a, b in zip(given.jobs, chosen.jobs):
+        na, nb = _relative(a), _relative(b)
+        done, total = changed.get(a.name, (0, 0))
+        lines.append(f"{a.name:<16} {a.ring:>4} {f'{done}/{total}':>9} {na.mean():22.3f} {na.max():9.3f} "
+                     f"{nb.mean():18.3f} {nb.max():9.3f}")
+    s, t = summary(given)["summary"], summary(chosen)["summary"]
+    lines.append("")
+    lines.append(f"All-Reduce / ideal, rank order: mean {s['allreduce_norm_mean']:.3f}, max "
+                 f"{s['allreduce_norm_max']:.3f}; chosen rings: mean {t['allreduce_norm_mean']:.3f}, max "
+                 f"{t['allreduce_norm_max']:.3f}; rings changed: {sum(d for d, _ in changed.values())} of "
+                 f"{sum(n for _, n in changed.values())}")
+    return "\n".join(lines)
+
+
+def _relative(job) -> np.ndarray:
+    """A job's iterations' All-Reduce time over its ideal."""
+    return np.array([it["allreduce_s"] for it in job.iterations]) / job.ideal_s
 
 
 def simulate_run(arg: dict) -> dict:
@@ -261,12 +329,7 @@ def summary(res: SimResult) -> dict:
 
 def format_table(res: SimResult, desc: dict) -> str:
     """The human-readable output: the scenario, one row per job, the summary."""
-    lines = []
-    d = desc
-    lines.append(f"{d['fabric']} {d['tors']} ToRs x {d['spines']} spines x {d['hosts_per_tor']} hosts, "
-                 f"{d['link_gbps']:g} Gb/s, failed spines: {','.join(d['failed_spines']) or 'none'}"
-                 + (f" at {d['fail_at_s']:g} s" if d["fail_at_s"] else "")
-                 + f"; algo {res.algo}, controller {res.mode}")
+    lines = [_scenario_line(desc, res)]
     hdr = f"{'job':<16} {'kind':<9} {'ring':>4} {'rings':>5} {'ideal s':>8} {'mean s':>8} {'p99 s':>8} " \
           f"{'max s':>8} {'mean/ideal':>10}"
     lines.append(hdr)
@@ -289,3 +352,12 @@ def format_table(res: SimResult, desc: dict) -> str:
     lines.append(f"simulated {res.makespan_s:.2f} s in {res.wall_s:.1f} s wall ({res.events} events, "
                  f"{res.rate_computations} rate computations)")
     return "\n".join(lines)
+
+
+def _scenario_line(d: dict, res: SimResult, links: bool = False) -> str:
+    """The run's one-line header (``links``: with the failed cables)."""
+    return (f"{d['fabric']} {d['tors']} ToRs x {d['spines']} spines x {d['hosts_per_tor']} hosts, "
+            f"{d['link_gbps']:g} Gb/s, failed spines: {','.join(d['failed_spines']) or 'none'}"
+            + (f", failed links: {','.join(d['failed_links']) or 'none'}" if links else "")
+            + (f" at {d['fail_at_s']:g} s" if d["fail_at_s"] else "")
+            + f"; algo {res.algo}, controller {res.mode}")

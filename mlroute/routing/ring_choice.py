@@ -49,7 +49,7 @@ from mlroute.routing.optimisers import optimise
 from mlroute.tolerances import REL_TOL
 
 __all__ = ["DIRECTIONS", "EXACT_MAX_HOSTS", "RingChoice", "choose_ring", "choose_rings", "crossings",
-           "grouped_order", "node_ranks", "rank_blocks", "ring_flows"]
+           "grouped_order", "node_ranks", "pod_of", "rank_blocks", "ring_flows"]
 
 #: "previous": member i sends to i-1 (gloo's ring all-reduce); "next": member i sends to i+1 (mlroute's rings).
 DIRECTIONS = ("previous", "next")
@@ -260,7 +260,7 @@ class _Evaluator:
             t = self.place.get(h)
             leaf = fab.host_leaf(h) if t is None else fab.src_leaf(Flow(h, h, src_tor=t))
             self.rack[h] = leaf
-            self.pod[h] = _pod_of(fab, leaf)
+            self.pod[h] = pod_of(fab, leaf)
             # interchangeable hosts: same leaf, nothing else on their NICs (each carries one ring flow each way)
             self.cls[h] = ("leaf", leaf) if h not in self.busy else ("host", h)
 
@@ -390,7 +390,7 @@ def _block_moves(order: tuple, rack: Mapping, pod: Mapping) -> Iterable[tuple]:
     yield order[:1] + order[:0:-1]
 
 
-def _pod_of(fabric: Fabric, leaf: Hashable) -> Hashable:
+def pod_of(fabric: Fabric, leaf: Hashable) -> Hashable:
     """A leaf's pod: the aggregation switches it is cabled to (failed or not) on a 3-tier fabric; one pod on a
     2-tier fabric."""
     if fabric.n_tiers < 3:

@@ -55,6 +55,10 @@ class GridConfig:
     models: tuple = PAPER_MODELS
     placement: str = "tor"
     label: str = "full"
+    #: cables failed in every cell from time 0, besides the failed spines (``mlroute simulate --failed-links``)
+    failed_links: tuple = ()
+    #: every run also simulated with the rings ring choice picks at launch (its row's ``chosen``)
+    choose_rings: bool = False
 
     @classmethod
     def quick(cls):
@@ -75,8 +79,11 @@ def cell_seed(cfg: GridConfig, n_jobs: int, ring: int) -> int:
 def _fabric(cfg, failed):
     from mlroute.routing.fabric import Fabric
 
-    return Fabric.clos(cfg.tors, cfg.spines, cfg.hosts_per_tor,
-                       failed_spines=list(range(cfg.spines - failed, cfg.spines)))
+    fab = Fabric.clos(cfg.tors, cfg.spines, cfg.hosts_per_tor,
+                      failed_spines=list(range(cfg.spines - failed, cfg.spines)))
+    for u, v in cfg.failed_links:
+        fab.fail_link(u, v)
+    return fab
 
 
 def _quantiles(a):
@@ -124,7 +131,10 @@ def cell_spec(cfg: GridConfig, n_jobs: int, ring: int, failed: int, algo: str) -
     return {"tors": cfg.tors, "spines": cfg.spines, "hosts_per_tor": cfg.hosts_per_tor, "link_gbps": cfg.link_gbps,
             "iterations": cfg.iterations, "seed": cfg.seed, "ilp_time_limit": cfg.ilp_time_limit,
             "models": list(cfg.models), "placement": cfg.placement, "jobs": n_jobs, "ring": ring, "failed": failed,
-            "algo": algo}
+            "algo": algo,
+            # only when set: a grid without them keeps its stored runs' keys
+            **({"failed_links": [list(x) for x in cfg.failed_links]} if cfg.failed_links else {}),
+            **({"choose_rings": True} if cfg.choose_rings else {})}
 
 
 #: relative cost of one simulation by algorithm (from `mlroute reproduce --quick` wall times; a run's cost grows
@@ -133,7 +143,8 @@ ALGO_COST = {"ilp": 8.0, "ecmp": 4.0, "annealing": 2.0, "gff": 1.5}
 
 
 def _tag(spec: dict) -> str:
-    return f"{spec['placement']} jobs={spec['jobs']} ring={spec['ring']} failed={spec['failed']} {spec['algo']}"
+    return (f"{spec['placement']} jobs={spec['jobs']} ring={spec['ring']} failed={spec['failed']} {spec['algo']}"
+            + (" choose-rings" if spec.get("choose_rings") else ""))
 
 
 def run_cell(spec: dict, optimisers=None) -> dict:
@@ -142,8 +153,8 @@ def run_cell(spec: dict, optimisers=None) -> dict:
     if optimisers is None:
         from mlroute.routing.optimisers import OPTIMISERS as optimisers  # noqa: N811
     t0 = time.perf_counter()
-    cfg = GridConfig(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.items()
-                        if k not in ("jobs", "ring", "failed", "algo")})
+    cfg = GridConfig(**{k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
+                        for k, v in spec.items() if k not in ("jobs", "ring", "failed", "algo")})
     n_jobs, ring, failed, algo = spec["jobs"], spec["ring"], spec["failed"], spec["algo"]
     gph = min_gpus_per_host(n_jobs, ring, cfg.tors, cfg.hosts_per_tor, cfg.models, placement=cfg.placement)
     seed = cell_seed(cfg, n_jobs, ring)
@@ -162,8 +173,24 @@ def run_cell(spec: dict, optimisers=None) -> dict:
         time_limit = cfg.ilp_time_limit
     res = simulate(fabric, jobs, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
                    optimisers=optimisers)
-    return {"run": _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit),
-            "task_s": time.perf_counter() - t0}
+    row = _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit)
+    if cfg.choose_rings:
+        row["chosen"] = _chosen(cfg, fabric, jobs, algo, time_limit, optimisers)
+    return {"run": row, "task_s": time.perf_counter() - t0}
+
+
+def _chosen(cfg: GridConfig, fabric, jobs: list, algo: str, time_limit, optimisers) -> dict:
+    """The cell again with the rings chosen at launch (:mod:`mlroute.sim.rings`): its All-Reduce / ideal and
+    how many rings changed."""
+    from mlroute.sim.rings import choose_job_rings
+
+    chosen, rows = choose_job_rings(fabric, jobs, objective="flow", algo=algo, seed=cfg.seed)
+    res = simulate(fabric, chosen, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
+                   optimisers=optimisers)
+    norm = res.normalised_allreduce()
+    return {"norm_mean": float(norm.mean()), "norm_p99": float(np.percentile(norm, 99)),
+            "norm_max": float(norm.max()), "rings": sum(r["rings"] for r in rows),
+            "rings_changed": sum(r["rings"] for r in rows if r["helps"])}
 
 
 def _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit) -> dict:
@@ -203,7 +230,8 @@ def _describe(task: Task, out: dict) -> str:
     row = out["run"]
     return (f"{task.label}: All-Reduce/ideal mean {row['norm_mean']:.3f} p99 {row['norm_p99']:.3f}, "
             f"max load {row['max_link_load']}, controller {row['controller_ms_median']:.1f} ms, "
-            f"wall {row['wall_s']:.1f} s")
+            f"wall {row['wall_s']:.1f} s"
+            + (f"; chosen rings: mean {row['chosen']['norm_mean']:.3f}" if "chosen" in row else ""))
 
 
 def grid_tasks(cfg: GridConfig, optimisers=None) -> list[Task]:

@@ -16,6 +16,7 @@ from mlroute.routing import spec
 from mlroute.routing.fabric import Fabric, FabricError
 from mlroute.sim.engine import Failure
 from mlroute.workloads.jobs import MODELS, Job, WorkloadError, min_gpus_per_host, paper_jobs, read_traffic_files
+from mlroute.workloads.placement import host_groups
 
 
 class ScenarioError(MlrouteError, ValueError):
@@ -102,20 +103,22 @@ def _generated_jobs(fab: Fabric, n_jobs: int, ring: int, seed: int, iterations: 
     n_tors, hpt = len(fab.leaves), fab.hosts_per_tor
     if hpt is None:  # a generated fabric always knows it
         raise ScenarioError("the fabric does not say how many hosts sit under a ToR")
+    # the paired placements' groups: pods of a fat-tree, ToRs of a Clos (the boundary a ring pays for crossing)
+    groups = host_groups(fab) if placement in ("contiguous", "interleaved") else None
     try:
         return paper_jobs(n_jobs, ring, n_tors, hpt, seed=seed, models=models, iterations=iterations,
-                          gpus_per_host=gpus_per_host, kind=kind, placement=placement)
+                          gpus_per_host=gpus_per_host, kind=kind, placement=placement, groups=groups)
     except WorkloadError as exc:
         hint = ""
         if "does not fit" in str(exc):
-            hint = _packing_hint(n_jobs, ring, n_tors, hpt, models, placement, gpus_per_host)
+            hint = _packing_hint(n_jobs, ring, n_tors, hpt, models, placement, gpus_per_host, groups)
         raise ScenarioError(str(exc) + hint) from None
 
 
 def _packing_hint(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, models: tuple[str, ...],
-                  placement: str, gpus_per_host: int) -> str:
+                  placement: str, gpus_per_host: int, groups: list | None) -> str:
     try:
-        g = min_gpus_per_host(n_jobs, ring, tors, hosts_per_tor, models, placement=placement)
+        g = min_gpus_per_host(n_jobs, ring, tors, hosts_per_tor, models, placement=placement, groups=groups)
     except WorkloadError:
         return ""
     return f"; --gpus-per-host {g} fits (GPUs then share NICs)" if g > gpus_per_host else ""

@@ -44,7 +44,10 @@ slots stay idle. So the members of a ring are always under different ToRs and no
 Host ``h`` (numbered from 0) sits under ToR ``h // hosts_per_tor``. If the ToRs run out a
 :class:`WorkloadError` says how many are needed and how many exist. ``placement="random"`` (not the paper's; a
 stress test) instead puts every host of every replica on a host drawn uniformly without replacement from the
-whole fabric, so replicas and jobs share ToRs and some ring edges stay inside a ToR. Start times are uniform in
+whole fabric, so replicas and jobs share ToRs and some ring edges stay inside a ToR. ``"contiguous"`` and
+``"interleaved"`` (ring choice's placements, :mod:`mlroute.workloads.placement`) put each job's replicas half on
+each of a pair of host groups (``groups``: pods or ToRs), in rank order one group then the other, or alternating.
+Start times are uniform in
 ``[start_min_s, start_max_s]`` (default [1, 10] s). Everything is drawn from one ``numpy`` generator seeded with
 ``seed``, so the same arguments give the same jobs.
 """
@@ -63,7 +66,7 @@ from mlroute.errors import MlrouteError
 Host = Hashable
 
 KINDS = ("allreduce", "pipeline")
-PLACEMENTS = ("tor", "random")
+PLACEMENTS = ("tor", "contiguous", "interleaved", "random")
 
 
 class WorkloadError(MlrouteError, ValueError):
@@ -478,10 +481,12 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
                models: Sequence[str] = PAPER_MODELS, iterations: int = PAPER_ITERATIONS, *,
                gpus_per_host: int = 1, start_min_s: float = START_WINDOW_S[0],
                start_max_s: float = START_WINDOW_S[1],
-               kind: str = "allreduce", placement: str = "tor") -> list:
+               kind: str = "allreduce", placement: str = "tor",
+               groups: Sequence[Sequence[int]] | None = None) -> list:
     """The paper's synthetic workload: ``n_jobs`` concurrent jobs with data-parallel degree ``ring``.
 
-    See the module docstring for the exact model and placement. ``kind="pipeline"`` generates the same
+    See the module docstring for the exact model and placement; ``groups`` (default: the ToRs) are the host groups
+    of the contiguous and interleaved placements. ``kind="pipeline"`` generates the same
     replicas but as pipeline jobs: within each replica, each TP position's PP stages form a chain (stage i sends
     to stage i + 1), carrying activations of ``step_bytes = 4 * params / (TP * PP) / ring`` (the same size as the
     all-reduce chunks, so the two kinds are comparable; activation sizes are not known from the paper)."""
@@ -500,12 +505,15 @@ def paper_jobs(n_jobs: int, ring: int, tors: int, hosts_per_tor: int, seed: int 
         raise WorkloadError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
     _check_fits(chosen, needs, n_jobs, ring, tors, hosts_per_tor, gpus_per_host, placement)
     rng = np.random.default_rng(seed)
-    slots = _Slots(rng, tors, hosts_per_tor, placement)
+    slots = _Slots(rng, tors, hosts_per_tor)
+    placed = None if placement == "tor" else _placed(placement, rng, [(ring, h) for h, _ in needs], groups, tors,
+                                                    hosts_per_tor)
     jobs = []
     for j, (m, (hosts, ntors)) in enumerate(zip(chosen, needs)):
         # whole nanoseconds, so that writing and reading the authors' format (ns) round-trips exactly
         start = round(float(rng.uniform(start_min_s, start_max_s)) * 1e9) / 1e9
-        replicas = [slots.replica(hosts, ntors) for _ in range(ring)]  # replica -> its hosts, by host slot
+        # replica -> its hosts, by host slot
+        replicas = placed[j] if placed is not None else [slots.replica(hosts, ntors) for _ in range(ring)]
         host_tor = {h: h // hosts_per_tor for rep in replicas for h in rep}
         jobs.append(Job(
             name=f"job{j}-{m.name}",
@@ -557,23 +565,29 @@ def _check_fits(chosen: list[Model], needs: list[tuple[int, int]], n_jobs: int, 
             f"{gpus_per_host} GPU(s) per host) but the fabric has {tors}")
 
 
-class _Slots:
-    """The hosts no replica has taken yet: whole ToRs (``placement="tor"``) or single hosts (``"random"``)."""
+def _placed(placement: str, rng: np.random.Generator | None, needs: list[tuple[int, int]],
+            groups: Sequence[Sequence[int]] | None, tors: int, hosts_per_tor: int) -> list[list[list]]:
+    """Every job's replicas by :func:`mlroute.workloads.placement.place_replicas` (default groups: the ToRs)."""
+    from mlroute.workloads.placement import PlacementError, place_replicas
 
-    def __init__(self, rng: np.random.Generator, tors: int, hosts_per_tor: int, placement: str):
+    if groups is None:
+        groups = [range(t * hosts_per_tor, (t + 1) * hosts_per_tor) for t in range(tors)]
+    try:
+        return place_replicas(groups, needs, placement, rng)
+    except PlacementError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+class _Slots:
+    """The ToRs no replica has taken yet (``placement="tor"``)."""
+
+    def __init__(self, rng: np.random.Generator, tors: int, hosts_per_tor: int):
         self.rng = rng
         self.hosts_per_tor = hosts_per_tor
-        self.random = placement == "random"
         self.free = list(range(tors))
-        self.free_hosts = rng.permutation(tors * hosts_per_tor).tolist() if self.random else []
 
     def replica(self, hosts: int, ntors: int) -> list[int]:
-        """The hosts of the next replica: ``ntors`` ToRs drawn from the free ones, filled in order (or
-        ``hosts`` hosts drawn at random)."""
-        if self.random:
-            out = [int(h) for h in self.free_hosts[:hosts]]
-            del self.free_hosts[:hosts]
-            return out
+        """The hosts of the next replica: ``ntors`` ToRs drawn from the free ones, filled in order."""
         picks = self.rng.choice(len(self.free), size=ntors, replace=False)
         rtors = [self.free[i] for i in picks]
         for i in sorted(picks, reverse=True):
@@ -603,12 +617,18 @@ def _job_rings(m: Model, replicas: list[list[int]], kind: str, gpus_per_host: in
 
 def min_gpus_per_host(n_jobs: int, ring: int, tors: int, hosts_per_tor: int,
                       models: Sequence[str] = PAPER_MODELS, limit: int = 64,
-                      placement: str = "tor") -> int:
+                      placement: str = "tor", groups: Sequence[Sequence[int]] | None = None) -> int:
     """The smallest GPUs-per-host packing with which :func:`paper_jobs` fits the fabric (error if none)."""
     for g in range(1, limit + 1):
+        hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
         if placement == "random":
-            hosts = [math.ceil(MODELS[models[j % len(models)]].gpus / g) for j in range(n_jobs)]
             fits = ring * sum(hosts) <= tors * hosts_per_tor
+        elif placement != "tor":
+            try:
+                _placed(placement, None, [(ring, h) for h in hosts], groups, tors, hosts_per_tor)
+                fits = True
+            except WorkloadError:
+                fits = False
         else:
             fits = tors_needed(n_jobs, ring, hosts_per_tor, models, g) <= tors
         if fits:

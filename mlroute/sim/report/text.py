@@ -209,6 +209,9 @@ def write_report(results: dict, out_dir: str, *, command: str = "mlroute reprodu
     for f in cfg["failed"]:
         L.append(_say("per_cell", f=f, s=_plural(f)))
         L.append(by_cell_table(runs, f) + "\n")
+    for grid in (results, results.get("extra") or {}):
+        if any("chosen" in r for r in grid.get("runs", [])):
+            L.append(ring_choice_section(grid["runs"], grid["config"]))
     L.append("## Plots\n")
     L.append("- Mean and tail (p99) All-Reduce time / ideal across the grid: ![mean](allreduce_mean.png) "
              "![p99](allreduce_p99.png)")
@@ -347,6 +350,21 @@ def _claim_ecmp(runs: list, e: dict) -> str:
     loads = [r["max_link_load"] for r in runs if r["algo"] == "ecmp"]
     return _say("c_ecmp", paper_worst=PAPER_CLAIMS["ecmp_worst_link"], lo=min(loads), hi=max(loads),
                 median=int(np.median(loads)), mean=e["norm_mean"], p99=e["norm_p99"])
+
+
+def ring_choice_section(runs: list, cfg: dict) -> str:
+    """Every run of a ``--choose-rings`` grid in rank order against the rings chosen at launch."""
+    links = ", ".join(":".join(x) for x in cfg.get("failed_links") or ()) or "none"
+    L = [f"## Ring choice: rank order against the chosen rings ({cfg['placement']} placement)\n",
+         f"Each run simulated twice: rings in rank order, then in the order `mlroute.routing.ring_choice` chooses "
+         f"at launch (all rings jointly, on the fabric with its failed spines and cables: {links}). All-Reduce "
+         f"time / ideal over every iteration of every job.\n"]
+    rows = [[r["jobs"], r["ring"], r["failed"], f"`{r['algo']}`", f"{r['norm_mean']:.3f}", f"{r['norm_max']:.3f}",
+             f"{c['norm_mean']:.3f}", f"{c['norm_max']:.3f}", f"{c['rings_changed']} / {c['rings']}"]
+            for r in runs for c in [r.get("chosen")] if c]
+    L.append(_table(["jobs", "ring", "failed spines", "algorithm", "rank order: mean", "max", "chosen: mean", "max",
+                     "rings changed"], rows) + "\n")
+    return "\n".join(L)
 
 
 def extra_section(extra: dict, out_dir: str) -> str:

@@ -184,3 +184,23 @@ def test_interrupt_keeps_the_finished_runs_and_says_how_to_resume(tmp_path, how)
         time.sleep(0.1)
         left = subprocess.run(["pgrep", "-g", str(proc.pid), "-a"], capture_output=True, text=True).stdout
     assert not left, f"processes outlived the command: {left}"
+
+
+def test_choose_rings_grid_reports_rank_order_against_chosen(tmp_path, capsys):
+    # one gpt3 job, 4 replicas of 4 hosts interleaved over tor0 / tor1, one of tor0's 8 uplinks down: in rank order
+    # tor0's 8 hosts all send to tor1 (8/7 of the ideal over 7 uplinks, a little more unsplit); chosen, 4 do
+    out = tmp_path / "rep"
+    rc = main(["reproduce", "--out", str(out), "--tors", "4", "--spines", "8", "--hosts-per-tor", "8", "--jobs", "1",
+               "--rings", "4", "--failed", "0", "--algos", "mlroute", "--iterations", "1", "--placement",
+               "interleaved", "--failed-links", "tor0:spine0", "--choose-rings", "--no-random-placement",
+               "--workers", "1"])
+    assert rc == 0, capsys.readouterr().err
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["norm_max"] > 8 / 7 - 1e-6
+    assert run["chosen"]["norm_max"] == pytest.approx(1.0, rel=1e-6)
+    assert 0 < run["chosen"]["rings_changed"] < run["chosen"]["rings"] == 64
+    text = (out / "report.md").read_text()
+    assert "## Ring choice: rank order against the chosen rings (interleaved placement)" in text
+    assert "tor0:spine0" in text
+    assert main(["reproduce", "--out", str(out), "--failed-links", "tor0:spine99"]) == 2
+    assert "no link tor0:spine99" in capsys.readouterr().err

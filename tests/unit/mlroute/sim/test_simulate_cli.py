@@ -212,3 +212,48 @@ def test_several_runs_bad_input(capsys):
     assert rc == 2 and "--seed" in err
     rc, _, err = run_cli(capsys, *SMALL, "--jobs", "1", "--ring", "2", "--seed", "1,2", "--save-traffic", "/tmp/x")
     assert rc == 2 and "--save-traffic takes one --seed" in err
+
+
+K4_RINGS = ["--fabric", "fattree", "--k", "4", "--jobs", "4", "--ring", "4", "--models", "gpt3",
+            "--gpus-per-host", "64", "--iterations", "2", "--seed", "1"]
+
+
+def test_choose_rings_side_by_side(capsys):
+    # 4 jobs x 4 hosts interleaved over pod pairs, one aggregation-core cable down: pod 0 sends 4 hosts' worth
+    # over 3 cables in rank order (64 rings per NIC spread them: 4/3 of the ideal); chosen, 2 hosts' worth
+    rc, out, err = run_cli(capsys, *K4_RINGS, "--placement", "interleaved", "--failed-links", "agg0_0:core0",
+                           "--choose-rings", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["scenario"]["placement"] == "interleaved" and d["scenario"]["failed_links"] == ["agg0_0:core0"]
+    given, chosen = d["rank_order"]["summary"], d["chosen"]["summary"]
+    assert given["allreduce_norm_max"] == pytest.approx(4 / 3, rel=0.01)
+    assert chosen["allreduce_norm_max"] < 1.02
+    assert [r["job"] for r in d["ring_choice"]] == [f"job{i}-gpt3" for i in range(4)]
+    assert sum(r["helps"] for r in d["ring_choice"]) == 1 and d["ring_choice"][0]["rings"] == 64
+    rc, out, err = run_cli(capsys, *K4_RINGS, "--placement", "interleaved", "--failed-links", "agg0_0:core0",
+                           "--choose-rings")
+    assert rc == 0, err
+    assert "failed links: agg0_0:core0" in out and "rings changed: 64 of 256" in out
+    assert "rank order: mean 1.16" in out
+
+
+def test_choose_rings_leaves_contiguous_rings_alone(capsys):
+    rc, out, err = run_cli(capsys, *K4_RINGS, "--placement", "contiguous", "--failed-links",
+                           "agg0_0:core0,agg2_1:core2", "--choose-rings", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert not any(r["helps"] for r in d["ring_choice"])
+    assert d["rank_order"]["summary"]["allreduce_norm_max"] == pytest.approx(1.0, rel=1e-6)
+    assert d["chosen"]["jobs"] == d["rank_order"]["jobs"]
+
+
+def test_choose_rings_usage_errors(capsys):
+    rc, _, err = run_cli(capsys, *K4_RINGS, "--placement", "interleaved", "--choose-rings", "--algo",
+                         "mlroute,greedy")
+    assert rc == 2 and "--choose-rings takes one --algo" in err
+    rc, _, err = run_cli(capsys, *K4_RINGS[:-6], "--gpus-per-host", "8", "--jobs", "1", "--ring", "2",
+                         "--iterations", "1", "--kind", "pipeline", "--choose-rings")
+    assert rc == 2 and "--choose-rings: no all-reduce job" in err
+    rc, _, err = run_cli(capsys, *K4_RINGS[:-6], "--models", "gpt3", "--placement", "interleaved")
+    assert rc == 2 and "does not fit" in err and "--gpus-per-host 64 fits" in err
