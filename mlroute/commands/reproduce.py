@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="algorithms (default all: mlroute,greedy,coloring,annealing,gff,ecmp,ilp)")
     p.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
     p.add_argument("--ilp-time-limit", type=float, default=None, metavar="SECONDS",
-                   help="per-solve ILP limit; ilp is skipped in cells it cannot solve within it (default 10; quick 5)")
+                   help="per-solve ILP safety-net clock: the ILP stops at ilp.NODE_LIMIT branch-and-bound nodes "
+                        "(deterministic) and is skipped in cells it cannot prove within them; a solve this clock "
+                        "cut first is reported as such (default 10; quick 5)")
     p.add_argument("--tors", type=int, default=64)
     p.add_argument("--spines", type=int, default=32)
     p.add_argument("--hosts-per-tor", type=int, default=32)

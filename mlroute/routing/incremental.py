@@ -55,6 +55,7 @@ class RateState:
         self._sorted: np.ndarray | None = None  # the rates sorted ascending (leximin comparisons)
         self._trial_sorted: np.ndarray | None = None
         self.full_fills = 0  # trials that grew into a full water-filling (reported by the tests)
+        self.filled = 0  # flows the last trial water-filled (the work it did: mlroute's budget counts it)
 
     def trial(self, i: int, row: np.ndarray) -> np.ndarray:
         """The max-min fair rates (a new array) with flow ``i`` on ``row`` instead of its current links."""
@@ -73,6 +74,7 @@ class RateState:
         n, w = len(rates), self.rows.shape[1]
         while True:
             A |= grow
+            self.filled = len(A)
             if len(A) > FULL_FILL_FRACTION * n:
                 return self._full(i, row, water_fill)
             a = np.fromiter(A, dtype=np.int64, count=len(A))
@@ -129,6 +131,7 @@ class RateState:
 
     def _full(self, i: int, row: np.ndarray, water_fill) -> np.ndarray:
         self.full_fills += 1
+        self.filled = len(self.rates)
         rows = self.rows.copy()
         rows[i] = row
         new = water_fill(rows, self.caps, self.dem)

@@ -26,9 +26,9 @@ reports the orders' crossings against it. Which racks and pods follow each other
 a first-improvement search over block orders (reverse a pod's racks, swap two pods, swap adjacent racks, reverse
 the ring) follows, routed and compared like the exact candidates, up to ``max_candidates`` routings.
 
-Deterministic: candidates in a fixed order, the optimiser seeded and its anytime search left to finish (no
-wall-clock budget decides anything here). Cost: one optimiser run per distinct candidate (k=4 fat-tree, 16 flows:
-under 1 ms uncongested, about 10 ms when the polishing works).
+Deterministic: candidates in a fixed order, the optimiser seeded and its search budget counted in work, not
+seconds (no wall-clock budget decides anything here). Cost: one optimiser run per distinct candidate (k=4
+fat-tree, 16 flows: under 1 ms uncongested, about 10 ms when the polishing works).
 """
 
 from __future__ import annotations
@@ -55,9 +55,6 @@ __all__ = ["DIRECTIONS", "EXACT_MAX_HOSTS", "RingChoice", "choose_ring", "choose
 DIRECTIONS = ("previous", "next")
 #: jobs with at most this many hosts are chosen exactly ((n-1)! orders before folding: 5040 at 8).
 EXACT_MAX_HOSTS = 8
-#: the optimiser's anytime phases are given this long, i.e. they end on their own: a candidate's routing must not
-#: depend on the machine's load (mlroute's search phases terminate; its result says ``search_complete``).
-_UNBOUNDED_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -284,10 +281,7 @@ class _Evaluator:
             return hit
         ring = sorted(self._ring(order), key=lambda f: (repr(self.cls[f.src]), repr(self.cls[f.dst])))
         flows = [*self.others, *ring]
-        kw: dict[str, Any] = {"seed": self.seed, "objective": self.objective}
-        if self.algo == "mlroute":
-            kw["time_limit"] = _UNBOUNDED_S
-        routing = optimise(self.algo, self.fabric, flows, **kw)
+        routing = optimise(self.algo, self.fabric, flows, seed=self.seed, objective=self.objective)
         rates = metric.rates(self.fabric, flows, routing.paths)
         self.routed += 1
         self._memo[k] = out = _Judged(order, flows, routing.paths, rates)

@@ -131,7 +131,7 @@ class _Router:
         hit = self.decisions.get(key)
         if hit is None:
             hit = self.decisions[key] = self._route(idx, algo)
-        links, elapsed, load, self.last_proved = hit
+        links, elapsed, load, self.last_proved, self.last_cut = hit
         return [ln.copy() for ln in links], elapsed, load
 
     def _route(self, idx: np.ndarray, algo: str):
@@ -150,7 +150,9 @@ class _Router:
                                       f"(the failures partition the fabric)")
         links = [np.asarray(self.fabric.flow_links(f, p), dtype=np.int64) for f, p in zip(flows, routing.paths)]
         load = _max_fabric_load(routing.paths)
-        return links, elapsed, load, (getattr(routing, "info", None) or {}).get("proved_optimal")
+        info = getattr(routing, "info", None) or {}
+        # the one answer that depends on the machine: a search its wall-clock safety net cut short
+        return links, elapsed, load, info.get("proved_optimal"), bool(info.get("cut_by_clock", False))
 
 
 def _max_fabric_load(paths) -> int:
@@ -282,6 +284,7 @@ class _Engine:
             self.max_load.append(load)
             self.recompute_flows.append(int(len(idx)))
             self.proved_optimal.append(getattr(self.router, "last_proved", None))
+            self.cut_by_clock.append(getattr(self.router, "last_cut", False))
         self.caps = self.router.capacities * self.bps
         self.dirty = True  # everything: one global water-filling
 
@@ -453,6 +456,7 @@ class _Engine:
         self.iter_start = np.zeros(n_jobs)
         self.controller_ms, self.recompute_times, self.max_load, self.recompute_flows = [], [], [], []
         self.proved_optimal = []
+        self.cut_by_clock: list[bool] = []
         self.dirty = False
         self.dirty_comps = set()
         # max-min rates of a set of active flows depend only on that set and its paths: memoised per set (the
@@ -622,6 +626,7 @@ class _Engine:
             max_link_load=self.max_load,
             recompute_flows=self.recompute_flows,
             proved_optimal=self.proved_optimal,
+            cut_by_clock=self.cut_by_clock,
             makespan_s=float(t),
             events=self.events,
             rate_computations=self.rate_computations,

@@ -9,9 +9,13 @@ their own than the 64 there are), the cell uses the smallest GPUs-per-host packi
 (:func:`mlroute.workloads.jobs.min_gpus_per_host`) and the report says so.
 
 ``ilp`` runs where it finishes: before a cell's ILP simulation, one probe solve over all flows of the cell (every
-job live, the most the controller ever routes at once) must prove optimality within ``ilp_time_limit``; if it
-does not, the cell's ILP run is skipped and reported as such (each solve in the simulation then also runs under
-that limit).
+job live, the most the controller ever routes at once) must prove optimality within the ILP's node budget
+(``ilp.NODE_LIMIT``); if it does not, the cell's ILP run is skipped and reported as such.
+
+Every optimiser's budget is counted in work (mlroute's work units, the annealing's steps, the ILP's nodes), so a
+cell's result is the same on any machine, at any load, with any number of workers. ``ilp_time_limit`` (and
+mlroute's own clock cap) is only a safety net: a run records in ``cut_by_clock`` how many of its decisions it cut
+short (0: reproducible to the bit), a skipped ILP cell whether its probe was (``cut_by_clock``).
 """
 
 from __future__ import annotations
@@ -111,7 +115,8 @@ def _git_commit():
 
 
 def _ilp_probe(cfg, fabric, jobs, optimisers):
-    """Does one ILP solve over all flows of the cell prove optimality within the time limit?"""
+    """Does one ILP solve over all flows of the cell prove optimality within its node budget? (proved, seconds,
+    why, whether the time limit, a safety net, cut it short)"""
     from mlroute.workloads.jobs import jobs_to_flows
 
     flows = jobs_to_flows(jobs)
@@ -119,11 +124,14 @@ def _ilp_probe(cfg, fabric, jobs, optimisers):
     try:
         routing = optimisers["ilp"](fabric, flows, seed=cfg.seed, objective="flow", time_limit=cfg.ilp_time_limit)
     except Exception as exc:  # noqa: BLE001 - any solver failure means "did not finish"
-        return False, time.perf_counter() - t0, f"failed: {exc}"
+        return False, time.perf_counter() - t0, f"failed: {exc}", False
     elapsed = time.perf_counter() - t0
     info = getattr(routing, "info", {}) or {}
     proved = bool(info.get("proved_optimal", False))
-    return proved, elapsed, "proved optimal" if proved else "not proved optimal within the time limit"
+    cut = bool(info.get("cut_by_clock", False))
+    why = "proved optimal" if proved else \
+        "cut short by the time limit (a safety net)" if cut else "not proved optimal within the node limit"
+    return proved, elapsed, why, cut
 
 
 def cell_spec(cfg: GridConfig, n_jobs: int, ring: int, failed: int, algo: str) -> dict:
@@ -164,11 +172,11 @@ def run_cell(spec: dict, optimisers=None) -> dict:
     fabric = _fabric(cfg, failed)
     time_limit = None
     if algo == "ilp":
-        ok, secs, why = _ilp_probe(cfg, fabric, jobs, optimisers)
+        ok, secs, why, cut = _ilp_probe(cfg, fabric, jobs, optimisers)
         if not ok:
             return {"skipped": {"jobs": n_jobs, "ring": ring, "failed": failed, "algo": algo, "flows": n_flows,
                                 "reason": f"ILP probe over {n_flows} flows: {why} ({secs:.1f} s, limit "
-                                          f"{cfg.ilp_time_limit:g} s)"},
+                                          f"{cfg.ilp_time_limit:g} s)", "cut_by_clock": cut},
                     "task_s": time.perf_counter() - t0}
         time_limit = cfg.ilp_time_limit
     res = simulate(fabric, jobs, algo, link_bps=cfg.link_gbps * 1e9, seed=cfg.seed, time_limit=time_limit,
@@ -213,6 +221,7 @@ def _row(res, n_jobs, ring, failed, algo, seed, gph, n_flows, jobs, time_limit) 
         "controller_ms": [round(x, 3) for x in res.controller_ms],
         "recompute_flows": res.recompute_flows,
         "unproved": sum(1 for x in res.proved_optimal if x is False),
+        "cut_by_clock": sum(res.cut_by_clock),  # decisions the safety net cut short: 0 = reproducible to the bit
         "ilp_time_limit_s": time_limit,
         "max_link_load": int(max(res.max_link_load)),
         "makespan_s": res.makespan_s, "events": res.events, "wall_s": res.wall_s,

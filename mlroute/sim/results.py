@@ -40,6 +40,9 @@ class SimResult:
     events: int
     rate_computations: int
     wall_s: float
+    #: per recomputation: the optimiser's wall-clock safety net cut its search short (its answer, unlike every
+    #: other, depends on the machine's speed and load)
+    cut_by_clock: list = field(default_factory=list)
 
     def allreduce_times(self) -> np.ndarray:
         return np.array([it["allreduce_s"] for j in self.jobs for it in j.iterations])
@@ -76,6 +79,7 @@ class SimResult:
             "max_link_load": self.max_link_load,
             "recompute_flows": self.recompute_flows,
             "proved_optimal": self.proved_optimal,
+            "cut_by_clock": self.cut_by_clock,
             "makespan_s": self.makespan_s,
             "events": self.events,
             "rate_computations": self.rate_computations,

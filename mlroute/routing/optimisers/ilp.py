@@ -4,14 +4,17 @@
                           candidate), sum of x[f,p] over paths p through link l <= alpha for every link l,
                           x binary.
 
-Time-limited (``time_limit`` seconds, default 60).  ``info["proved_optimal"]`` says whether HiGHS proved
+Budget: at most ``NODE_LIMIT`` branch-and-bound nodes (HiGHS is deterministic, so the same instance gives the
+same answer on any machine at any load); ``time_limit`` (seconds, default 60) is only a safety net, and an answer
+it cut short says so (``info["cut_by_clock"]``, logged).  ``info["proved_optimal"]`` says whether HiGHS proved
 optimality; ``info["lower_bound"]`` is its proven bound on alpha (rounded up: alpha is integral), and
-``info["max_link_load"]`` the load of the returned routing.  If HiGHS finds no feasible solution in time, the
-greedy's routing is returned (``info["fallback"] = "greedy"``).
+``info["max_link_load"]`` the load of the returned routing.  If HiGHS finds no feasible solution within its
+budget, the greedy's routing is returned (``info["fallback"] = "greedy"``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -23,6 +26,9 @@ from mlroute.routing.optimisers.greedy import greedy_choice
 from mlroute.tolerances import SOLVER_TOL
 
 DEFAULT_TIME_LIMIT = 60.0
+#: branch-and-bound nodes HiGHS may solve: the work budget that decides the answer.
+NODE_LIMIT = 2_000
+LOG = logging.getLogger("mlroute.routing")
 
 
 def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
@@ -31,7 +37,8 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     choice = prob.initial_choice()
     idx = prob.inter
     if not len(idx):
-        return prob.routing(choice, "ilp", objective, proved_optimal=True, lower_bound=0, max_link_load=0)
+        return prob.routing(choice, "ilp", objective, proved_optimal=True, lower_bound=0, max_link_load=0,
+                            cut_by_clock=False)
     rows_eq, cols_eq, rows_ld, cols_ld, starts = [], [], [], [], []
     nvar = 0
     for j, i in enumerate(idx.tolist()):
@@ -65,9 +72,14 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
         constraints=[LinearConstraint(a_eq, 1, 1), LinearConstraint(a_ld, -np.inf, 0)],
         integrality=integrality,
         bounds=Bounds(np.zeros(nv), ub),
-        options={"time_limit": limit, "disp": False, "presolve": True},
+        options={"time_limit": limit, "node_limit": NODE_LIMIT, "disp": False, "presolve": True},
     )
-    info = {"status": int(res.status), "message": str(res.message), "time_limit": limit}
+    cut = res.status == 1 and "time limit" in str(res.message).lower()
+    if cut:
+        LOG.warning("ilp: stopped by its time limit (%g s) before its node limit: the answer depends on this "
+                    "machine's speed and load", limit)
+    info = {"status": int(res.status), "message": str(res.message), "time_limit": limit, "node_limit": NODE_LIMIT,
+            "cut_by_clock": bool(cut)}
     bound = getattr(res, "mip_dual_bound", None)
     if res.x is None:
         g, ld = greedy_choice(prob)

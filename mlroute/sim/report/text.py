@@ -56,8 +56,13 @@ TEXT = {
     "ideal": "- **Ideal** = the job's communication time alone on a non-blocking fabric (only its NICs limit it): "
              "2(n−1)·S/rate for a ring. The normalised All-Reduce time of a (job, iteration) is its simulated "
              "All-Reduce time divided by that; 1.0 is perfect.",
-    "ilp_skips": "- `ilp` ran where one solve over all of a cell's flows proved optimality within {limit:g} s; it "
-                 "was skipped in {n} cells (listed at the end).",
+    "ilp_skips": "- `ilp` ran where one solve over all of a cell's flows proved optimality within its node budget "
+                 "(a time limit of {limit:g} s as a safety net); it was skipped in {n} cells (listed at the end).",
+    "budgets": "- Every optimiser's budget is counted in work (mlroute's work units, the annealing's steps, the "
+               "ILP's nodes): a run's result is the same on any machine and with any number of workers. {cut}",
+    "clock_cuts": "The wall-clock safety net cut {n} decision{s} short (their runs may differ on another machine): "
+                  "{cells}.",
+    "no_clock_cuts": "No decision was cut short by a wall-clock safety net.",
     "headline": "Over the {n} cells where every algorithm{but_ilp} ran (All-Reduce statistics pooled over every "
                 "job iteration of every cell; controller runtime over every recomputation):\n",
     "vs_greedy": "`mlroute` against the paper's `greedy`, cell by cell (mean normalised All-Reduce time): better in "
@@ -275,8 +280,23 @@ def _setup_section(results: dict) -> list[str]:
     L.append(_say("ideal"))
     if results.get("skipped"):
         L.append(_say("ilp_skips", limit=cfg["ilp_time_limit"], n=len(results["skipped"])))
+    L.append(_say("budgets", cut=_clock_cuts(results)))
     L.append("")
     return L
+
+
+def _clock_cuts(results: dict) -> str:
+    """Which runs (and skipped ILP probes) a wall-clock safety net cut short, the grid's and the extra one's."""
+    grids = [results, *([results["extra"]] if results.get("extra") else [])]
+    cut = [r for g in grids for r in g.get("runs", []) if r.get("cut_by_clock")]
+    probes = [s for g in grids for s in g.get("skipped", []) if s.get("cut_by_clock")]
+    if not cut and not probes:
+        return _say("no_clock_cuts")
+    cells = [f"{r['jobs']} jobs x ring {r['ring']}, {r['failed']} failed, `{r['algo']}` ({r['cut_by_clock']})"
+             for r in cut]
+    cells += [f"{s['jobs']} jobs x ring {s['ring']}, {s['failed']} failed, `ilp` probe" for s in probes]
+    n = sum(r["cut_by_clock"] for r in cut) + len(probes)
+    return _say("clock_cuts", n=n, s=_plural(n), cells="; ".join(cells))
 
 
 def _packed_cells(runs: list, cfg: dict) -> str | None:

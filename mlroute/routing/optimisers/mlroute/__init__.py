@@ -26,11 +26,14 @@ One module per step (the run itself, :func:`optimise`, is here):
    is still a candidate move back when that does not raise the sorted load vector, and the stabilised routing is
    kept when the metric says it is at least as good.
 
-Steps 3-5 are anytime: ``time_limit`` seconds if given, else twice the construction time (20 ms to 2 s).
-``info`` reports what each step did, ``timing_ms`` per step, ``search_complete`` (no step was cut short by
-the time limit: the same inputs would give the same routing again) and ``fixpoint``: run again on the same
-inputs with this routing as ``previous``, mlroute would return this routing (a traffic engineer that applied it
-need not search the next period on the same inputs; see :func:`_is_fixpoint`).
+Steps 3-5 share a budget counted in work (:mod:`.budget`: candidate paths evaluated, flows re-counted, exact
+evaluations), which grows with the instance's candidate paths (``budget.work_for``): the same input gives the same
+routing on any machine, at any load. ``time_limit`` (seconds; default ``budget.CLOCK_CAP_S``) is only a safety net.
+``info`` reports what each step did, ``timing_ms`` per step, ``work`` (units spent) of ``work_budget``,
+``cut_by_clock`` (the safety net stopped a step: only then does the routing depend on the machine; logged),
+``search_complete`` (no step was cut short, by the work budget or the clock) and ``fixpoint``: run again on the
+same inputs with this routing as ``previous``, mlroute would return this routing (a traffic engineer that applied
+it need not search the next period on the same inputs; see :func:`_is_fixpoint`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from mlroute.routing.metric import WeightedJob, compare
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.greedy import greedy_choice
 from mlroute.routing.optimisers.mlroute.bottleneck import _bottleneck_screen, bottleneck_search
+from mlroute.routing.optimisers.mlroute.budget import Budget, work_for
 from mlroute.routing.optimisers.mlroute.construct import fattree_colouring, fattree_structure
 from mlroute.routing.optimisers.mlroute.polish import (
     HELPER_MAX_FLOWS,
@@ -62,19 +66,13 @@ from mlroute.routing.optimisers.mlroute.search import SEARCH_BLOCK, local_search
 from mlroute.routing.optimisers.mlroute.stable import _is_fixpoint, _keep_previous, _relabel_to_previous, _stabilise
 
 #: what this package offered as one module (``optimisers/mlroute.py``), importable from here as before
-__all__ = ["EXHAUSTIVE_LIMIT", "HELPER_MAX_FLOWS", "HELPER_TRIES", "MAX_LEVELS_PER_ROUND", "MAX_SEARCH_BUDGET",
-           "MIN_SEARCH_BUDGET", "REPAIR", "SEARCH_BLOCK", "SEARCH_BUDGET_FACTOR", "_bottleneck_screen",
+__all__ = ["EXHAUSTIVE_LIMIT", "HELPER_MAX_FLOWS", "HELPER_TRIES", "MAX_LEVELS_PER_ROUND", "REPAIR",
+           "SEARCH_BLOCK", "_bottleneck_screen",
            "_is_fixpoint", "_rank_within", "_rank_within_reference", "_relabel_to_previous", "_stabilise",
            "aligned_repair", "bottleneck_search", "equitable_repair", "exhaustive_descent", "fattree_colouring",
            "fattree_structure", "local_search", "optimise", "polish", "rate_levels"]
 
 
-#: without a time_limit, the improvement phases (after the greedy construction) may take this many times the
-#: construction's own time, but at least MIN_SEARCH_BUDGET and at most MAX_SEARCH_BUDGET seconds: an anytime
-#: search that scales with the instance instead of a fixed wall-clock allowance.
-SEARCH_BUDGET_FACTOR = 2.0
-MIN_SEARCH_BUDGET = 0.02
-MAX_SEARCH_BUDGET = 2.0
 #: instances with at most this many (flow, candidate path) pairs also get an exhaustive single-move descent.
 EXHAUSTIVE_LIMIT = 600
 #: how uniform 2-tier fabrics are repaired to the optimum: "aligned" (default) or "equitable".
@@ -103,24 +101,21 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     start = time.perf_counter()
     lap = _Laps(start)
     prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
+    budget = Budget(work_for(prob.n_opts[prob.inter].sum()), time_limit, start)  # the caller's limit is from now
     lap("problem")
     g_choice, g_loads = greedy_choice(prob)
     info = {"greedy_max_link_load": int(g_loads.max()) if len(g_loads) else 0}
     lap("greedy")
-    now = time.perf_counter()
-    budget = float(time_limit) if time_limit is not None else \
-        min(MAX_SEARCH_BUDGET, max(MIN_SEARCH_BUDGET, SEARCH_BUDGET_FACTOR * (now - start)))
-    deadline = now + budget
     bound = prob.degree_bound()
     uniform = bound is not None
     prev = None if previous is None else prob.choice_from_paths(previous)
     choice, constructed = _construct(prob, g_choice, bound, prev, info, lap)
     start = choice
-    choice = _search(prob, choice, uniform, deadline, info)
+    choice = _search(prob, choice, uniform, budget, info)
     lap("search")
     jobs = prob.jobs if objective == "job" else None
     changed = prev is not None or not np.array_equal(choice, g_choice)
-    choice, r_new, loads = _polish_phase(prob, choice, changed, uniform, deadline, jobs, objective, info, lap)
+    choice, r_new, loads = _polish_phase(prob, choice, changed, uniform, budget, jobs, objective, info, lap)
     if prev is not None:
         choice, r_new, loads = _keep_previous(prob, choice, r_new, loads, prev, jobs, objective)
         lap("stabilise")
@@ -131,7 +126,9 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
             info["kept_greedy"] = True
         lap("verify")
     info["max_link_load"] = int(loads.max()) if len(loads) else 0
-    info["search_complete"] = time.perf_counter() < deadline  # every phase ended on its own, none was cut short
+    budget.finish()
+    info.update(work=budget.spent, work_budget=budget.work, cut_by_clock=budget.cut_by_clock,
+                search_complete=budget.complete)  # every phase ended on its own, none was cut short
     info["fixpoint"] = bool(info["search_complete"] and not info.get("kept_greedy")
                             and _is_fixpoint(prob, constructed, start, choice, uniform))
     info["timing_ms"] = lap.timing
@@ -161,7 +158,7 @@ def _construct(prob: Problem, choice: np.ndarray, bound: int | None, prev: np.nd
     return choice, choice
 
 
-def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, info: dict) -> np.ndarray:
+def _search(prob: Problem, choice: np.ndarray, uniform: bool, budget: Budget, info: dict) -> np.ndarray:
     """Steps 3-4: load-vector search, then (uniform 2-tier) the bottleneck search and a final load-vector pass."""
     if len(prob.inter) and prob.loads(choice).max() <= 1:
         # no link carries two flows: both searches look only at flows on such links, so neither has a move
@@ -169,18 +166,18 @@ def _search(prob: Problem, choice: np.ndarray, uniform: bool, deadline: float, i
         if uniform:
             info["bottleneck_moves"] = 0
         return choice
-    choice, moves = local_search(prob, choice, deadline)
+    choice, moves = local_search(prob, choice, budget)
     info["search_moves"] = moves
     if uniform:
-        choice, bmoves = bottleneck_search(prob, choice, deadline)
+        choice, bmoves = bottleneck_search(prob, choice, budget)
         info["bottleneck_moves"] = bmoves
         if bmoves:  # leave no load-vector move behind (the polishing skip rule relies on it)
-            choice, more = local_search(prob, choice, deadline)
+            choice, more = local_search(prob, choice, budget)
             info["search_moves"] += more
     return choice
 
 
-def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: bool, deadline: float, jobs,
+def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: bool, budget: Budget, jobs,
                   objective: str, info: dict, lap: _Laps) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Step 5 where it can help: (choice, rates or None when nobody needs them, link loads). ``changed``: the
     routing differs from the greedy's, or there are previous paths (the later steps compare rates then)."""
@@ -194,13 +191,13 @@ def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: boo
         # all of whose links carry a flow at >= c/2, so no other spine offers it more than c/2.
         info["polish_skipped"] = True
         return choice, (prob.rates(choice, matrix=mat) if changed else None), loads
-    if (prob.demands is not None or max_load > 1) and time.perf_counter() < deadline:
+    if (prob.demands is not None or max_load > 1) and budget.left():
         # some fabric link is shared: the metric may still improve beyond the load vector
         r_new = prob.rates(choice, matrix=mat)
         cap = int(max_load)
-        choice, r_new, pm = polish(prob, choice, r_new, deadline, jobs, objective, mat=mat, cap=cap)
+        choice, r_new, pm = polish(prob, choice, r_new, budget, jobs, objective, mat=mat, cap=cap)
         if int(prob.n_opts[prob.inter].sum()) <= EXHAUSTIVE_LIMIT:
-            choice, r_new, em = exhaustive_descent(prob, choice, r_new, deadline, jobs, objective, cap=cap)
+            choice, r_new, em = exhaustive_descent(prob, choice, r_new, budget, jobs, objective, cap=cap)
             pm += em
         info["polish_moves"] = pm
         if pm:

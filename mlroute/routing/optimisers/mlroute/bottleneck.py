@@ -6,15 +6,14 @@ change the sorted load vector.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from mlroute.routing import kernels
 from mlroute.routing.optimisers.base import Problem
+from mlroute.routing.optimisers.mlroute import budget as work
 
 
-def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
+def bottleneck_search(prob: Problem, choice: np.ndarray, budget: work.Budget) -> tuple[np.ndarray, int]:
     """Uniform 2-tier: fewer flows at the bottleneck with the max link load M unchanged.
 
     A flow is *hot* if it crosses a link carrying M flows (with equal capacities and no slower NIC, exactly
@@ -22,7 +21,7 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
     flows that were hot only through the link it leaves and heats the cold flows of a link it brings to M.
     Candidates are screened for all hot flows at once with per-link counts (flows hot only through that link,
     cold flows), then each is checked exactly on the four links involved and applied only if the number of
-    hot flows strictly drops.  Returns (choice, moves).
+    hot flows strictly drops.  Stops when ``budget`` runs out.  Returns (choice, moves).
     """
     sidx = prob.fabric.spine_link_index()
     idx = prob.inter
@@ -34,7 +33,7 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
     nlinks = prob.dummy + 1
     moves = 0
     members: dict | None = None
-    while time.perf_counter() < deadline:
+    while budget.charge(work.RECOUNTED * len(idx)):  # a round re-counts every flow (screen, link members)
         c = choice[idx]
         a, b = up_i[u, c], dn_i[v, c]  # each inter flow's uplink and downlink
         screen = kernels.bottleneck_screen if kernels.enabled() else _bottleneck_screen
@@ -67,6 +66,7 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
                 ld_list[nb] += 1
                 aa[j], bb[j] = na, nb
                 after = _hot_count(affected, ld_list, aa, bb, m)
+                budget.charge(work.RECOUNTED * len(affected))
                 if after < before:
                     members[oa].remove(j)
                     members[ob].remove(j)
@@ -80,7 +80,7 @@ def bottleneck_search(prob: Problem, choice: np.ndarray, deadline: float) -> tup
                 ld_list[na] -= 1
                 ld_list[nb] -= 1
                 aa[j], bb[j] = oa, ob
-            if time.perf_counter() >= deadline:
+            if not budget.left():
                 break
         moves += moved
         if not moved:

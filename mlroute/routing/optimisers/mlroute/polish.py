@@ -6,14 +6,13 @@ are leximin-better, slowest flows first, within the max link load already reache
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from mlroute.routing import kernels
 from mlroute.routing.incremental import RateState
 from mlroute.routing.metric import compare
 from mlroute.routing.optimisers.base import Problem
+from mlroute.routing.optimisers.mlroute import budget as work
 from mlroute.routing.optimisers.mlroute.search import _option_chunks
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
@@ -106,7 +105,7 @@ def _over_cap(prob: Problem, tmat: np.ndarray, cap: int | None) -> bool:
     return int(ld.max()) > cap
 
 
-def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
+def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, budget: work.Budget, jobs=None,
            objective: str = "flow", mat: np.ndarray | None = None, cap: int | None = None
            ) -> tuple[np.ndarray, np.ndarray, int]:
     """Rate-aware descent in the metric itself (leximin over max-min fair rates).
@@ -117,14 +116,14 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
     the same without the +1.  Paths scoring above x are tried best first and a move is kept only if the exact
     water-filling of the whole routing is leximin-better (flow- or job-level) and no fabric link then carries
     more than ``cap`` flows (mlroute passes the max link load reached so far: the metric may prefer piling
-    NIC-limited flows onto one link, which would give up the optimal max link load).
-    Returns (choice, rates, moves).
+    NIC-limited flows onto one link, which would give up the optimal max link load). Stops when ``budget`` runs
+    out. Returns (choice, rates, moves).
     """
     choice = choice.copy()
     if not len(prob.inter):
         return choice, rates, 0
     mat = prob.link_matrix(choice) if mat is None else mat.copy()
-    run = _Polish(prob, choice, mat, rates, deadline, jobs, objective, cap)
+    run = _Polish(prob, choice, mat, rates, budget, jobs, objective, cap)
     while run.time_left() and run.round():
         pass
     return run.choice, run.rates, run.moves
@@ -133,10 +132,10 @@ def polish(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float
 class _Polish:
     """The state of one :func:`polish` descent; every step that keeps a move returns True."""
 
-    def __init__(self, prob: Problem, choice: np.ndarray, mat: np.ndarray, rates: np.ndarray, deadline: float,
+    def __init__(self, prob: Problem, choice: np.ndarray, mat: np.ndarray, rates: np.ndarray, budget: work.Budget,
                  jobs, objective: str, cap: int | None):
         self.prob, self.choice, self.mat, self.rates = prob, choice, mat, rates
-        self.deadline, self.jobs, self.objective, self.cap = deadline, jobs, objective, cap
+        self.budget, self.jobs, self.objective, self.cap = budget, jobs, objective, cap
         self.dummy = prob.dummy
         self.caps = np.append(prob.fabric.capacities[: prob.dummy], np.inf)
         self.ideal = prob.ideal_rates()
@@ -156,7 +155,7 @@ class _Polish:
         self.skip_dead = len(prob.inter) > HELPER_MAX_FLOWS
 
     def time_left(self) -> bool:
-        return time.perf_counter() < self.deadline
+        return self.budget.left()
 
     def round(self) -> bool:
         """One pass over the rate levels of the slow flows, slowest first, until one move is kept."""
@@ -170,7 +169,7 @@ class _Polish:
                 continue
             if self._level(slow, lam):
                 return True
-            if self.skip_dead and self.time_left():  # a pass cut short by the deadline proves nothing
+            if self.skip_dead and self.time_left():  # a pass cut short by the budget proves nothing
                 self.dead[lam] = self._watched(slow[np.abs(self.rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)])
         return False
 
@@ -214,6 +213,7 @@ class _Polish:
         """Move a slow flow at rate ``lam`` to a better-sharing path, else a faster flow out of its way."""
         rates, mat, dummy = self.rates, self.mat, self.dummy
         at = slow[np.abs(rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
+        self.budget.charge(work.LEVEL_FLOW * len(rates))  # the level's link sums read every flow
         flat = mat.ravel()
         rr = None
         if kernels.enabled():  # the same sums, without the (flows x K) temporaries
@@ -247,6 +247,7 @@ class _Polish:
             return False
         state = self.state
         r2 = state.trial(i, self.prob.rate_row(i, row))
+        self.budget.charge(work.TRIAL + work.FILLED * state.filled + work.TRIAL_FLOW * len(r2))
         order = state.leximin(r2) if self.objective == "flow" else compare(r2, self.rates, self.jobs, self.objective)
         if order <= 0:
             return False
@@ -280,6 +281,8 @@ class _Polish:
                 self.tried.add(key)
                 if self._keep(i, q, opts):
                     return True
+                if not self.time_left():
+                    return False
         return False
 
     def _move_helpers(self, at: np.ndarray, lam: float, flat: np.ndarray, rr: np.ndarray) -> bool:
@@ -322,28 +325,29 @@ class _Polish:
         return False
 
 
-def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, deadline: float, jobs=None,
+def exhaustive_descent(prob: Problem, choice: np.ndarray, rates: np.ndarray, budget: work.Budget, jobs=None,
                        objective: str = "flow", cap: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Small instances: try every single-flow move (slowest flows first) with the exact metric, take the first
-    that is leximin-better, repeat until none is (a local optimum of the metric) or time runs out."""
+    that is leximin-better, repeat until none is (a local optimum of the metric) or ``budget`` runs out."""
     movable = prob.inter[prob.n_opts[prob.inter] > 1]
     mat = prob.link_matrix(choice)
     choice = choice.copy()
     moves = 0
     improved = True
-    while improved and time.perf_counter() < deadline:
+    while improved and budget.left():
         improved = False
         for i in movable[np.argsort(rates[movable], kind="stable")].tolist():
             opts = prob.option_links(i)
             for q in range(len(opts)):
                 if q == choice[i]:
                     continue
+                budget.charge(work.FULL_FILL * len(prob.flows))
                 better = _better_move(prob, choice, mat, rates, i, q, opts, cap, jobs, objective)
                 if better is not None:
                     choice, mat, rates = better
                     moves += 1
                     improved = True
                     break
-            if improved or time.perf_counter() >= deadline:
+            if improved or not budget.left():
                 break
     return choice, rates, moves

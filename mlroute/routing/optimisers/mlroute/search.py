@@ -7,12 +7,11 @@ Moves are evaluated a block of flows at a time (numpy, or the compiled kernels w
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from mlroute.routing import kernels
 from mlroute.routing.optimisers.base import Problem
+from mlroute.routing.optimisers.mlroute import budget as work
 
 #: flows whose moves the load-vector search evaluates in one numpy pass.
 SEARCH_BLOCK = 256
@@ -134,8 +133,8 @@ def _option_chunks(prob: Problem, flows: np.ndarray):
     return chunks()
 
 
-def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np.ndarray, int]:
-    """Load-vector descent (see the module doc); returns (choice, moves)."""
+def local_search(prob: Problem, choice: np.ndarray, budget: work.Budget) -> tuple[np.ndarray, int]:
+    """Load-vector descent (see the module doc) within ``budget``; returns (choice, moves)."""
     choice = choice.copy()
     if not len(prob.inter):
         return choice, 0
@@ -153,11 +152,12 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
     touched_up = np.zeros(len(prob.fabric.leaves), dtype=np.int64)  # moves made when a load on the leaf's
     touched_down = np.zeros(len(prob.fabric.leaves), dtype=np.int64)  # up-paths / down-paths last changed
     stamp = 0
-    while time.perf_counter() < deadline:
+    while budget.left():
         flmax = _row_max(loads[mat[movable]])
         cand = movable[flmax >= 2]
         if not len(cand):
             break
+        budget.charge(work.SCREENED * len(cand))
         cmax = flmax[flmax >= 2]
         ok = _screen(prob, cand, mat, loads, choice, cmax)
         todo = cand[ok][np.argsort(-cmax[ok], kind="stable")]
@@ -167,7 +167,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
         # first flow of the block with a positive gain moves, and the block restarts after it. A flow found
         # without a move is not evaluated again until a move changes a load on one of its options' links
         # (its source leaf's up-paths or its destination leaf's down-paths): its gains would be the same.
-        pos, checked, size = 0, 0, SEARCH_BLOCK
+        pos, size = 0, SEARCH_BLOCK
         while pos < len(todo):
             window = todo[pos:pos + (8 if track else 1) * size]
             if track:
@@ -183,6 +183,7 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
             k, q = _first_improving(prob, block, mat, choice, loads, positional)
             if track:
                 evaluated[block[:k]] = stamp
+            spent = work.OPTION * int(prob.n_opts[block[:k + 1]].sum())  # the kernel stops at the first mover
             if k < len(block):
                 i = int(block[k])
                 own = prob.option_links(i)
@@ -203,10 +204,8 @@ def local_search(prob: Problem, choice: np.ndarray, deadline: float) -> tuple[np
             else:
                 pos += int(fresh[-1]) + 1
                 size = min(SEARCH_BLOCK, 2 * size)
-            if pos // 32 > checked:  # the deadline is read every 32 flows
-                checked = pos // 32
-                if time.perf_counter() >= deadline:
-                    break
+            if not budget.charge(spent):
+                break
         moves += moved_round
         if not moved_round:
             break

@@ -204,3 +204,23 @@ def test_choose_rings_grid_reports_rank_order_against_chosen(tmp_path, capsys):
     assert "tor0:spine0" in text
     assert main(["reproduce", "--out", str(out), "--failed-links", "tor0:spine99"]) == 2
     assert "no link tor0:spine99" in capsys.readouterr().err
+
+
+#: the quick grid's cells where mlroute's old time budget decided (3 jobs x ring 8, 4 failed spines, random
+#: placement: 554 or 571 simulator events with --workers 1 or 2), with their paper-placement twins: the quick grid
+#: itself takes minutes, so the same CLI runs these 4 cells of it
+QUICK_CUT = ["--quick", "--jobs", "3,5", "--rings", "8", "--failed", "4", "--algos", "mlroute,greedy",
+             "--random-algos", "mlroute"]
+
+
+def test_reproduce_gives_the_same_results_in_one_process_and_in_the_default_workers(tmp_path, capsys):
+    runs = {}
+    for name, extra in (("serial", ["--workers", "1"]), ("default", [])):
+        out = tmp_path / name
+        assert main(["reproduce", "--out", str(out), *QUICK_CUT, *extra]) == 0, capsys.readouterr().err
+        res = json.loads((out / "results.json").read_text())
+        runs[name] = [_without_timing(res), _without_timing(res["extra"])]
+        assert all(r["cut_by_clock"] == 0 for r in res["runs"] + res["extra"]["runs"])
+    assert len(runs["serial"][0][0]) == 4 and len(runs["serial"][1][0]) == 2
+    assert runs["default"] == runs["serial"]
+    assert "No decision was cut short by a wall-clock safety net" in (tmp_path / "serial" / "report.md").read_text()
