@@ -166,25 +166,38 @@ def _flows_cdf_plot(plt: ModuleType, data: dict, modes: list[str], out_dir: str 
     return _save(plt, fig, out_dir, "flows_cdf.png")
 
 
+def allreduce_lines(data: dict, modes: list[str]) -> dict[str, list[float]]:
+    """The all-reduce plot's lines: mean all-reduce time per iteration over seeds, per mode, and per pattern when
+    the grid has several (rank order vs chosen rings: ``torch-allreduce:...`` and ``...,ring=choose``)."""
+    ar_runs = [r for r in data["results"] if "allreduce_s" in r and "error" not in r]
+    patterns = list(dict.fromkeys(r["pattern"] for r in ar_runs))
+    lines = {}
+    for pattern in patterns:
+        for mode in modes:
+            runs = [r for r in ar_runs if r["mode"] == mode and r["pattern"] == pattern]
+            n = min((len(r["allreduce_s"]) for r in runs), default=0)
+            if n:
+                label = mode if len(patterns) == 1 else f"{pattern.split(':', 1)[1]} / {mode}"
+                lines[label] = [float(x) for x in np.mean([r["allreduce_s"][:n] for r in runs], axis=0)]
+    return lines
+
+
 def _allreduce_plot(plt: ModuleType, data: dict, modes: list[str], out_dir: str | Path) -> str | None:
-    """Mean all-reduce time per iteration over seeds, per mode, against the ideal."""
+    """Mean all-reduce time per iteration over seeds, per mode (and pattern), against the ideal."""
     import matplotlib.ticker
 
-    ar_runs = [r for r in data["results"] if "allreduce_s" in r]
-    if not ar_runs:
+    lines = allreduce_lines(data, modes)
+    if not lines:
         return None
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for mode in modes:
-        runs = [r for r in ar_runs if r["mode"] == mode]
-        if runs:
-            n = min(len(r["allreduce_s"]) for r in runs)
-            mean = np.mean([r["allreduce_s"][:n] for r in runs], axis=0)
-            ax.plot(range(n), mean, marker="o", label=mode)
-    ax.axhline(ar_runs[0]["ideal_allreduce_s"], color="grey", ls="--", lw=0.8, label="ideal")
+    fig, ax = plt.subplots(figsize=(5 if len(lines) <= 4 else 7, 3.6))
+    for label, mean in lines.items():
+        ax.plot(range(len(mean)), mean, marker="o", label=label)
+    ideal = next(r["ideal_allreduce_s"] for r in data["results"] if "allreduce_s" in r and "error" not in r)
+    ax.axhline(ideal, color="grey", ls="--", lw=0.8, label="ideal")
     ax.set_xlabel("iteration")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("all-reduce time (s)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return _save(plt, fig, out_dir, "allreduce.png")
 
 

@@ -174,6 +174,20 @@ def test_results_per_job_and_the_report(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["results"][0]["jobs"][0]["name"] == "job0"
 
 
+def test_rank_order_and_chosen_rings_are_separate_lines_of_the_allreduce_plot():
+    given, chosen = "torch-allreduce:4x4,placement=interleaved-pods", \
+        "torch-allreduce:4x4,placement=interleaved-pods,ring=choose"
+    runs = [{"pattern": p, "mode": m, "seed": s, "allreduce_s": [t * s, t, t], "ideal_allreduce_s": 2.4}
+            for p, t in ((given, 5.0), (chosen, 2.5)) for m in ("mlroute", "ecmp") for s in (1, 2)]
+    lines = report.allreduce_lines({"results": runs + [{"pattern": given, "mode": "ecmp", "error": "x"}]},
+                                   ["ecmp", "mlroute"])
+    assert list(lines) == ["4x4,placement=interleaved-pods / ecmp", "4x4,placement=interleaved-pods / mlroute",
+                           "4x4,placement=interleaved-pods,ring=choose / ecmp",
+                           "4x4,placement=interleaved-pods,ring=choose / mlroute"]
+    assert lines["4x4,placement=interleaved-pods,ring=choose / mlroute"] == [3.75, 2.5, 2.5]
+    assert list(report.allreduce_lines({"results": runs[:4]}, ["mlroute", "ecmp"])) == ["mlroute", "ecmp"]
+
+
 def test_management_addresses_come_from_the_benchmarking_range():
     assert management.bridge_address() == "198.18.0.1"
     assert management.host_address(1) == "198.18.0.2" and management.host_address(300) == "198.18.1.45"
