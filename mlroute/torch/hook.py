@@ -129,11 +129,13 @@ def _chosen_order(hosts: list[str]) -> list[int] | None:
     env = os.environ
     blocks = rank_order.node_blocks(hosts)
     url, base = env.get("MLROUTE_URL"), job.base_name(env)
-    if not all(hosts) or blocks is None or len(blocks) < 3 or not url or not base:
+    if blocks is not None and all(hosts) and len(blocks) < 3:
+        LOG.info("mlroute: MLROUTE_RING=choose: fewer than 3 hosts, every order is the same ring")
+        return None
+    if not all(hosts) or blocks is None or not url or not base:
         why = ("a rank knows no route to the master" if not all(hosts) else
                "a host's ranks are not one block" if blocks is None else
-               "fewer than 3 hosts: every order is the same ring" if len(blocks) < 3 else "MLROUTE_URL is not set"
-               if not url else "no job name")
+               "MLROUTE_URL is not set" if not url else "no job name")
         LOG.warning("mlroute: MLROUTE_RING=choose: %s; the job keeps its order", why)
         return None
     controller = Controller(url, env.get("MLROUTE_TOKEN") or None)
