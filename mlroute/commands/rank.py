@@ -111,11 +111,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _stored(controller, name: str, hosts: list[str]) -> dict | None:
     """The job as the controller holds it, when another node already asked with the same hosts."""
-    reply = controller.call("GET", controller.job_path(name), limit=1 << 20)
-    try:
-        answer = json.loads(reply.text) if reply.ok else None
-    except ValueError:
-        return None
+    from mlroute.torch import rank_order
+
+    answer = rank_order.json_answer(controller.call("GET", controller.job_path(name), limit=1 << 20))
     job = (answer or {}).get("job") or {}
     return answer if job.get("node_ranks") and sorted(job.get("hosts") or []) == sorted(hosts) else None
 
@@ -123,12 +121,7 @@ def _stored(controller, name: str, hosts: list[str]) -> dict | None:
 def _choose(controller, name: str, blocks: list[tuple[str, int]], lease_s: float) -> dict:
     from mlroute.torch import rank_order
 
-    reply = controller.call("PUT", controller.job_path(name), rank_order.choose_body(blocks, lease_s), limit=1 << 20,
-                            timeout_s=rank_order.CHOOSE_TIMEOUT_S)
-    try:
-        answer = json.loads(reply.text)
-    except ValueError:
-        answer = None
-    if not reply.ok or not isinstance(answer, dict):
+    reply, answer = rank_order.ask(controller, name, rank_order.choose_body(blocks, lease_s))
+    if answer is None:
         raise UsageError(f"the controller refused the job ({reply.status}): {reply.text.strip()[:300]}")
     return answer

@@ -39,6 +39,7 @@ ORDER_TIMEOUT_S = GATHER_TIMEOUT_S + rank_order.CHOOSE_TIMEOUT_S + 10.0
 
 _leases: dict[tuple[int, ...], Lease] = {}
 _generations: dict[tuple[int, ...], int] = {}
+_orders = 0  # node-order exchanges run by this process (each default group asks once)
 _said: set[str] = set()
 _lock = threading.RLock()
 _exit_hooks = False
@@ -88,13 +89,12 @@ def _in_chosen_order(args: tuple[Any, ...], kwargs: dict[str, Any], init_method:
     every rank reads it, so all re-create the group or none does. The new group meets through the old group's
     own store (under a prefix of its own), so no rendezvous port is opened twice."""
     me, world = dist.get_rank(), dist.get_world_size()
+    global _orders
     with _lock:
-        generation = _generations.get(("order",), 0)
-        _generations[("order",)] = generation + 1
+        generation, _orders = _orders, _orders + 1
     store = c10d._get_default_store()
     prefix = exchange.key_prefix(range(world), generation, kind="order")
-    master = os.environ.get("MASTER_ADDR") or (urllib.parse.urlsplit(init_method).hostname if init_method else None)
-    exchange.publish(store, prefix, me, fabric_address(master, os.environ) or "")
+    exchange.publish(store, prefix, me, _my_address(init_method))
     if me == 0:
         order: list[int] | None = None
         try:
@@ -123,6 +123,13 @@ def _in_chosen_order(args: tuple[Any, ...], kwargs: dict[str, Any], init_method:
         LOG.info("mlroute: rank %d runs as rank %d, in the node order the controller chose", me, order[me])
 
 
+def _my_address(init_method: str | None) -> str:
+    """This rank's fabric address toward the rendezvous (``MASTER_ADDR``, else the init method's host); "" when
+    none is known."""
+    master = os.environ.get("MASTER_ADDR") or (urllib.parse.urlsplit(init_method).hostname if init_method else None)
+    return fabric_address(master, os.environ) or ""
+
+
 def _chosen_order(hosts: list[str]) -> list[int] | None:
     """Rank 0's side: the new rank of every rank, from the controller's choice for the job's hosts (``hosts``: each
     global rank's fabric address); None (keep the order) when there is nothing to choose or no answer."""
@@ -142,15 +149,10 @@ def _chosen_order(hosts: list[str]) -> list[int] | None:
     name = job.group_name(base, range(len(hosts)), len(hosts))
     body = rank_order.choose_body(blocks, job.lease_seconds(env), job.weight(env))
     try:
-        reply = controller.call("PUT", controller.job_path(name), body, limit=1 << 20,
-                                timeout_s=rank_order.CHOOSE_TIMEOUT_S)
+        reply, answer = rank_order.ask(controller, name, body)
     except UnreachableError as exc:
         LOG.warning("mlroute: controller %s unreachable (%s): the job keeps its order", controller.url, exc)
         return None
-    try:
-        answer = json.loads(reply.text) if reply.ok else None
-    except ValueError:
-        answer = None
     chosen = rank_order.node_ranks(answer, blocks)
     if chosen is None:
         LOG.warning("mlroute: the controller chose no order for job %s (%d %s): it keeps its order", name,
@@ -202,8 +204,7 @@ def _declare(group: Any, name: str | None, init_method: str | None) -> dict[str,
         _generations[key] = generation + 1
     prefix = exchange.key_prefix(ranks, generation)
     store = c10d._get_default_store()
-    master = env.get("MASTER_ADDR") or (urllib.parse.urlsplit(init_method).hostname if init_method else None)
-    mine = {"addr": fabric_address(master, env) or "", "dev": int(env.get("LOCAL_RANK", "0") or 0)}
+    mine = {"addr": _my_address(init_method), "dev": int(env.get("LOCAL_RANK", "0") or 0)}
     exchange.publish(store, prefix, me, json.dumps(mine))
     if me != ranks[0]:
         return None

@@ -9,6 +9,7 @@ one block and the ring the library builds in rank order is the chosen one. Stand
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,23 @@ def choose_body(blocks: Sequence[tuple[str, int]], lease_s: float, weight: float
     if weight is not None:
         body["weight"] = weight
     return body
+
+
+def ask(controller: Any, name: str, body: Mapping[str, Any]) -> tuple[Any, dict | None]:
+    """PUT ``body`` (:func:`choose_body`) as job ``name`` to ``controller`` (a :class:`mlroute.torch.client.
+    Controller`): its reply and its JSON answer (None unless a 2xx with a JSON object). UnreachableError as the
+    client raises it."""
+    reply = controller.call("PUT", controller.job_path(name), dict(body), limit=1 << 20, timeout_s=CHOOSE_TIMEOUT_S)
+    return reply, json_answer(reply)
+
+
+def json_answer(reply: Any) -> dict | None:
+    """A 2xx reply's JSON object; None for any other status or a body that is not a JSON object."""
+    try:
+        answer = json.loads(reply.text) if reply.ok else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def node_ranks(answer: Any, blocks: Sequence[tuple[str, int]]) -> dict[str, int] | None:
