@@ -1,4 +1,5 @@
-"""Ryu's LLDP send loop, with a port that comes up served at once instead of after the whole batch.
+"""Ryu's LLDP send loop, with a port that comes up, or a half-learned link's far end, served at once instead of
+after the whole batch.
 
 Ryu's ``Switches.lldp_loop`` sends one LLDP frame to every due port with a 50 ms guard between frames, and only
 looks for new work after the whole batch. Every port is due again 0.9 s after its last frame, so on a fabric of
@@ -6,10 +7,18 @@ N switch ports a batch lasts N x 50 ms (k=8 fat-tree: 640 ports, 32 s), and a po
 batch to end: a restored link was learned again 1.5-3.2 s after it came back on k=4 and 11 s on k=8 (measured),
 during which the traffic engineer routed around a link that was back.
 
-This is Ryu's loop with one change: between guarded frames it checks the loop's event, which Ryu sets on every
+This is Ryu's loop with two changes. Between guarded frames it checks the loop's event, which Ryu sets on every
 port change, and when it is set it starts over, so the ports waiting without a timestamp (just up, just changed,
 or a link's reverse end to re-check) are sent first; the rest of the batch follows. Same frames, same guard,
 same order otherwise. Ryu-free (the Switches app is passed in), installed by controller/app.py.
+
+A link is learned only once both of its ends' frames arrived. At start-up, when the first end's frame arrives,
+Ryu sends the far end's at once to check the reverse; when that one frame is lost (a switch still connecting,
+its LLDP rule not yet in place, drops it), the port waited for its turn in the batch, and on k=8 a fabric once
+stayed "not a Clos" for more than 60 s (a half-known cable's switches look host-facing). Such a port (some link
+ends at it, none starts from it) is *unanswered*: it is sent again every ``LLDP_SEND_PERIOD_PER_PORT``, between
+the batch's frames, until a link starts from it. After start-up there are none (a one-way cable costs one frame
+a second).
 
 A controller cluster's follower may not send (a SLAVE's packet-outs are refused, OpenFlow 1.3 §6.3.6), so a
 ``lldp_allowed(dpid)`` on the app, when set, holds back the ports of switches it says no to: they keep no
@@ -20,9 +29,14 @@ per batch: a node that steps down mid-batch sends nothing more (before: up to 1.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
+
+from controller.southbound.log_throttle import LogThrottle
+
+LOG = logging.getLogger("mlroute")
 
 HELD_RECHECK_S = 0.5  # ports held back (lldp_allowed said no): looked at again this often
 
@@ -30,6 +44,7 @@ HELD_RECHECK_S = 0.5  # ports held back (lldp_allowed said no): looked at again 
 def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float] = time.time) -> None:
     """Run ``switches``' LLDP sending (a ryu.topology.switches.Switches) until it stops being active."""
     event = switches.lldp_event
+    throttle = LogThrottle(clock)
     while switches.is_active:
         event.clear()
         now = clock()
@@ -53,10 +68,14 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
         for port in ports_now:
             switches.send_lldp_packet(port)
         interrupted = False
+        urgent_sent = _send_unanswered(switches, sleep, clock, allowed, throttle)
         for port in ports:
             if event.is_set():  # a port changed meanwhile: it goes first, the rest of this batch after it
                 interrupted = True
                 break
+            urgent_sent |= _send_unanswered(switches, sleep, clock, allowed, throttle)
+            if port in urgent_sent:
+                continue
             if allowed is not None and not allowed(getattr(port, "dpid", None)):
                 held = True  # stepped down during the batch (a batch lasts ports x 50 ms): not one frame more
                 continue
@@ -66,9 +85,53 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
             continue
         if timeout is not None and ports:
             timeout = 0  # we have already slept
+        retry = _next_unanswered(switches, clock(), allowed)
+        if retry is not None:
+            timeout = retry if timeout is None else min(timeout, retry)
         if held:
             timeout = HELD_RECHECK_S if timeout is None else min(timeout, HELD_RECHECK_S)
         event.wait(timeout=timeout)
+
+
+def _unanswered(switches: Any, allowed: Callable[[Any], bool] | None) -> list[tuple[Any, Any, Any]]:
+    """(the link's source port, the unanswered port, its PortData) of every unanswered port (module docstring)
+    this node may send to."""
+    links = getattr(switches, "links", None)
+    if not links:
+        return []
+    out = []
+    for link in list(links):
+        port = link.dst
+        data = switches.ports.get(port)
+        if data is not None and links.get_peer(port) is None and (allowed is None
+                                                                   or allowed(getattr(port, "dpid", None))):
+            out.append((link.src, port, data))
+    return out
+
+
+def _send_unanswered(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float],
+                     allowed: Callable[[Any], bool] | None, throttle: LogThrottle) -> set[Any]:
+    """Send the unanswered ports that are due (their last frame ``LLDP_SEND_PERIOD_PER_PORT`` ago); the ports
+    sent. A port sent again (its reverse check was lost) is logged, once a period per port."""
+    now, period = clock(), switches.LLDP_SEND_PERIOD_PER_PORT
+    sent = set()
+    for src, port, data in _unanswered(switches, allowed):
+        if data.timestamp is None or data.timestamp + period <= now:
+            if data.timestamp is not None and throttle.due(port):
+                LOG.info("LLDP: link %s:%s -> %s:%s learned, its reverse not yet: sending again every %.1f s",
+                         getattr(src, "dpid", src), getattr(src, "port_no", ""), getattr(port, "dpid", port),
+                         getattr(port, "port_no", ""), period)
+            switches.send_lldp_packet(port)
+            sent.add(port)
+            sleep(switches.LLDP_SEND_GUARD)
+    return sent
+
+
+def _next_unanswered(switches: Any, now: float, allowed: Callable[[Any], bool] | None) -> float | None:
+    """Seconds until the next unanswered port is due; None when there is none."""
+    period = switches.LLDP_SEND_PERIOD_PER_PORT
+    due = [max(0.0, (data.timestamp or 0.0) + period - now) for _, _, data in _unanswered(switches, allowed)]
+    return min(due) if due else None
 
 
 def install(switches_cls: type, sleep: Callable[[float], Any]) -> None:

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,15 +159,17 @@ def records(text: str) -> list[dict]:
 
 
 def torchrun_command(python: str, nnodes: int, node_rank: int, master: str, port: int, spec: TorchAllReduceSpec,
-                     iterations: int, hold_until: Path | None = None) -> list[str]:
+                     iterations: int, hold_until: Path | None = None, start_after: Path | None = None) -> list[str]:
     """One host's launch of one rank, as a user launches a multi-node job (``python -m torch.distributed.run`` is
     ``torchrun`` under that interpreter)."""
+    gates = [*(["--start-after", str(start_after)] if start_after else []),
+             *(["--hold-until", str(hold_until)] if hold_until else [])]
     return [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc_per_node", "1",
             "--node_rank", str(node_rank), "--master_addr", master, "--master_port", str(port),
             "--monitor_interval", "1",  # the agent notices its worker's end within 1 s, not 5
             "--redirects", "1", "--tee", "1",  # Debian's torchrun 1.13 on Python 3.11 crashes without both
             "-m", "mlroute.torch", str(SCRIPT), "--mb", f"{spec.mb:g}", "--iters", str(iterations),
-            "--compute", f"{spec.compute_s:g}", *(["--hold-until", str(hold_until)] if hold_until else [])]
+            "--compute", f"{spec.compute_s:g}", *gates]
 
 
 def slowest_per_iteration(per_rank: list[list[dict]]) -> list[float]:
@@ -190,7 +193,14 @@ class Rank:
 
 class TorchJobs:
     """``jobs[j]`` = the Mininet host names of job j in rank order; every rank's torchrun starts at once. ``url``
-    (the controller's REST as the hosts reach it) None: the jobs run undeclared."""
+    (the controller's REST as the hosts reach it) None: the jobs run undeclared.
+
+    The jobs share the machine's cores, so their measured iterations are lined up between two gates, files a
+    watcher thread creates: ``started`` once every job is past init_process_group (its declaration made), before
+    which no rank starts its first iteration, and ``measured`` once every job reported its last, before which no
+    rank tears down. Without them, one job's iteration 0 ran beside the other ranks' torch import and init (1-2 s
+    of CPU each; 32 processes on 2 cores) at 1.30-1.34x its steady time, with its routing right from the first
+    byte. Either gate also opens when some rank exits (killed or failed): the others never wait on a dead job."""
 
     def __init__(self, net: Any, jobs: list[list[str]], spec: TorchAllReduceSpec, workdir: str | Path,
                  url: str | None = None, token: str | None = None, lease_s: float | None = None,
@@ -206,8 +216,11 @@ class TorchJobs:
         self.names = names or [f"job{j}" for j in range(len(jobs))]
         self.ranks: list[Rank] = []
         self.started = time.monotonic()
-        self.release = self.workdir / "measured"  # created once every job reported its last iteration
-        self.release.unlink(missing_ok=True)
+        self.start = self.workdir / "started"  # gate: created once every job is past init_process_group
+        self.release = self.workdir / "measured"  # gate: created once every job reported its last iteration
+        for gate in (self.start, self.release):
+            gate.unlink(missing_ok=True)
+        self._stopping = threading.Event()
         pythonpath = hook_path(self.workdir)
         try:
             for j, hosts in enumerate(jobs):
@@ -218,7 +231,7 @@ class TorchJobs:
                     if choose_ring:
                         env[rank_order.RING_ENV] = "choose"
                     cmd = torchrun_command(self.python, len(hosts), r, master, base_port + j, spec, self.iterations,
-                                           self.release)
+                                           self.release, self.start)
                     log = self.workdir / f"{self.names[j]}-rank{r}-{name}.log"
                     with open(log, "wb") as out:
                         proc = host.popen(cmd, env=env, cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT)
@@ -226,6 +239,19 @@ class TorchJobs:
         except BaseException:
             self.stop()
             raise
+        self._gates = threading.Thread(target=self._open_gates, name="torch-jobs-gates", daemon=True)
+        self._gates.start()
+
+    def _open_gates(self, every_s: float = 0.1) -> None:
+        """Create each gate file once its condition holds (class docstring); ends when both exist or on stop()."""
+        while not self._stopping.is_set() and not (self.start.exists() and self.release.exists()):
+            exited = any(r.proc.poll() is not None for r in self.ranks)
+            if not self.start.exists() and (exited or all(self.ready(j) for j in range(len(self.jobs)))):
+                self.start.touch()
+            if not self.release.exists() and (exited or all(len(t) == self.iterations
+                                                            for t in self.iteration_times())):
+                self.release.touch()
+            self._stopping.wait(every_s)
 
     @staticmethod
     def _env(host: Any, pythonpath: Path, name: str, url: str | None, token: str | None,
@@ -255,9 +281,6 @@ class TorchJobs:
         output of the ranks that failed, or of all when the time ran out (then they are killed)."""
         deadline = time.monotonic() + timeout_s
         while self.alive():
-            if not self.release.exists() and (all(len(t) == self.iterations for t in self.iteration_times())
-                                              or any(r.proc.poll() not in (None, 0) for r in self.ranks)):
-                self.release.touch()  # every job measured (or one failed): now they may all tear down
             if time.monotonic() > deadline:
                 self.stop()
                 raise TorchJobsError(f"the torch jobs did not finish within {timeout_s:.0f} s:\n{self.tails()}")
@@ -326,6 +349,7 @@ class TorchJobs:
 
     def stop(self) -> None:
         """Kill every rank's process group (idempotent; a worker outliving its torchrun goes too)."""
+        self._stopping.set()
         for r in self.ranks:
             _killpg(r.proc, signal.SIGKILL)
         for r in self.ranks:

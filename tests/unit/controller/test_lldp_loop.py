@@ -50,6 +50,9 @@ class FakeSwitches:
         def items(self):
             return [(p, self.owner.data[p]) for p in list(self.owner.order)]
 
+        def get(self, port, default=None):
+            return self.owner.data.get(port, default)
+
     @property
     def ports(self):
         return self._Ports(self)
@@ -173,3 +176,46 @@ def test_a_node_that_steps_down_mid_batch_sends_not_one_frame_more():
     sw.lldp_event.wait = wait
     lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
     assert lost_at == [3] and len(sw.sent) == 3, sw.sent
+
+
+class Link:
+    def __init__(self, src, dst):
+        self.src, self.dst = src, dst
+
+
+class FakeLinks(dict):
+    """As Ryu's LinkState: Link -> timestamp, and the peer a port's own frames reached (None: not yet)."""
+
+    def add(self, src, dst):
+        self[Link(src, dst)] = 0.0
+
+    def get_peer(self, src):
+        return next((link.dst for link in self if link.src == src), None)
+
+
+def test_an_unanswered_port_is_sent_again_every_period_until_its_own_frame_arrives():
+    """The far end of a half-learned cable (its reverse check lost while its switch connected) is sent again every
+    0.9 s between the batch's frames, not once per batch (k=8: 32 s, and the cable stayed half-known past 60 s);
+    once a link starts from it, it is back to one frame per batch."""
+    clock = [0.0]
+    sw = FakeSwitches(100, clock)
+    sw.links = FakeLinks()
+    sw.links.add("far", "p50")  # "far"'s frame arrived at p50; p50's own never arrived anywhere
+    sw.data["p50"].timestamp = 0.0  # its reverse check was just sent (and lost)
+    answered_at = []
+
+    def sleep(s):
+        clock[0] += s
+        if sw.sent.count("p50") == 3 and not answered_at:
+            sw.links.add("p50", "far")  # the third one arrives
+            answered_at.append(len(sw.sent))
+        if len(sw.sent) >= 200:
+            sw.is_active = False
+
+    lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
+    batch = sw.sent[:102]  # the 100 due ports and p50's two extra frames
+    at = [i for i, p in enumerate(batch) if p == "p50"]
+    assert at[0] == 18 and [b - a for a, b in zip(at, at[1:])] in ([18, 19], [19, 18]), at  # every 0.9 s
+    assert set(batch) == {f"p{i}" for i in range(100)} and len(at) == 3  # no port lost, p50 not a 4th time
+    assert sw.sent[102:].index("p50") > 40  # answered: back to its turn in the next batch
+

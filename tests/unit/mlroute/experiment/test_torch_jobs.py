@@ -4,6 +4,12 @@ tests/integration/test_torch_jobs.py."""
 
 import json
 import math
+import os
+import queue
+import socket
+import subprocess
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +82,48 @@ def test_each_rank_is_launched_by_torchrun_through_the_hook():
     assert cmd[hook + 1] == "mlroute.torch" and cmd[hook + 2] == str(torch_jobs.SCRIPT)
     assert cmd[hook + 3:] == ["--mb", "2", "--iters", "3", "--compute", "0.5"]
     assert torch_jobs.SCRIPT.exists()
+    gated = torch_jobs.torchrun_command("/usr/bin/python3", 4, 2, "10.0.0.5", 29501, ts, 3, hold_until=Path("/m"),
+                                        start_after=Path("/s"))
+    assert gated[len(cmd):] == ["--start-after", "/s", "--hold-until", "/m"]
+
+
+TORCH_MISSING = torch_jobs.torch_problem()
+
+
+@pytest.mark.skipif(TORCH_MISSING is not None, reason=str(TORCH_MISSING))
+def test_the_training_script_measures_only_between_its_gates(tmp_path):
+    """Real torch (one gloo rank on loopback): after init it prints "ready" and waits for the start gate before
+    its first iteration, and after its last it waits for the release gate before it exits."""
+    start, release = tmp_path / "started", tmp_path / "measured"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([torch_jobs.torch_python(), str(torch_jobs.SCRIPT), "--mb", "0.1", "--iters", "2",
+                             "--compute", "0", "--start-after", str(start), "--hold-until", str(release)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def next_record(timeout):
+        while True:
+            recs = torch_jobs.records(lines.get(timeout=timeout))
+            if recs:
+                return recs[0]
+    try:
+        assert next_record(120)["event"] == "ready"
+        with pytest.raises(queue.Empty):
+            next_record(1.0)  # held at the start gate: no iteration yet
+        start.touch()
+        assert [next_record(60)["iteration"] for _ in range(2)] == [0, 1]
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(1.0)  # measured, held at the release gate
+        release.touch()
+        assert proc.wait(60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 class FakeIntf:
