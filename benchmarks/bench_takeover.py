@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""Takeover time of the controller cluster against its ZooKeeper session timeout (issue 22).
+"""Takeover of the controller cluster: kill -> a new leader MASTER on every switch, k=4 and k=8 fat-trees.
 
-    sudo python benchmarks/bench_takeover.py                          # sessions 1, 2, 4 s; 3 kills each
-    sudo python benchmarks/bench_takeover.py --session 2 --kills 5
+    python benchmarks/bench_takeover.py                   # k=4 and k=8, 3 kills per way the leader ends
+    python benchmarks/bench_takeover.py --k 4 --kills 5
 
-Real parts, no Mininet: Debian's ZooKeeper (tests/zookeeper.py), three real controllers (ryu-manager
-controller/app.py with a ``cluster:`` section) and a few Open vSwitch bridges without hosts (userspace datapath,
-``fail_mode=secure``, each pointed at all three controllers), which is everything a takeover involves: the
-leader is SIGKILLed, ZooKeeper expires its session, the next node is elected, bumps the generation and asks each
-switch for MASTER. Measured from the switches' side (each switch's role reply to the new leader, as its
-``GET /mlroute/cluster`` shows them, polled every 20 ms; Open vSwitch's own ``role`` column lags by its status
-refresh) and ZooKeeper's (when the leader's ephemeral znode went: its session expired). Run it under
-``flock /tmp/mininet.lock`` where other Open vSwitch users share the machine.
+Real parts: Debian's ZooKeeper (tests/zookeeper.py), three real controllers (``ryu-manager controller/app.py``
+with a ``cluster:`` section, 4-s sessions, the default) and a Mininet fat-tree on userspace Open vSwitch, every
+bridge connected to all three (no traffic: a takeover is the same with or without). For each fabric, the leader
+is ended three ways, each ``--kills`` times:
+
+* ``SIGKILL``: a follower proves the process ended through its liveness port and releases its lock
+  (docs/cluster.md);
+* ``SIGTERM``: a clean stop, its session closed;
+* ``SIGKILL, liveness off`` (``cluster.liveness_port: null``): the next node waits for the session to expire,
+  the path every open controller takes.
+
+Measured from the switches' side: the new leader's ``GET /mlroute/cluster`` shows each switch's role reply,
+polled every 20 ms, until every switch answered MASTER at its generation. "Rule changes" counts the flow and
+group modifications the new leader sent in the 5 s after that (``mlroute_rule_changes_total``): a follower
+that is ready sends none (nothing changed in the fabric). Needs root (Mininet); never run beside another
+Mininet network (``flock /tmp/mininet.lock`` where several users share the machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,84 +34,81 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mlroute.experiment.emulation import Controller  # noqa: E402
-from tests.integration.test_cluster import LeaderWatch, confirmed_master, masters_of, switch_roles  # noqa: E402
+from mininet_topos.fattree import FatTreeTopo  # noqa: E402
+from mlroute.experiment.emulation import Controller, start_network, stop_network  # noqa: E402
+from tests.integration.test_cluster import cluster, confirmed_master  # noqa: E402
 from tests.zookeeper import ZooKeeperServer  # noqa: E402
 
-BRIDGES = [f"tko{i}" for i in range(4)]
+SESSION_S = 4.0
+WAYS = ("SIGKILL", "SIGTERM", "SIGKILL, liveness off")
+SETTLE_S = 5.0  # rule changes counted this long after MASTER everywhere
 
 
-def add_bridges(ports: list[int]) -> None:
-    targets = [f"tcp:127.0.0.1:{p}" for p in ports]
-    for i, br in enumerate(BRIDGES):
-        subprocess.run(["ovs-vsctl", "--may-exist", "add-br", br, "--", "set", "Bridge", br, "datapath_type=netdev",
-                        "fail_mode=secure", "protocols=OpenFlow13", f"other-config:datapath-id={0xbe00 + i:016x}"],
-                       check=True)
-        subprocess.run(["ovs-vsctl", "set-controller", br, *targets], check=True)
+def config(zk: ZooKeeperServer, name: str, node: str, liveness: bool) -> str:
+    return ("te:\n  mode: mlroute\n  poll_interval_s: 2\n  host_link_mbps: 10\ncluster:\n"
+            f"  zookeeper: {zk.hosts}\n  name: {name}\n  node_id: {node}\n  session_timeout_s: {SESSION_S}\n"
+            + ("" if liveness else "  liveness_port: null\n"))
 
 
-def del_bridges() -> None:
-    for br in BRIDGES:
-        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", br], check=False)
-
-
-def masters() -> dict[str, set[int]]:
-    """bridge -> OpenFlow ports of the controllers holding it as MASTER."""
-    return masters_of(switch_roles(), BRIDGES)
-
-
-def wait_master(ports: set[int], timeout: float) -> float | None:
-    """Until every bridge has exactly one master among ``ports``; the time (epoch s) or None."""
+def leader_of(ctls: list[Controller], switches: int, timeout: float) -> Controller | None:
+    """The controller every switch answered MASTER at its generation (None after ``timeout``)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        m = masters()
-        if len(m) == len(BRIDGES) and all(len(v) == 1 and v <= ports for v in m.values()):
-            return time.time()
+        for c in ctls:
+            if c.proc.poll() is None and confirmed_master(c, switches):
+                return c
         time.sleep(0.02)
     return None
 
 
-def wait_confirmed(ctls: list[Controller], timeout: float) -> float | None:
-    """Until one of ``ctls`` has every bridge's role reply MASTER at its generation; the time (epoch s) or None."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if any(confirmed_master(c, len(BRIDGES)) for c in ctls):
-            return time.time()
-        time.sleep(0.02)
-    return None
+def changes(ctl: Controller) -> float:
+    try:
+        return ctl.metric("mlroute_rule_changes_total")
+    except OSError:
+        return float("nan")
 
 
-def measure(zk: ZooKeeperServer, workdir: Path, session_s: float, kills: int) -> list[tuple[float, float]]:
-    """(kill -> session expiry, expiry -> every bridge MASTER at the new leader) per kill."""
-    cfg = ("te:\n  mode: ecmp\n  poll_interval_s: 2\ncluster:\n  zookeeper: {zk}\n  name: bench{s}\n"
-           "  node_id: {n}\n  session_timeout_s: {s}\n")
-    ctls = [Controller(workdir / f"s{session_s}-{n}", cfg.format(zk=zk.hosts, s=session_s, n=n)) for n in "abc"]
-    out = []
-    watch = LeaderWatch(zk, name=f"bench{session_s}")
+def measure(zk: ZooKeeperServer, workdir: Path, k: int, kills: int) -> dict[str, list[tuple[float, float]]]:
+    """Per way the leader ends: (kill -> MASTER on every switch at the new leader, rule changes after it)."""
+    switches = 5 * k * k // 4
+    name = f"bench{k}"
+    ctls = [Controller(workdir / f"k{k}-{n}", config(zk, name, n, True)) for n in "abc"]
+    out: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
+    net = None
     try:
         for c in ctls:
             c.wait_ready()
-        add_bridges([c.of_port for c in ctls])
-        by_port = {c.of_port: c for c in ctls}
-        if wait_master(set(by_port), 30) is None:
-            raise RuntimeError(f"no master on every bridge: {masters()}")
-        for _ in range(kills):
-            (port,) = next(iter(masters().values()))
-            old = by_port[port]
-            time.sleep(1.0)
-            kill = time.time()
-            old.kill()
-            done = wait_confirmed([c for c in ctls if c is not old], session_s + 15)
-            expiry = watch.first_after(kill)
-            if done is None or expiry is None:
-                raise RuntimeError(f"no takeover after a kill (confirmed {done}, expiry seen {expiry}): {masters()}")
-            out.append((expiry - kill, done - expiry))
-            old.restart()
-            old.wait_ready()
-            time.sleep(2.0)  # it reconnects to every bridge as a follower
+        net = start_network(FatTreeTopo(k=k, bw=10), ctls, jumbo=True)
+        for way in WAYS:
+            if way.endswith("liveness off"):  # the same fabric, the three controllers restarted without it
+                for c, node in zip(ctls, "abc"):
+                    (c.workdir / "mlroute.yaml").write_text(config(zk, name, node, False))
+                    c.restart()
+                for c in ctls:
+                    c.wait_ready()
+            for _ in range(kills):
+                old = leader_of(ctls, switches, 120)
+                if old is None:
+                    raise RuntimeError(f"k={k}: no leader MASTER on all {switches} switches: "
+                                       f"{[cluster(c) for c in ctls]}")
+                time.sleep(2.0)  # settled: the followers watch it
+                others = [c for c in ctls if c is not old]
+                before = {id(c): changes(c) for c in others}
+                kill = time.time()
+                old.proc.send_signal(signal.SIGTERM if way == "SIGTERM" else signal.SIGKILL)
+                new = leader_of(others, switches, SESSION_S + 30)
+                done = time.time()
+                if new is None:
+                    raise RuntimeError(f"k={k}, {way}: no new leader: {[cluster(c) for c in others]}")
+                time.sleep(SETTLE_S)
+                out[way].append((done - kill, changes(new) - before[id(new)]))
+                old.proc.wait(30)
+                old.restart()
+                old.wait_ready()
+                time.sleep(2.0)  # back as a follower on every switch
     finally:
-        watch.close()
-        del_bridges()
+        if net is not None:
+            stop_network(net)
         for c in ctls:
             c.stop()
     return out
@@ -111,22 +116,23 @@ def measure(zk: ZooKeeperServer, workdir: Path, session_s: float, kills: int) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--session", type=float, action="append", help="session timeout(s), s (default 1 2 4)")
+    parser.add_argument("--k", type=int, action="append", help="fat-tree k (default 4 and 8)")
     parser.add_argument("--kills", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-takeover-") as tmp:
         zk = ZooKeeperServer(Path(tmp) / "zk")
         zk.start()
         try:
-            print("| session timeout | kills | kill -> session expired (median, max) | expired -> MASTER on every "
-                  "switch (median, max) | kill -> new master everywhere (median) |")
-            print("|---|---|---|---|---|")
-            for s in args.session or [1.0, 2.0, 4.0]:
-                runs = measure(zk, Path(tmp), s, args.kills)
-                exp, tail = [r[0] for r in runs], [r[1] for r in runs]
-                print(f"| {s:g} s | {len(runs)} | {statistics.median(exp):.2f} s, {max(exp):.2f} s | "
-                      f"{statistics.median(tail):.2f} s, {max(tail):.2f} s | "
-                      f"{statistics.median(a + b for a, b in runs):.2f} s |", flush=True)
+            print(f"| fabric | switches | the leader | kills | kill -> MASTER on every switch (median, max) | "
+                  f"rule changes in the {SETTLE_S:g} s after (max) |")
+            print("|---|---|---|---|---|---|")
+            for k in args.k or [4, 8]:
+                runs = measure(zk, Path(tmp), k, args.kills)
+                for way, rows in runs.items():
+                    took = [r[0] for r in rows]
+                    print(f"| k={k} fat-tree | {5 * k * k // 4} | {way} ({SESSION_S:g}-s session) | {len(rows)} | "
+                          f"{statistics.median(took):.2f} s, {max(took):.2f} s | {max(r[1] for r in rows):.0f} |",
+                          flush=True)
         finally:
             zk.stop()
 

@@ -22,6 +22,7 @@ Why the rest:
 """
 
 import logging
+import socket
 import time
 
 from controller.cluster import roles
@@ -73,7 +74,7 @@ class ClusterShell:
         c, rest = self.config["cluster"], self.config["rest"]
         advertise = c["advertise"] or f"http://{rest['host']}:{rest['port']}"
         self.coordinator = Coordinator(c["zookeeper"], c["name"], c["node_id"], advertise, c["session_timeout_s"],
-                                       _Listener(self))
+                                       _Listener(self), **_liveness(rest["host"], advertise, c["liveness_port"]))
         if wait:
             self._cluster_join()
         else:
@@ -314,3 +315,24 @@ class ClusterShell:
         except Exception as exc:  # ZooKeeper away: the next poll tries again
             LOG.warning("cluster: expired jobs not removed from ZooKeeper (%s); trying again next poll",
                         type(exc).__name__)
+
+
+def _liveness(bind: str, advertise: str, port: int | None) -> dict:
+    """The Coordinator's liveness arguments: a server bound on the REST host (``port`` None: none), published at
+    the advertised REST URL's host (a wildcard host is this node's own name then)."""
+    if port is None:
+        return {}
+    from urllib.parse import urlsplit
+
+    from controller.cluster.liveness import LivenessServer
+
+    host = urlsplit(advertise).hostname or bind
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.getfqdn()
+    try:
+        server = LivenessServer(bind, port)
+    except OSError as exc:
+        LOG.error("cluster: liveness port %s:%s unavailable (%s): a dead leader here is replaced only when its "
+                  "session expires", bind, port, exc)
+        return {}
+    return {"liveness": server, "liveness_host": host}

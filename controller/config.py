@@ -94,6 +94,9 @@ CLUSTER_DEFAULTS: dict[str, Any] = {
     "node_id": None,  # this controller's id, unique in the cluster
     "session_timeout_s": 4.0,  # a dead leader is replaced this long after it stopped answering ZooKeeper
     "advertise": None,  # the REST URL others reach this node at; None: http://<rest.host>:<rest.port>
+    # the TCP port on rest.host whose closing proves this process ended (controller/cluster/liveness.py): a dead
+    # leader is replaced at once, not after its session; 0: any free port (published in ZooKeeper); None: off
+    "liveness_port": 0,
 }
 CLUSTER_REQUIRED = ("zookeeper", "node_id")
 
@@ -262,6 +265,7 @@ SCHEMA = {
         "node_id": _Rule(str, _node_id),
         "session_timeout_s": _Rule(NUMBER, _between(0.5, 600.0)),
         "advertise": _Rule(str, _url, nullable=True),
+        "liveness_port": _Rule(int, _between(0, 65535), nullable=True),
     },
 }
 

@@ -96,10 +96,12 @@ class ZooKeeperServer:
         self.proc = None
 
 
-def run_node(hosts: str, name: str, node_id: str, session_timeout_s: float) -> None:
-    """A cluster node in a process of its own (``python -m tests.zookeeper HOSTS NAME ID TIMEOUT``): one line
-    per event on stdout (``leading G`` / ``following G`` / ``shared KEY JSON``), so a test can SIGKILL or
-    SIGSTOP it like a controller."""
+def run_node(hosts: str, name: str, node_id: str, session_timeout_s: float, liveness: str | None = None,
+             published: str | None = None) -> None:
+    """A cluster node in a process of its own (``python -m tests.zookeeper HOSTS NAME ID TIMEOUT [BIND
+    [PUBLISHED]]``: with a liveness server on BIND, published as PUBLISHED): one line per event on stdout
+    (``leading G`` / ``following G`` / ``shared KEY JSON``), so a test can SIGKILL or SIGSTOP it like a
+    controller."""
     import json
     import sys
 
@@ -117,8 +119,11 @@ def run_node(hosts: str, name: str, node_id: str, session_timeout_s: float) -> N
         def shared(self, key, value):
             print("shared", key, json.dumps(value), flush=True)
 
+    from controller.cluster.liveness import LivenessServer
+
+    server = LivenessServer(liveness) if liveness else None
     node = Coordinator(hosts, name, node_id, f"http://{node_id}:8080", session_timeout_s, Printer(),
-                       handler=SequentialThreadingHandler())
+                       handler=SequentialThreadingHandler(), liveness=server, liveness_host=published)
     node.start()
     print("started", flush=True)
     sys.stdin.read()  # until the test closes our stdin (or kills us)
@@ -128,4 +133,4 @@ def run_node(hosts: str, name: str, node_id: str, session_timeout_s: float) -> N
 if __name__ == "__main__":
     import sys
 
-    run_node(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    run_node(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), *sys.argv[5:7])

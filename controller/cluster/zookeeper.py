@@ -13,6 +13,11 @@ Why these rules:
 - SUSPENDED (ZooKeeper unreachable) keeps the role: the session may still live, and while ZooKeeper has no
   quorum nobody else can be elected; if the session did expire meanwhile, a newer leader's generation fences
   this one at the switches. LOST (the session expired) steps down at once.
+- A leader whose process is gone is replaced at once, not when its session expires: every node serves a
+  liveness port (controller/cluster/liveness.py) and the leader publishes it with its lead; a follower with
+  proof that the leader's process ended deletes that session's lock node (and its leader node), so the next in
+  line takes the lock and bumps the generation. Only the dead session's nodes are deleted (by their ephemeral
+  owner), and only on proof, never on silence; docs/cluster.md says why this cannot elect two leaders.
 - Callbacks (``Listener``) come from kazoo's handler: green threads under eventlet (Ryu), native threads
   otherwise; the shell makes them take the core's turn.
 """
@@ -29,6 +34,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
+from controller.cluster.liveness import LivenessServer, LivenessWatch
 from controller.cluster.roles import newer
 
 LOG = logging.getLogger("mlroute")
@@ -63,8 +69,16 @@ class Coordinator:
     """Membership, election and shared state of one node; ``start`` joins, ``stop`` leaves."""
 
     def __init__(self, hosts: str, name: str, node_id: str, advertise: str, session_timeout_s: float,
-                 listener: Listener, handler: Any = None, clock: Callable[[], float] | None = None) -> None:
+                 listener: Listener, handler: Any = None, clock: Callable[[], float] | None = None,
+                 liveness: LivenessServer | None = None, liveness_host: str | None = None) -> None:
+        """``liveness``: this process's liveness server (bound already), published while leading as
+        ``liveness_host`` (default: its own host) and its port; None: a dead leader waits for its session."""
         self.node_id, self.advertise = node_id, advertise
+        self.session_timeout_s = session_timeout_s
+        self.liveness = liveness
+        self.liveness_host = liveness_host or (liveness.host if liveness is not None else None)
+        self._watch: tuple[tuple[Any, ...], LivenessWatch] | None = None  # (what it watches, the watch)
+        self.fast_failovers = 0  # dead leaders' locks released on proof
         self.base = f"/mlroute/{name}"
         self.listener = listener
         handler = handler or default_handler()
@@ -119,6 +133,8 @@ class Coordinator:
             self.client.ensure_path(f"{self.base}/{path}")
         self._register()
         self.client.ChildrenWatch(f"{self.base}/members", self._members_changed)
+        if self.liveness is not None:
+            self.client.handler.spawn(self.liveness.serve)
         self.client.DataWatch(f"{self.base}/generation", self._generation_changed)
         self.client.DataWatch(f"{self.base}/leader", self._leader_changed)
         for key in SHARED:
@@ -130,6 +146,7 @@ class Coordinator:
         self._stopped = True
         self._deposed.set()
         self._reconnected.set()
+        self._unwatch()
         if self._lock is not None:
             self._lock.cancel()
         try:
@@ -137,6 +154,8 @@ class Coordinator:
             self.client.close()
         except KazooException:
             pass
+        if self.liveness is not None:
+            self.liveness.close()
         self.state = "stopped"
 
     def _register(self) -> None:
@@ -281,7 +300,11 @@ class Coordinator:
         while not self._stopped:
             data, stat = self.client.get(path)
             generation = (int(data or b"0") + 1) % _U64
-            body = json.dumps({"id": self.node_id, "rest": self.advertise, "generation": generation}).encode()
+            lead = {"id": self.node_id, "rest": self.advertise, "generation": generation}
+            if self.liveness is not None:
+                lead["liveness"] = f"{self.liveness_host}:{self.liveness.port}"
+                lead["token"] = self.liveness.token
+            body = json.dumps(lead).encode()
             tx = self.client.transaction()
             tx.check(lock_node, 0)
             tx.set_data(path, str(generation).encode(), version=stat.version)
@@ -385,8 +408,71 @@ class Coordinator:
         return not self._stopped
 
     def _leader_changed(self, data: bytes | None, stat: Any) -> bool:
-        self.leader = json.loads(data) if data else None
+        try:
+            self.leader = json.loads(data) if data else None
+        except ValueError:
+            LOG.error("cluster: %s/leader is not JSON; ignored", self.base)
+            self.leader = None
+        if not self._stopped:
+            self._watch_leader(self.leader, stat)
         return not self._stopped
+
+    # -- a dead leader, proven ------------------------------------------------------------------------------
+    def _watch_leader(self, leader: dict[str, Any] | None, stat: Any) -> None:
+        """Watch the process of ``leader`` (another node's, with a liveness address) and nothing else."""
+        key: tuple[Any, ...] | None = None
+        if (self.liveness is not None and isinstance(leader, dict) and leader.get("id") != self.node_id
+                and isinstance(leader.get("liveness"), str) and stat is not None):
+            key = (leader["liveness"], leader.get("token"), stat.ephemeralOwner, leader.get("generation"))
+        if self._watch is not None and self._watch[0] == key:
+            return
+        self._unwatch()
+        if key is None:
+            return
+        host, _, port = key[0].rpartition(":")
+        try:
+            port_no = int(port)
+        except ValueError:
+            LOG.error("cluster: leader %s's liveness address %r is not host:port; its death waits for its session",
+                      leader["id"], key[0])  # type: ignore[index]
+            return
+        owner, generation, who = key[2], key[3], str(leader["id"])  # type: ignore[index]
+        watch = LivenessWatch(host.strip("[]"), port_no, str(key[1]),
+                              lambda why: self._leader_dead(who, generation, owner, why),
+                              self.client.handler.sleep_func)
+        self._watch = (key, watch)
+        self.client.handler.spawn(watch.run)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch[1].stop()
+            self._watch = None
+
+    def _leader_dead(self, who: str, generation: Any, owner: int, why: str) -> None:
+        """Proof that leader ``who``'s process ended: its session's lock and leader nodes go now (only nodes
+        that session owns), and the next in line is elected without waiting for the session to expire."""
+        if self._stopped:
+            return
+        LOG.warning("cluster: leader %s (generation %s) is gone (%s): its lock released now, not when its %.1f-s "
+                    "session expires", who, generation, why, self.session_timeout_s)
+        self.fast_failovers += 1
+        try:
+            self._delete_owned(f"{self.base}/leader", owner)
+            election = f"{self.base}/election"
+            for child in self.client.get_children(election):
+                self._delete_owned(f"{election}/{child}", owner)
+        except KazooException as exc:
+            LOG.warning("cluster: could not release dead leader %s's lock (%s); its session's expiry will",
+                        who, type(exc).__name__)
+
+    def _delete_owned(self, path: str, owner: int) -> None:
+        """Delete ``path`` if the session ``owner`` holds it (checked by version: never another's node)."""
+        try:
+            _, stat = self.client.get(path)
+            if stat.ephemeralOwner == owner:
+                self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
 
     def _shared_watch(self, key: str) -> Callable[[bytes | None, Any], bool]:
         def changed(data: bytes | None, stat: Any) -> bool:
@@ -478,4 +564,6 @@ class Coordinator:
         """What GET /mlroute/cluster shows of the coordination."""
         return {"node_id": self.node_id, "rest": self.advertise, "session": self.state, "leading": self.leading,
                 "generation": self.generation, "leader": self.leader, "leader_changes": self.leader_changes,
-                "members": sorted(self.members.values(), key=lambda m: str(m.get("id")))}
+                "members": sorted(self.members.values(), key=lambda m: str(m.get("id"))),
+                "liveness": (f"{self.liveness_host}:{self.liveness.port}" if self.liveness is not None else None),
+                "dead_leaders_released": self.fast_failovers}

@@ -161,7 +161,9 @@ def test_without_a_cluster_section_there_is_no_cluster():
 def test_a_cluster_section_gets_its_defaults():
     cfg = config.parse("cluster:\n  zookeeper: zk1:2181,zk2:2181/fabric\n  node_id: ctl-a\n")["cluster"]
     assert cfg == {"zookeeper": "zk1:2181,zk2:2181/fabric", "node_id": "ctl-a", "name": "mlroute",
-                   "session_timeout_s": 4.0, "advertise": None}
+                   "session_timeout_s": 4.0, "advertise": None, "liveness_port": 0}
+    off = config.parse("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  liveness_port: null\n")["cluster"]
+    assert off["liveness_port"] is None
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -172,6 +174,7 @@ def test_a_cluster_section_gets_its_defaults():
     ("cluster:\n  zookeeper: zk:2181/a//b\n  node_id: a\n", "c.yaml:2: cluster.zookeeper: must be host:port"),
     ("cluster:\n  zookeeper: zk:2181\n  node_id: a/b\n", "c.yaml:3: cluster.node_id: must be 1-64 letters"),
     ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  name: ''\n", "c.yaml:4: cluster.name: must be 1-64"),
+    ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  liveness_port: 70000\n", "c.yaml:4: cluster.liveness_port"),
     ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  session_timeout_s: 0.1\n",
      "c.yaml:4: cluster.session_timeout_s: must be in [0.5, 600]"),
     ("cluster:\n  zookeeper: zk:2181\n  node_id: a\n  advertise: ftp://x\n",

@@ -20,6 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import SequentialThreadingHandler
 
+from controller.cluster.liveness import LivenessServer
 from controller.cluster.zookeeper import Coordinator
 from tests.zookeeper import until
 
@@ -62,10 +63,11 @@ def cluster(zookeeper):
     """A factory of coordinators on a cluster name of this test's own; all stopped afterwards."""
     name, made = f"t{next(_names)}", []
 
-    def make(node_id, session_timeout_s=1.0, rec=None, start=True):
+    def make(node_id, session_timeout_s=1.0, rec=None, start=True, liveness=False):
         rec = rec or Recorder()
         node = Coordinator(zookeeper.hosts, name, node_id, f"http://{node_id}:8080", session_timeout_s, rec,
-                           handler=SequentialThreadingHandler())
+                           handler=SequentialThreadingHandler(),
+                           liveness=LivenessServer("127.0.0.1") if liveness else None)
         made.append(node)
         if start:
             node.start()
@@ -81,9 +83,10 @@ class NodeProcess:
     queue, so every wait for a line is bounded (a node that never says it would hang the test otherwise), and no
     line is lost between waits (``leading 1`` may come before ``started``)."""
 
-    def __init__(self, zookeeper, name, node_id, session_timeout_s):
+    def __init__(self, zookeeper, name, node_id, session_timeout_s, *liveness):
+        """``liveness``: the host its liveness server binds, and the host it publishes (default the same)."""
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.zookeeper", zookeeper.hosts, name, node_id,
-                                      str(session_timeout_s)], cwd=ROOT, stdin=subprocess.PIPE,
+                                      str(session_timeout_s), *liveness], cwd=ROOT, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         self.lines: list[list[str]] = []  # every line read so far, in order
         self._queue: queue.Queue = queue.Queue()
@@ -419,3 +422,67 @@ def test_an_exception_in_the_campaign_is_logged_with_its_stack_and_the_campaign_
     assert len(failures) == 1 and failures[0].exc_info is not None
     assert "injected into the campaign" in caplog.text and "Traceback" in caplog.text
     assert a.leading
+
+
+# -- a dead leader proven by its liveness port (controller/cluster/liveness.py) ---------------------------------
+LONG_SESSION_S = 30.0  # far longer than any takeover on proof: a takeover before it did not wait for the session
+
+
+def test_a_killed_leader_is_replaced_on_proof_without_waiting_for_its_session(cluster, zookeeper):
+    victim = NodeProcess(zookeeper, cluster.name, "victim", LONG_SESSION_S, "127.0.0.1")
+    try:
+        victim.expect("leading", timeout_s=10)
+        b, rb = cluster("b", session_timeout_s=LONG_SESSION_S, liveness=True)
+        c, rc = cluster("c", session_timeout_s=LONG_SESSION_S, liveness=True)
+        until(lambda: all(n.leader and n.leader.get("token") and n._watch and n._watch[1].verified for n in (b, c)))
+        assert b.leader["liveness"].startswith("127.0.0.1:")
+        killed = time.monotonic()
+        victim.proc.send_signal(signal.SIGKILL)
+        until(lambda: b.leading or c.leading, timeout_s=LONG_SESSION_S / 3)
+        took = time.monotonic() - killed
+        new, other = (b, c) if b.leading else (c, b)
+        assert new.generation == 2 and not other.leading
+        until(lambda: other.leader is not None and other.leader["id"] == new.node_id)
+        assert b.fast_failovers + c.fast_failovers >= 1
+        print(f"takeover after SIGKILL on proof, {LONG_SESSION_S:g}-s session: {took:.2f} s")
+    finally:
+        victim.close()
+
+
+def test_a_paused_leader_is_never_taken_for_dead(cluster, zookeeper):
+    """SIGSTOP keeps the process's sockets open: no proof, the followers wait; resumed within its session, the
+    leader still leads at its generation, and nobody else led meanwhile."""
+    paused = NodeProcess(zookeeper, cluster.name, "paused", 4.0, "127.0.0.1")
+    try:
+        paused.expect("leading", timeout_s=10)
+        b, rb = cluster("b", session_timeout_s=4.0, liveness=True)
+        until(lambda: b._watch is not None and b._watch[1].verified)
+        paused.proc.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)  # half its session: its sockets are open, its session alive
+        assert not b.leading and b.fast_failovers == 0
+        paused.proc.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+        assert not b.leading and rb.led() == [] and b.leader["id"] == "paused" and b.leader["generation"] == 1
+        paused.proc.stdin.close()  # a clean stop: its session closed, b takes over (generation 2)
+        rb.wait_for(lambda ev: ("leading", 2) in ev)
+        assert ["following", "1"] not in paused.lines
+    finally:
+        paused.close()
+
+
+def test_a_liveness_address_never_verified_proves_nothing(cluster, zookeeper):
+    """The leader publishes an address where nothing of its own answers (a wrong advertised host): refused
+    connections there prove nothing, so its death is seen only when its session expires."""
+    session = 3.0
+    victim = NodeProcess(zookeeper, cluster.name, "victim", session, "127.0.0.1", "127.0.0.2")  # 127.0.0.2: refused
+    try:
+        victim.expect("leading", timeout_s=10)
+        b, rb = cluster("b", session_timeout_s=session, liveness=True)
+        until(lambda: b._watch is not None)
+        killed = time.monotonic()
+        victim.proc.send_signal(signal.SIGKILL)
+        rb.wait_for(lambda ev: ("leading", 2) in ev, timeout_s=session + 10)
+        took = time.monotonic() - killed
+        assert took >= 0.8 * session and b.fast_failovers == 0 and not b._watch, took
+    finally:
+        victim.close()
