@@ -413,3 +413,22 @@ def test_rest_answers_from_the_core_in_force_after_a_step_down(node, zookeeper):
     assert rest.core is a.app.core
     res = Request.blank("/mlroute/topology").get_response(rest)
     assert res.status_code == 200 and json.loads(res.body)["links"] == []  # the fresh core's (nothing learnt yet)
+
+
+def test_the_liveness_server_is_bound_on_the_rest_host_and_published_at_the_advertised_one(caplog):
+    from controller.app_cluster import _liveness
+
+    assert _liveness("127.0.0.1", "http://127.0.0.1:8080", None) == {}  # liveness_port: null
+    given = _liveness("127.0.0.1", "http://ctl-a.example:8080", 0)
+    try:
+        assert given["liveness_host"] == "ctl-a.example" and given["liveness"].host == "127.0.0.1"
+        taken = given["liveness"].port
+        assert _liveness("127.0.0.1", "http://127.0.0.1:8080", taken) == {}  # the port is taken: said, not raised
+        assert f"liveness port 127.0.0.1:{taken} unavailable" in caplog.text
+    finally:
+        given["liveness"].close()
+    wildcard = _liveness("0.0.0.0", "http://0.0.0.0:8080", 0)
+    try:
+        assert wildcard["liveness_host"] not in ("0.0.0.0", "")  # this host's own name: 0.0.0.0 reaches no peer
+    finally:
+        wildcard["liveness"].close()
