@@ -42,69 +42,79 @@ HELD_RECHECK_S = 0.5  # ports held back (lldp_allowed said no): looked at again 
 
 
 def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float] = time.time) -> None:
-    """Run ``switches``' LLDP sending (a ryu.topology.switches.Switches) until it stops being active."""
-    event = switches.lldp_event
+    """Run ``switches``' LLDP sending (a ryu.topology.switches.Switches) until it stops being active. A pass that
+    fails is logged (once a minute) and the loop goes on: discovery that died silently would leave every link as
+    it was, half-learned ones for ever."""
     throttle = LogThrottle(clock)
     while switches.is_active:
-        event.clear()
-        now = clock()
-        timeout = None
-        ports_now, ports = [], []
-        allowed = getattr(switches, "lldp_allowed", None)
-        held = False
-        for key, data in switches.ports.items():  # ordered: never-sent first, then by the time of the last frame
-            if allowed is not None and not allowed(getattr(key, "dpid", None)):
-                held = True
-                continue
-            if data.timestamp is None:
-                ports_now.append(key)
-                continue
-            expire = data.timestamp + switches.LLDP_SEND_PERIOD_PER_PORT
-            if expire <= now:
-                ports.append(key)
-                continue
-            timeout = expire - now
-            break
-        for port in ports_now:
-            switches.send_lldp_packet(port)
-        interrupted = False
-        urgent_sent = _send_unanswered(switches, sleep, clock, allowed, throttle)
-        for port in ports:
-            if event.is_set():  # a port changed meanwhile: it goes first, the rest of this batch after it
-                interrupted = True
-                break
-            urgent_sent |= _send_unanswered(switches, sleep, clock, allowed, throttle)
-            if port in urgent_sent:
-                continue
-            if allowed is not None and not allowed(getattr(port, "dpid", None)):
-                held = True  # stepped down during the batch (a batch lasts ports x 50 ms): not one frame more
-                continue
-            switches.send_lldp_packet(port)
-            sleep(switches.LLDP_SEND_GUARD)  # don't burst
-        if interrupted:
+        try:
+            _one_pass(switches, sleep, clock, throttle)
+        except Exception:
+            if throttle.due("the loop"):
+                LOG.exception("LLDP: a pass of the send loop failed; going on")
+            sleep(HELD_RECHECK_S)
+
+
+def _one_pass(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float], throttle: LogThrottle) -> None:
+    """Send what is due, then wait for the next port to be due or for a port change."""
+    event = switches.lldp_event
+    event.clear()
+    now = clock()
+    timeout = None
+    ports_now, ports = [], []
+    allowed = getattr(switches, "lldp_allowed", None)
+    held = False
+    for key, data in switches.ports.items():  # ordered: never-sent first, then by the time of the last frame
+        if allowed is not None and not allowed(getattr(key, "dpid", None)):
+            held = True
             continue
-        if timeout is not None and ports:
-            timeout = 0  # we have already slept
-        retry = _next_unanswered(switches, clock(), allowed)
-        if retry is not None:
-            timeout = retry if timeout is None else min(timeout, retry)
-        if held:
-            timeout = HELD_RECHECK_S if timeout is None else min(timeout, HELD_RECHECK_S)
-        event.wait(timeout=timeout)
+        if data.timestamp is None:
+            ports_now.append(key)
+            continue
+        expire = data.timestamp + switches.LLDP_SEND_PERIOD_PER_PORT
+        if expire <= now:
+            ports.append(key)
+            continue
+        timeout = expire - now
+        break
+    for port in ports_now:
+        switches.send_lldp_packet(port)
+    interrupted = False
+    urgent_sent = _send_unanswered(switches, sleep, clock, allowed, throttle)
+    for port in ports:
+        if event.is_set():  # a port changed meanwhile: it goes first, the rest of this batch after it
+            interrupted = True
+            break
+        urgent_sent |= _send_unanswered(switches, sleep, clock, allowed, throttle)
+        if port in urgent_sent:
+            continue
+        if allowed is not None and not allowed(getattr(port, "dpid", None)):
+            held = True  # stepped down during the batch (a batch lasts ports x 50 ms): not one frame more
+            continue
+        switches.send_lldp_packet(port)
+        sleep(switches.LLDP_SEND_GUARD)  # don't burst
+    if interrupted:
+        return  # (at once: the changed port first)
+    if timeout is not None and ports:
+        timeout = 0  # we have already slept
+    retry = _next_unanswered(switches, clock(), allowed)
+    if retry is not None:
+        timeout = retry if timeout is None else min(timeout, retry)
+    if held:
+        timeout = HELD_RECHECK_S if timeout is None else min(timeout, HELD_RECHECK_S)
+    event.wait(timeout=timeout)
 
 
 def _unanswered(switches: Any, allowed: Callable[[Any], bool] | None) -> list[tuple[Any, Any, Any]]:
     """(the link's source port, the unanswered port, its PortData) of every unanswered port (module docstring)
     this node may send to."""
-    links = getattr(switches, "links", None)
-    if not links:
-        return []
+    links = list(getattr(switches, "links", None) or ())  # (one C-level copy: atomic under native threads)
+    starts = {link.src for link in links}  # (from the links themselves: Ryu's and os-ken's peer maps differ)
     out = []
-    for link in list(links):
+    for link in links:
         port = link.dst
         data = switches.ports.get(port)
-        if data is not None and links.get_peer(port) is None and (allowed is None
-                                                                   or allowed(getattr(port, "dpid", None))):
+        if data is not None and port not in starts and (allowed is None or allowed(getattr(port, "dpid", None))):
             out.append((link.src, port, data))
     return out
 

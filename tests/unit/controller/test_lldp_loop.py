@@ -178,36 +178,21 @@ def test_a_node_that_steps_down_mid_batch_sends_not_one_frame_more():
     assert lost_at == [3] and len(sw.sent) == 3, sw.sent
 
 
-class Link:
-    def __init__(self, src, dst):
-        self.src, self.dst = src, dst
-
-
-class FakeLinks(dict):
-    """As Ryu's LinkState: Link -> timestamp, and the peer a port's own frames reached (None: not yet)."""
-
-    def add(self, src, dst):
-        self[Link(src, dst)] = 0.0
-
-    def get_peer(self, src):
-        return next((link.dst for link in self if link.src == src), None)
-
-
 def test_an_unanswered_port_is_sent_again_every_period_until_its_own_frame_arrives():
     """The far end of a half-learned cable (its reverse check lost while its switch connected) is sent again every
     0.9 s between the batch's frames, not once per batch (k=8: 32 s, and the cable stayed half-known past 60 s);
     once a link starts from it, it is back to one frame per batch."""
     clock = [0.0]
     sw = FakeSwitches(100, clock)
-    sw.links = FakeLinks()
-    sw.links.add("far", "p50")  # "far"'s frame arrived at p50; p50's own never arrived anywhere
+    sw.links = ryu_switches.LinkState()  # the framework's own (Ryu's and os-ken's differ)
+    sw.links.update_link("far", "p50")  # "far"'s frame arrived at p50; p50's own never arrived anywhere
     sw.data["p50"].timestamp = 0.0  # its reverse check was just sent (and lost)
     answered_at = []
 
     def sleep(s):
         clock[0] += s
         if sw.sent.count("p50") == 3 and not answered_at:
-            sw.links.add("p50", "far")  # the third one arrives
+            sw.links.update_link("p50", "far")  # the third one arrives
             answered_at.append(len(sw.sent))
         if len(sw.sent) >= 200:
             sw.is_active = False
@@ -219,3 +204,24 @@ def test_an_unanswered_port_is_sent_again_every_period_until_its_own_frame_arriv
     assert set(batch) == {f"p{i}" for i in range(100)} and len(at) == 3  # no port lost, p50 not a 4th time
     assert sw.sent[102:].index("p50") > 40  # answered: back to its turn in the next batch
 
+
+
+def test_a_failing_pass_is_logged_and_the_loop_goes_on(caplog):
+    """Discovery must not die silently (under os-ken an unknown attribute once ended the loop: every half-learned
+    link stayed half-learned, the fabric never a Clos)."""
+    clock = [0.0]
+    sw = FakeSwitches(3, clock)
+    sw.links = "not a link table"  # every pass fails
+    sleeps = []
+
+    def sleep(s):
+        sleeps.append(s)
+        clock[0] += s
+        if len(sleeps) == 3:
+            del sw.links  # mended: the next pass sends
+        if len(sw.sent) >= 3:
+            sw.is_active = False
+
+    lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
+    assert sleeps[:3] == [lldp_loop.HELD_RECHECK_S] * 3 and sw.sent == ["p0", "p1", "p2"]
+    assert caplog.text.count("a pass of the send loop failed") == 1  # once a minute, not per pass
