@@ -19,6 +19,7 @@ tiers from the graph, not from DPIDs.
 """
 
 import os
+import random
 import sys
 
 from mininet.topo import Topo
@@ -31,16 +32,20 @@ except ImportError:  # `mn --custom FILE` under a Python without this project (a
 
 
 class FatTreeTopo(Topo):
-    def build(self, k=4, bw=None, datapath="user"):
+    def build(self, k=4, bw=None, datapath="user", names="tiers", seed=0):
+        """``names``: ``tiers`` (c1.., a<pod>_<i>, e<pod>_<i>, DPIDs by tier: readable logs) or ``shuffled``
+        (s1..sN in a seeded random order, DPID N: a fabric whose names and numbers say nothing of its tiers,
+        as a user's own topology file may be), e.g. ``--topo fattree,6,names=shuffled,seed=7``."""
         k = int(k)
         core_ids, agg_ids, edge_ids = fat_tree_dpids(k)  # TopologySizeError (a ValueError) for a bad k
         half = k // 2
         link = link_params(bw)
-        cores = [self.addSwitch(f"c{i + 1}", **switch_params(n, datapath)) for i, n in enumerate(core_ids)]
+        switch = _namer(self, names, int(seed), 5 * k * k // 4, datapath)
+        cores = [switch(f"c{i + 1}", n) for i, n in enumerate(core_ids)]
         host_n = 0
         for pod in range(k):
-            aggs = [self.addSwitch(f"a{pod}_{i}", **switch_params(n, datapath)) for i, n in enumerate(agg_ids[pod])]
-            edges = [self.addSwitch(f"e{pod}_{i}", **switch_params(n, datapath)) for i, n in enumerate(edge_ids[pod])]
+            aggs = [switch(f"a{pod}_{i}", n) for i, n in enumerate(agg_ids[pod])]
+            edges = [switch(f"e{pod}_{i}", n) for i, n in enumerate(edge_ids[pod])]
             for i, agg in enumerate(aggs):
                 for j in range(half):
                     self.addLink(agg, cores[i * half + j], **link)
@@ -50,6 +55,22 @@ class FatTreeTopo(Topo):
                 for _ in range(half):
                     host_n += 1
                     self.addLink(self.addHost(f"h{host_n}", **host_params(host_n)), edge, **link)
+
+
+def _namer(topo, names, seed, switches, datapath):
+    """``switch(name, dpid)`` adding a switch under the naming scheme ``names`` (FatTreeTopo.build)."""
+    if names == "tiers":
+        return lambda name, n: topo.addSwitch(name, **switch_params(n, datapath))
+    if names != "shuffled":
+        raise ValueError(f"names must be tiers or shuffled, not {names!r}")
+    numbers = list(range(1, switches + 1))
+    random.Random(seed).shuffle(numbers)
+    drawn = iter(numbers)
+
+    def shuffled(_name, _n):
+        n = next(drawn)
+        return topo.addSwitch(f"s{n}", **switch_params(n, datapath))
+    return shuffled
 
 
 topos = {"fattree": FatTreeTopo}

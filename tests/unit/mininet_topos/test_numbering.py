@@ -74,3 +74,16 @@ def test_experiment_refuses_sizes_the_topology_files_cannot_number():
     with pytest.raises(runner.ExperimentError, match="hosts"):
         runner.validate(runner.ExperimentSpec("leafspine", spines=2, leaves=2, hosts_per_leaf=1 << 23))
     runner.validate(runner.ExperimentSpec("fattree", k=12))
+
+
+def test_a_shuffled_fat_tree_is_the_same_fabric_under_names_that_say_nothing():
+    tiers, shuffled = FatTreeTopo(6), FatTreeTopo(6, names="shuffled", seed=7)
+    names = shuffled.switches(sort=False)  # in the order they were added
+    assert sorted(names) == sorted(f"s{n}" for n in range(1, 46)) and names != sorted(names, key=lambda s: int(s[1:]))
+    assert all(int(shuffled.nodeInfo(s)["dpid"], 16) == int(s[1:]) for s in names)
+    rename = dict(zip(tiers.switches(sort=False), names))  # both add switches in the same order: core, then pod by pod
+    edges = {frozenset(rename.get(n, n) for n in link) for link in tiers.links()}
+    assert edges == {frozenset(link) for link in shuffled.links()}
+    assert FatTreeTopo(6, names="shuffled", seed=7).switches(sort=False) == names  # seeded
+    with pytest.raises(ValueError, match="tiers or shuffled"):
+        FatTreeTopo(4, names="random")
