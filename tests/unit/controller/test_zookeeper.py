@@ -449,16 +449,17 @@ def test_a_killed_leader_is_replaced_on_proof_without_waiting_for_its_session(cl
         victim.close()
 
 
-def test_a_paused_leader_is_never_taken_for_dead(cluster, zookeeper):
+@pytest.mark.parametrize("pause_s, session_s", [(2.0, 4.0), (6.0, 8.0)])
+def test_a_paused_leader_is_never_taken_for_dead(cluster, zookeeper, pause_s, session_s):
     """SIGSTOP keeps the process's sockets open: no proof, the followers wait; resumed within its session, the
     leader still leads at its generation, and nobody else led meanwhile."""
-    paused = NodeProcess(zookeeper, cluster.name, "paused", 4.0, "127.0.0.1")
+    paused = NodeProcess(zookeeper, cluster.name, "paused", session_s, "127.0.0.1")
     try:
         paused.expect("leading", timeout_s=10)
-        b, rb = cluster("b", session_timeout_s=4.0, liveness=True)
+        b, rb = cluster("b", session_timeout_s=session_s, liveness=True)
         until(lambda: b._watch is not None and b._watch[1].verified)
         paused.proc.send_signal(signal.SIGSTOP)
-        time.sleep(2.0)  # half its session: its sockets are open, its session alive
+        time.sleep(pause_s)  # shorter than its session: its sockets are open, its session alive
         assert not b.leading and b.fast_failovers == 0
         paused.proc.send_signal(signal.SIGCONT)
         time.sleep(0.5)
