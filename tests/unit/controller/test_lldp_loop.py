@@ -53,6 +53,9 @@ class FakeSwitches:
         def get(self, port, default=None):
             return self.owner.data.get(port, default)
 
+        def __len__(self):
+            return len(self.owner.order)
+
     @property
     def ports(self):
         return self._Ports(self)
@@ -225,3 +228,22 @@ def test_a_failing_pass_is_logged_and_the_loop_goes_on(caplog):
     lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
     assert sleeps[:3] == [lldp_loop.HELD_RECHECK_S] * 3 and sw.sent == ["p0", "p1", "p2"]
     assert caplog.text.count("a pass of the send loop failed") == 1  # once a minute, not per pass
+
+
+def test_the_guard_shrinks_so_a_batch_of_every_port_lasts_at_most_the_rotation():
+    """Ryu's 50 ms per frame made a k=8 fat-tree's batch of 640 ports last 32 s (60 s on a loaded machine), a
+    cable whose first frames were lost unknown that long; k=4 keeps Ryu's guard."""
+    def guard(ports):
+        return lldp_loop.guard(FakeSwitches(ports, [0.0]))
+    assert guard(80) == 0.05  # k=4: 20 switches x 4 ports
+    assert guard(640) == lldp_loop.ROTATION_S / 640 == 0.0125  # k=8: a batch lasts 8 s
+    assert guard(5120) == lldp_loop.MIN_GUARD_S  # k=16: at most 200 frames a second
+    clock = [0.0]
+    sw = FakeSwitches(640, clock)
+
+    def sleep(s):
+        clock[0] += s
+        if len(sw.sent) >= 640:
+            sw.is_active = False
+    lldp_loop.lldp_loop(sw, sleep, lambda: clock[0])
+    assert len(set(sw.sent)) == 640 and clock[0] <= lldp_loop.ROTATION_S + 1e-9
