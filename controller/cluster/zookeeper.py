@@ -76,9 +76,10 @@ class Coordinator:
         self.node_id, self.advertise = node_id, advertise
         self.session_timeout_s = session_timeout_s
         self.liveness = liveness
-        self.liveness_host = liveness_host or (liveness.host if liveness is not None else None)
+        self.liveness_address = (f"{liveness_host or liveness.host}:{liveness.port}" if liveness is not None
+                                  else None)  # host:port, published with this node's lead
         self._watch: tuple[tuple[Any, ...], LivenessWatch] | None = None  # (what it watches, the watch)
-        self.fast_failovers = 0  # dead leaders' locks released on proof
+        self.dead_leaders_released = 0  # dead leaders' locks released on proof
         self.base = f"/mlroute/{name}"
         self.listener = listener
         handler = handler or default_handler()
@@ -302,7 +303,7 @@ class Coordinator:
             generation = (int(data or b"0") + 1) % _U64
             lead = {"id": self.node_id, "rest": self.advertise, "generation": generation}
             if self.liveness is not None:
-                lead["liveness"] = f"{self.liveness_host}:{self.liveness.port}"
+                lead["liveness"] = self.liveness_address
                 lead["token"] = self.liveness.token
             body = json.dumps(lead).encode()
             tx = self.client.transaction()
@@ -420,24 +421,25 @@ class Coordinator:
     # -- a dead leader, proven ------------------------------------------------------------------------------
     def _watch_leader(self, leader: dict[str, Any] | None, stat: Any) -> None:
         """Watch the process of ``leader`` (another node's, with a liveness address) and nothing else."""
-        key: tuple[Any, ...] | None = None
-        if (self.liveness is not None and isinstance(leader, dict) and leader.get("id") != self.node_id
-                and isinstance(leader.get("liveness"), str) and stat is not None):
-            key = (leader["liveness"], leader.get("token"), stat.ephemeralOwner, leader.get("generation"))
+        if (self.liveness is None or not isinstance(leader, dict) or leader.get("id") == self.node_id
+                or not isinstance(leader.get("liveness"), str) or stat is None):
+            self._unwatch()
+            return
+        address, token, owner, generation = (leader["liveness"], str(leader.get("token")), stat.ephemeralOwner,
+                                             leader.get("generation"))
+        key = (address, token, owner, generation)
         if self._watch is not None and self._watch[0] == key:
             return
         self._unwatch()
-        if key is None:
-            return
-        host, _, port = key[0].rpartition(":")
+        host, _, port = address.rpartition(":")
         try:
             port_no = int(port)
         except ValueError:
             LOG.error("cluster: leader %s's liveness address %r is not host:port; its death waits for its session",
-                      leader["id"], key[0])  # type: ignore[index]
+                      leader["id"], address)
             return
-        owner, generation, who = key[2], key[3], str(leader["id"])  # type: ignore[index]
-        watch = LivenessWatch(host.strip("[]"), port_no, str(key[1]),
+        who = str(leader["id"])
+        watch = LivenessWatch(host.strip("[]"), port_no, token,
                               lambda why: self._leader_dead(who, generation, owner, why),
                               self.client.handler.sleep_func)
         self._watch = (key, watch)
@@ -455,7 +457,7 @@ class Coordinator:
             return
         LOG.warning("cluster: leader %s (generation %s) is gone (%s): its lock released now, not when its %.1f-s "
                     "session expires", who, generation, why, self.session_timeout_s)
-        self.fast_failovers += 1
+        self.dead_leaders_released += 1
         try:
             self._delete_owned(f"{self.base}/leader", owner)
             election = f"{self.base}/election"
@@ -565,5 +567,4 @@ class Coordinator:
         return {"node_id": self.node_id, "rest": self.advertise, "session": self.state, "leading": self.leading,
                 "generation": self.generation, "leader": self.leader, "leader_changes": self.leader_changes,
                 "members": sorted(self.members.values(), key=lambda m: str(m.get("id"))),
-                "liveness": (f"{self.liveness_host}:{self.liveness.port}" if self.liveness is not None else None),
-                "dead_leaders_released": self.fast_failovers}
+                "liveness": self.liveness_address, "dead_leaders_released": self.dead_leaders_released}

@@ -52,17 +52,20 @@ def lldp_loop(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
     fails is logged (once a minute) and the loop goes on: discovery that died silently would leave every link as
     it was, half-learned ones for ever."""
     throttle = LogThrottle(clock)
+    unanswered = _Unanswered(switches)
     while switches.is_active:
         try:
-            _one_pass(switches, sleep, clock, throttle)
+            _one_pass(switches, sleep, clock, throttle, unanswered)
         except Exception:
             if throttle.due("the loop"):
                 LOG.exception("LLDP: a pass of the send loop failed; going on")
             sleep(HELD_RECHECK_S)
 
 
-def _one_pass(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float], throttle: LogThrottle) -> None:
+def _one_pass(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float], throttle: LogThrottle,
+              unanswered: _Unanswered) -> None:
     """Send what is due, then wait for the next port to be due or for a port change."""
+    unanswered.find()
     event = switches.lldp_event
     event.clear()
     now = clock()
@@ -86,12 +89,12 @@ def _one_pass(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
     for port in ports_now:
         switches.send_lldp_packet(port)
     interrupted = False
-    urgent_sent = _send_unanswered(switches, sleep, clock, allowed, throttle)
+    urgent_sent = _send_unanswered(switches, unanswered, sleep, clock, allowed, throttle)
     for port in ports:
         if event.is_set():  # a port changed meanwhile: it goes first, the rest of this batch after it
             interrupted = True
             break
-        urgent_sent |= _send_unanswered(switches, sleep, clock, allowed, throttle)
+        urgent_sent |= _send_unanswered(switches, unanswered, sleep, clock, allowed, throttle)
         if port in urgent_sent:
             continue
         if allowed is not None and not allowed(getattr(port, "dpid", None)):
@@ -103,7 +106,7 @@ def _one_pass(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], 
         return  # (at once: the changed port first)
     if timeout is not None and ports:
         timeout = 0  # we have already slept
-    retry = _next_unanswered(switches, clock(), allowed)
+    retry = _next_unanswered(switches, unanswered, clock(), allowed)
     if retry is not None:
         timeout = retry if timeout is None else min(timeout, retry)
     if held:
@@ -118,27 +121,41 @@ def guard(switches: Any) -> float:
     return max(MIN_GUARD_S, min(switches.LLDP_SEND_GUARD, ROTATION_S / ports))
 
 
-def _unanswered(switches: Any, allowed: Callable[[Any], bool] | None) -> list[tuple[Any, Any, Any]]:
-    """(the link's source port, the unanswered port, its PortData) of every unanswered port (module docstring)
-    this node may send to."""
-    links = list(getattr(switches, "links", None) or ())  # (one C-level copy: atomic under native threads)
-    starts = {link.src for link in links}  # (from the links themselves: Ryu's and os-ken's peer maps differ)
-    out = []
-    for link in links:
-        port = link.dst
-        data = switches.ports.get(port)
-        if data is not None and port not in starts and (allowed is None or allowed(getattr(port, "dpid", None))):
-            out.append((link.src, port, data))
-    return out
+class _Unanswered:
+    """The unanswered ports (module docstring) as (the link's source port, the port, its PortData). A pass looks at
+    them before every frame and a large fabric has thousands of links, so they are found again only at the start
+    of a pass and when the link table changes size (a link learned or gone), not at every frame."""
+
+    def __init__(self, switches: Any) -> None:
+        self.switches = switches
+        self._size: int | None = None
+        self._found: list[tuple[Any, Any, Any]] = []
+
+    def find(self) -> None:
+        links = list(getattr(self.switches, "links", None) or ())  # (one C-level copy: atomic under native threads)
+        starts = {link.src for link in links}  # (from the links themselves: Ryu's and os-ken's peer maps differ)
+        found = []
+        for link in links:
+            data = self.switches.ports.get(link.dst)
+            if data is not None and link.dst not in starts:
+                found.append((link.src, link.dst, data))
+        self._size, self._found = len(links), found
+
+    def ports(self, allowed: Callable[[Any], bool] | None) -> list[tuple[Any, Any, Any]]:
+        """Those this node may send to now."""
+        if len(getattr(self.switches, "links", None) or ()) != self._size:
+            self.find()
+        return [u for u in self._found if allowed is None or allowed(getattr(u[1], "dpid", None))]
 
 
-def _send_unanswered(switches: Any, sleep: Callable[[float], Any], clock: Callable[[], float],
-                     allowed: Callable[[Any], bool] | None, throttle: LogThrottle) -> set[Any]:
+def _send_unanswered(switches: Any, unanswered: _Unanswered, sleep: Callable[[float], Any],
+                     clock: Callable[[], float], allowed: Callable[[Any], bool] | None,
+                     throttle: LogThrottle) -> set[Any]:
     """Send the unanswered ports that are due (their last frame ``LLDP_SEND_PERIOD_PER_PORT`` ago); the ports
     sent. A port sent again (its reverse check was lost) is logged, once a period per port."""
     now, period = clock(), switches.LLDP_SEND_PERIOD_PER_PORT
     sent = set()
-    for src, port, data in _unanswered(switches, allowed):
+    for src, port, data in unanswered.ports(allowed):
         if data.timestamp is None or data.timestamp + period <= now:
             if data.timestamp is not None and throttle.due(port):
                 LOG.info("LLDP: link %s:%s -> %s:%s learned, its reverse not yet: sending again every %.1f s",
@@ -150,10 +167,11 @@ def _send_unanswered(switches: Any, sleep: Callable[[float], Any], clock: Callab
     return sent
 
 
-def _next_unanswered(switches: Any, now: float, allowed: Callable[[Any], bool] | None) -> float | None:
+def _next_unanswered(switches: Any, unanswered: _Unanswered, now: float,
+                     allowed: Callable[[Any], bool] | None) -> float | None:
     """Seconds until the next unanswered port is due; None when there is none."""
     period = switches.LLDP_SEND_PERIOD_PER_PORT
-    due = [max(0.0, (data.timestamp or 0.0) + period - now) for _, _, data in _unanswered(switches, allowed)]
+    due = [max(0.0, (data.timestamp or 0.0) + period - now) for _, _, data in unanswered.ports(allowed)]
     return min(due) if due else None
 
 
