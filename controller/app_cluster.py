@@ -228,6 +228,7 @@ class ClusterShell:
         LOG.info("cluster: leading at generation %d: asking %d switches for MASTER", generation,
                  len(self.connections))
         view = self.cluster_view or {}
+        self._view_published = None  # its own, from a term before, is not what the followers hold now
         # with the old leader's view, recovery ends once its switches are read back (core: a warm takeover)
         self.core.begin_recovery(warm=view.get("switches", ()) if view.get("links") else ())
         self._send_roles(self.roles.lead(generation))
@@ -264,15 +265,26 @@ class ClusterShell:
         while self.coordinator is not None:
             southbound.sleep(VIEW_PERIOD_S)
             try:
-                if self.roles.leading:
-                    view = self._view()
-                    if view != self._view_published:
-                        self._view_version += 1
-                        with southbound.unlocked():
-                            self.coordinator.publish_view(dict(view, version=self._view_version))
-                        self._view_published = view
+                self._publish_view()
             except Exception:
                 LOG.exception("cluster: publishing the view failed; continuing")
+
+    def _publish_view(self):
+        """One period's view, published while leading if it changed since the last one the followers got: one
+        that ZooKeeper did not take (a lost connection, the lock gone) is tried again the next period, not
+        only once the view changes again (a takeover would start from a view that missed every change since)."""
+        if not self.roles.leading:
+            return
+        view = self._view()
+        if view == self._view_published:
+            return
+        with southbound.unlocked():
+            published = self.coordinator.publish_view(dict(view, version=self._view_version + 1))
+        if published:
+            self._view_version += 1
+            self._view_published = view
+            LOG.info("cluster: view version %d published (%d links, %d hosts, %d pins)", self._view_version,
+                     len(view["links"]), len(view["hosts"]), len(view["pinned"]))
 
     def _view(self):
         """The leader's warm view: every admitted directed link ([src, port, dst, port]), hosts, jobs, pins."""

@@ -46,7 +46,6 @@ from controller.state import jobs as declared_jobs
 from controller.state.capabilities import SwitchCapabilities
 from controller.state.flowkey import FlowKey, key_from_fields, pair_key
 from controller.state.monitor import FlowSample
-from controller.state.tiers import infer_tiers
 
 LOG = logging.getLogger("mlroute")
 
@@ -593,12 +592,10 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             LOG.info("host %s at switch %s port %s recovered from the switch's rules", ip, dpid, port)
         if self.warm:
             self._warm_recovery_over()
-        fresh = self._graph is None
         graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
-        host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
-        if fresh or host_switches != self._host_switches or self.tiers is None:
-            self._host_switches = host_switches
-            self._update_tiers(graph)
+        fresh = graph is not self._settled_graph  # (not "no graph cached": a decision may have read it first)
+        self._settled_graph = graph
+        self.settle_tiers(graph)
         if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
             # a job event, or a failure under an elephant: decide now, not at the next period (the decision loop
             # takes the request; without a worker it is decided here, and this sync installs it)
@@ -658,20 +655,6 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         """Connected switches up long enough for LLDP to have found their fabric links."""
         now = self.clock()
         return {d for d in self.connected if now - self._connected_at.get(d, now) >= LLDP_SETTLE_S}
-
-    def _update_tiers(self, graph: nx.Graph) -> None:
-        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"], previous=self.tiers,
-                             hosted=self._host_switches)  # a half-known graph keeps the tiers it agrees with
-        previous, self.tiers = self.tiers, result
-        if previous is not None and (previous.kind, previous.reason) == (result.kind, result.reason):
-            return
-        if result.is_clos:
-            counts: dict[str, int] = {}
-            for tier in result.tiers.values():
-                counts[tier] = counts.get(tier, 0) + 1
-            LOG.info("topology is a %s: %s", result.kind, ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
-        else:
-            LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
 
 
 def _links(graph: nx.Graph) -> tuple[frozenset, frozenset]:

@@ -7,6 +7,7 @@ core_views.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -32,10 +33,12 @@ from controller.state.flowkey import FlowKey
 from controller.state.job_leases import JobLeases
 from controller.state.job_state_file import JobStateFile
 from controller.state.monitor import FlowMonitor, MonitorConfig
-from controller.state.tiers import TierInference
+from controller.state.tiers import TierInference, infer_tiers
 from controller.state.topology import Topology
 from controller.web.metrics import Metrics
 from mlroute.routing.fabric import Fabric
+
+LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
 RESTORE_S = 10.0  # a counting rule a wipe deleted is waited for this long before polls that miss it end its flow
@@ -126,7 +129,8 @@ class CoreState:
                               pause=pause, copy=self.flow_copy)
         self.pause = pause or (lambda: None)
         self._graph: nx.Graph | None = None
-        self._host_switches: frozenset[int] = frozenset()
+        self._settled_graph: nx.Graph | None = None  # the live graph the last sync planned on
+        self._tiers_of: tuple[nx.Graph, frozenset[int]] | None = None  # the graph and host switches tiers are of
         self._stale: set[int] = set()
         self._worker_waited_since: float | None = None  # decisions wanted, the optimiser worker not ready
         self.warm: set[int] = set()  # a warm takeover's switches not all read back yet (begin_recovery)
@@ -182,11 +186,37 @@ class CoreState:
     def jobs_by_host(self) -> dict[str, str]:
         return {ip: job["name"] for job in self.jobs for ip in job["hosts"]}
 
+    def settle_tiers(self, graph: nx.Graph) -> None:
+        """The tiers of ``graph`` (the live graph) with the hosts' switches now: inferred again whenever either
+        changed since the last inference, whoever read the graph first. (They were inferred only when a sync
+        found no graph cached: a decision or a packet-in that read it first left a fabric whose last link LLDP
+        had just found "not a Clos" until the next topology event, and every pin dropped meanwhile.)"""
+        host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
+        if self.tiers is None or self._tiers_of is None or self._tiers_of[0] is not graph \
+                or self._tiers_of[1] != host_switches:
+            self._tiers_of = (graph, host_switches)
+            self._update_tiers(graph, host_switches)
+
+    def _update_tiers(self, graph: nx.Graph, hosted: frozenset[int]) -> None:
+        result = infer_tiers(graph, self.topology.access_switches(), self.config["tiers"], previous=self.tiers,
+                             hosted=hosted)  # a half-known graph keeps the tiers it agrees with
+        previous, self.tiers = self.tiers, result
+        if previous is not None and (previous.kind, previous.reason) == (result.kind, result.reason):
+            return
+        if result.is_clos:
+            counts: dict[str, int] = {}
+            for tier in result.tiers.values():
+                counts[tier] = counts.get(tier, 0) + 1
+            LOG.info("topology is a %s: %s", result.kind, ", ".join(f"{n} {t}" for t, n in sorted(counts.items())))
+        else:
+            LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
+
     def fabric(self) -> Fabric | None:
         """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
         hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
         places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
         graph = self.live_graph()
+        self.settle_tiers(graph)
         cached = self._fabric_cache
         if cached is None or cached[0] is not graph or cached[1] is not self.tiers or cached[2] != places:
             fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)

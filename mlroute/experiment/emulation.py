@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -121,6 +122,8 @@ class Controller(RestApi):
             env["MLROUTE_CONFIG"] = str(cfg)
         self._env = env
         self._log = open(self.log_path, "w")
+        self._log_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
         self.proc = self._spawn()
 
     def command(self) -> list[str]:
@@ -133,20 +136,43 @@ class Controller(RestApi):
                 "--of-port", str(self.of_port), *host, "--rest-port", str(self.rest_port)]
 
     def _spawn(self) -> subprocess.Popen:
-        return subprocess.Popen(self.command(), cwd=self.workdir, env=self._env, stdout=self._log,
+        proc = subprocess.Popen(self.command(), cwd=self.workdir, env=self._env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
+        self._reader = threading.Thread(target=self._copy_log, args=(proc.stdout,), daemon=True)
+        self._reader.start()
+        return proc
+
+    def _copy_log(self, stream: Any) -> None:
+        """The controller's output into its log, each line behind the wall-clock time it was read (Ryu's own
+        lines carry none: a failed run's logs of several controllers then line up as one timeline)."""
+        for raw in iter(stream.readline, b""):
+            now = time.time()
+            stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d} "
+            with self._log_lock:
+                if self._log.closed:
+                    break
+                self._log.write(stamp + raw.decode(errors="replace"))
+                self._log.flush()
+        stream.close()
+
+    def _drain(self) -> None:
+        """The process has ended: wait until the rest of its output is in the log."""
+        if self._reader is not None and self.proc.poll() is not None:
+            self._reader.join(timeout=5)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: no clean-up of any kind."""
         self.proc.kill()
         self.proc.wait()
+        self._drain()
 
     def restart(self) -> None:
         """A new controller process on the same OpenFlow and REST ports and log (the switches reconnect)."""
         if self.proc.poll() is None:
             self.kill()
-        self._log.write("\n--- controller restarted ---\n")
-        self._log.flush()
+        with self._log_lock:
+            self._log.write("\n--- controller restarted ---\n")
+            self._log.flush()
         self.proc = self._spawn()
 
     def wait_ready(self, timeout: float = 30) -> None:
@@ -163,13 +189,17 @@ class Controller(RestApi):
         raise TimeoutError(f"controller REST not up after {timeout}s:\n{self.log()[-3000:]}")
 
     def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
+        self._drain()
+        with self._log_lock:
+            if not self._log.closed:
+                self._log.flush()
         return self.log_path.read_text()
 
     def stop(self) -> None:
         terminate(self.proc)
-        self._log.close()
+        self._drain()
+        with self._log_lock:
+            self._log.close()
 
 
 @dataclass(frozen=True)

@@ -314,14 +314,15 @@ def test_a_job_posted_to_a_follower_is_pinned_by_the_leader(fab):
         pytest.fail(f"the ring not pinned in the view within 10 s. The view: version {view.get('version')}, "
                     f"generation {view.get('generation')} of {view.get('leader')} (the leader: {status['node_id']} "
                     f"at {status['generation']}), pinned {[p['flow'] for p in view.get('pinned', ())]}\n"
-                    f"{decisions_log(lead)}")
+                    f"topology: {lead.get('/mlroute/topology').get('links')}\n"
+                    + "\n".join(f"--- {n}:\n{decisions_log(c)}" for n, c in zip(NODES, fab.controllers)))
     lead.post("/mlroute/jobs", {"jobs": []}, token=TOKEN)
 
 
-def decisions_log(ctl, lines=60):
-    """The controller's log lines about leading, decisions and its optimiser worker (a failure's evidence: a
-    CI run's new leader once decided nothing for a minute, cause open)."""
-    keep = ("te:", "cluster", "optimiser", "worker", "Traceback", "Error")
+def decisions_log(ctl, lines=80):
+    """The controller's log lines about leading, the views, the topology, decisions and its optimiser worker (a
+    failure's evidence: a CI run's new leader once decided nothing for a minute, cause open)."""
+    keep = ("te:", "cluster", "Clos", "LLDP", "link", "optimiser", "worker", "Traceback", "Error")
     return "\n".join([line for line in ctl.log().splitlines() if any(k in line for k in keep)][-lines:])
 
 

@@ -13,6 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 from webob import Request
 
+from controller import app_cluster
 from controller.southbound.framework import ofp_event
 from tests import topologies
 from tests.fakeswitch import FakeSwitch
@@ -209,6 +210,28 @@ def test_a_new_leader_starts_from_the_published_links_and_a_deposed_one_forgets_
     _write_once_deposed(a)
     assert not a.app.roles.leading
     assert not a.app.core.topology.links and not a.app.core.topology.hosts and not a.app.core.te.pinned
+
+
+def test_a_view_zookeeper_did_not_take_is_published_the_next_period_not_only_at_the_next_change(node, monkeypatch):
+    """A publish refused (the connection lost, the lock gone meanwhile) is tried again the next period. Before,
+    the view counted as published anyway and the followers kept the older one until the view changed again:
+    a new leader then took over from a view without the last changes (a cut cable's restore, the pins moved)."""
+    monkeypatch.setattr(app_cluster, "VIEW_PERIOD_S", 3600.0)  # the periods are this test's calls
+    a = node("a")
+    _join(a)
+    _lead(a)
+    b = node("b")
+    _join(b)
+    publish = a.app.coordinator.publish_view
+    a.app.coordinator.publish_view = lambda view: False
+    a.app._publish_view()
+    a.app.coordinator.publish_view = publish
+    assert b.app.cluster_view is None
+    a.app._publish_view()
+    until(lambda: (b.app.cluster_view or {}).get("version") == 1)
+    assert len(b.app.cluster_view["links"]) == len(a.app.core.topology.links) > 0
+    a.app._publish_view()  # unchanged: not published again
+    assert a.app._view_version == 1
 
 
 def test_a_leader_held_up_past_a_third_of_its_session_writes_nothing_until_zookeeper_confirms(node, zookeeper):

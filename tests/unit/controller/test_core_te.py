@@ -191,3 +191,25 @@ def test_the_routing_view_is_the_decisions_own_report_and_costs_no_routing(monke
     core.metrics.estimate_ecmp_from(core.routing_json)  # as the app wires it: read at scrape time
     line = f"mlroute_ecmp_max_link_load {float(expected['ecmp']['max_link_load'])}".encode()
     assert line in core.metrics.exposition()[0]
+
+
+def test_a_link_learned_before_a_decision_reads_the_graph_still_makes_the_fabric_a_clos():
+    """Live (a cluster's new leader whose view lacked a restored cable): the cable's live, linkless ports made
+    its aggregation and core switches look host-facing (not a Clos), LLDP then found it, and the decision loop
+    read the graph before the next sync did. The tiers were recomputed only when the sync saw no cached graph,
+    so they stayed "not a Clos" with every link known: no elephant pinned for more than a minute."""
+    core = core_with_elephants()
+    assert core.tiers.is_clos
+    fresh = ControllerCore(config.parse(""), core.clock, runner=None)  # a new leader's core: no tiers before
+    fresh.topology = fresh.packet_in.topology = core.topology
+    cable = next(link for link in core.topology.links.values() if (link.src, link.dst) == (2000, 3001))
+    for link in (cable, cable.reverse):
+        assert fresh.topology.remove_link(link.src, link.src_port, link.dst, link.dst_port)
+    fresh.sync()
+    assert not fresh.tiers.is_clos  # a live port without its link looks host-facing
+    for link in (cable, cable.reverse):  # LLDP finds the cable
+        fresh.link_added(link.src, link.src_port, link.dst, link.dst_port)
+    assert fresh.fabric() is None or fresh.tiers.is_clos  # the decision loop reads the graph first ...
+    fresh.sync()  # ... then the sync
+    assert fresh.tiers.is_clos, fresh.tiers.reason
+    assert fresh.fabric() is not None
