@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mininet_topos.fattree import FatTreeTopo  # noqa: E402
 from mlroute.experiment.emulation import Controller, start_network, stop_network  # noqa: E402
-from tests.integration.test_cluster import cluster, confirmed_master  # noqa: E402
+from tests.integration.cluster_roles import cluster, confirmed_master  # noqa: E402
 from tests.zookeeper import ZooKeeperServer  # noqa: E402
 
 SESSION_S = 4.0

@@ -29,7 +29,7 @@ from controller.cluster import roles
 from controller.cluster.roles import SwitchRoles
 from controller.southbound import framework as southbound
 from controller.southbound import ofmsg
-from controller.state import job_leases
+from controller.state import job_leases, tiers
 
 LOG = logging.getLogger("mlroute")
 
@@ -230,7 +230,9 @@ class ClusterShell:
         view = self.cluster_view or {}
         self._view_published = None  # its own, from a term before, is not what the followers hold now
         # with the old leader's view, recovery ends once its switches are read back (core: a warm takeover)
-        self.core.begin_recovery(warm=view.get("switches", ()) if view.get("links") else ())
+        self.core.begin_recovery(warm=view.get("switches", ()) if view.get("links") else (),
+                                 tiers=tiers.from_levels(view.get("kind", ""),
+                                                         {int(d): lv for d, lv in (view.get("levels") or {}).items()}))
         self._send_roles(self.roles.lead(generation))
         self.core.metrics.cluster_leader.set(1)
         self.core.metrics.cluster_generation.set(generation)
@@ -287,10 +289,15 @@ class ClusterShell:
                      len(view["links"]), len(view["hosts"]), len(view["pinned"]))
 
     def _view(self):
-        """The leader's warm view: every admitted directed link ([src, port, dst, port]), hosts, jobs, pins."""
+        """The leader's warm view: its tiers (a Clos's kind and each switch's level), every admitted directed link
+        ([src, port, dst, port]), hosts, jobs, pins."""
         topology = self.core.topology
         pins = sorted(self.core.te.pinned.items(), key=lambda item: str(item[0]))[:VIEW_MAX_PINS]
+        inferred = self.core.tiers
+        clos = inferred is not None and inferred.is_clos
         return {"switches": sorted(self.datapaths),
+                "kind": inferred.kind if clos else None,
+                "levels": {str(d): lv for d, lv in sorted(inferred.levels.items())} if clos else {},
                 "links": sorted([k.src, k.src_port, k.dst, k.dst_port] for k in topology.links.values()),
                 "hosts": sorted([h.ip, h.mac, h.dpid, h.port] for h in topology.hosts.values()),
                 "jobs": [j["name"] for j in self.core.jobs],

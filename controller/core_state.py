@@ -169,15 +169,20 @@ class CoreState:
             self._graph = self.topology.graph()
         return self._graph
 
-    def begin_recovery(self, warm: Iterable[int] = ()) -> None:
+    def begin_recovery(self, warm: Iterable[int] = (), tiers: TierInference | None = None) -> None:
         """This node just took over a cluster's switches (controller/app_cluster.py): recover as after a restart
         (read back, only add rules until LLDP and the read-back have settled). ``warm``: the switches of the
         leader's published view, whose links this node already has: recovery ends as soon as every one of them
-        is read back (core._warm_recovery_over), not when a restart's would."""
+        is read back (core._warm_recovery_over), not when a restart's would. ``tiers``: the last leader's (from
+        its view), the previous inference the half-known graph is judged against while LLDP catches up on what
+        changed since the view (a cable restored just before: its live, linkless ports do not make its switches
+        host-facing, so the fabric stays a Clos and the pins stay)."""
         self.recovery_ends = self.clock() + max(RECOVERY_MIN_S, 3 * self.config["te"]["poll_interval_s"])
         self.found_state = False
         self.warm = set(warm)
         self.warm_since = self.clock()
+        if tiers is not None:  # (a follower's own knew no switch: nothing to keep of it)
+            self.tiers, self._tiers_of = tiers, None
 
     def recovering(self) -> bool:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""

@@ -259,6 +259,7 @@ class Coordinator:
     def _take(self, generation: int) -> None:
         """The bump committed: this node leads at ``generation`` (told before any watch reports a newer one)."""
         with self._mutex:
+            self._unwatch()  # the dead leader's process: nothing to prove once this node leads
             self._taken = self._claim = generation
             self.leading, self.generation = True, generation
             self.leader_changes += 1
@@ -415,13 +416,15 @@ class Coordinator:
             LOG.error("cluster: %s/leader is not JSON; ignored", self.base)
             self.leader = None
         if not self._stopped:
-            self._watch_leader(self.leader, stat)
+            with self._mutex:  # (in order with _take: a leader watches nobody)
+                self._watch_leader(self.leader, stat)
         return not self._stopped
 
     # -- a dead leader, proven ------------------------------------------------------------------------------
     def _watch_leader(self, leader: dict[str, Any] | None, stat: Any) -> None:
-        """Watch the process of ``leader`` (another node's, with a liveness address) and nothing else."""
-        if (self.liveness is None or not isinstance(leader, dict) or leader.get("id") == self.node_id
+        """Watch the process of ``leader`` (another node's, with a liveness address) and nothing else; nobody's
+        while this node leads."""
+        if (self.liveness is None or self.leading or not isinstance(leader, dict) or leader.get("id") == self.node_id
                 or not isinstance(leader.get("liveness"), str) or stat is None):
             self._unwatch()
             return

@@ -67,6 +67,15 @@ def infer_tiers(graph: nx.Graph, access_switches: Iterable[int], pinned: Mapping
     return _kept(graph, switches, before, previous.kind) or fresh
 
 
+def from_levels(kind: str, levels: Mapping[int, int]) -> TierInference | None:
+    """A Clos's inference as another controller made it (a cluster's published view: each switch's level), to
+    judge a half-known graph against as ``previous``; None when it names no Clos or no switch."""
+    names = TIER_NAMES.get(kind)
+    if names is None or not levels or any(not 0 <= level < len(names) for level in levels.values()):
+        return None
+    return TierInference(kind, _named(levels, levels, kind), levels=dict(levels))
+
+
 def _kept(graph: nx.Graph, switches: set[int], before: Mapping[int, int], kind: str) -> TierInference | None:
     """The previous levels, when the graph known so far agrees with them (every switch placed, every link
     between adjacent levels, the top level still there); else None: the fabric really changed."""

@@ -9,10 +9,8 @@ expires nobody (the server restores every session with a fresh timeout when it c
 reconnect within a second), so the switches keep their master throughout. Roles are read from the switches'
 side (``ovs-vsctl list Controller``: each connection's ``role``)."""
 
-import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from types import SimpleNamespace
@@ -25,6 +23,7 @@ from mlroute.routing import spec
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
+from tests.integration.cluster_roles import all_master, cluster, confirmed_master, leader, masters, switch_roles
 from tests.integration.flowtables import pinned_in_the_tables
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, stride_loss, te_config, wait_until
 
@@ -45,63 +44,6 @@ def fab(fabric_factory, zookeeper):
     assert wait_until(lambda: leader(fab), timeout=20), [c.log()[-1500:] for c in fab.controllers]
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=40, interval=0)
     return fab
-
-
-def cluster(ctl):
-    try:
-        return ctl.get("/mlroute/cluster") if ctl.proc.poll() is None else None
-    except OSError:
-        return None
-
-
-def leader(fab):
-    """The controller that says it leads and is writable on every switch (None if none is yet)."""
-    for ctl in fab.controllers:
-        view = cluster(ctl)
-        if view and view["role"] == "leader" and len(view["switches"]) == 20 \
-                and all(s["writable"] for s in view["switches"].values()):
-            return ctl
-    return None
-
-
-def switch_roles():
-    """bridge -> {OpenFlow port of the controller: (role, connected)} as Open vSwitch reports it."""
-    def table(*args):
-        out = json.loads(subprocess.run(["ovs-vsctl", "--format=json", *args], capture_output=True, text=True,
-                                        check=True).stdout)
-        return [dict(zip(out["headings"], row)) for row in out["data"]]
-
-    rows = {r["_uuid"][1]: r for r in table("--columns=_uuid,target,role,is_connected", "list", "Controller")}
-    roles = {}
-    for bridge in table("--columns=name,controller", "list", "Bridge"):
-        refs = bridge["controller"]
-        uuids = [refs[1]] if refs[0] == "uuid" else [u[1] for u in refs[1]]
-        roles[bridge["name"]] = {int(rows[u]["target"].rsplit(":", 1)[1]): (rows[u]["role"], rows[u]["is_connected"])
-                                 for u in uuids if u in rows}
-    return roles
-
-
-def masters_of(roles, bridges):
-    """bridge -> OpenFlow ports of the controllers it holds as MASTER, for ``bridges`` only."""
-    return {b: {p for p, (role, _) in conns.items() if role == "master"} for b, conns in roles.items()
-            if b in bridges}
-
-
-def masters(roles, fab):
-    """``masters_of`` the fabric's bridges."""
-    return masters_of(roles, {sw.name for sw in fab.net.switches})
-
-
-def confirmed_master(ctl, switches=20):
-    """Every switch answered ``ctl``'s role request: MASTER at its generation (its own REST view)."""
-    view = cluster(ctl)
-    return bool(view) and len(view["switches"]) == switches and all(
-        s["role"] == "master" and s["generation"] == view.get("generation") for s in view["switches"].values())
-
-
-def all_master(fab, ctl):
-    m = masters(switch_roles(), fab)
-    return len(m) == 20 and all(ports == {ctl.of_port} for ports in m.values())
 
 
 class LeaderWatch:

@@ -69,6 +69,17 @@ def _lead(lab):
     lab.pump()
 
 
+def _pinned_leader_and_follower(node):
+    """Node a leads with the 8 stride elephants pinned; node b follows."""
+    a = node("a", mode="mlroute")
+    _join(a)
+    _lead(a)
+    assert pin_stride4(a).applied and len(a.app.core.te.pinned) == 8
+    b = node("b", mode="mlroute")
+    _join(b)
+    return a, b
+
+
 def _mods(lab):
     return sum(sw.flow_mods + len(sw.packet_outs) + sw.refused_as_slave for sw in lab.switches.values())
 
@@ -234,6 +245,41 @@ def test_a_view_zookeeper_did_not_take_is_published_the_next_period_not_only_at_
     assert a.app._view_version == 1
 
 
+def test_a_new_leader_whose_view_lacks_a_restored_cable_keeps_the_clos_and_the_pins_until_lldp_finds_it(
+        node, zookeeper, monkeypatch):
+    """The view is published every 2 s: a leader stopped just after a cable came back leaves a view without it.
+    The new leader judges the half-known graph against the old leader's tiers (in the view), so the cable's live,
+    linkless ports do not make its switches host-facing: a Clos at once, every pin kept, nothing moved; once LLDP
+    finds the cable, still a Clos. Before, the fabric read "not a Clos" until LLDP found it and the first
+    decision dropped every pin."""
+    monkeypatch.setattr(app_cluster, "VIEW_PERIOD_S", 3600.0)  # the view is this test's
+    a, b = _pinned_leader_and_follower(node)
+    pins = dict(a.app.core.te.pinned)
+    used = {frozenset(hop) for path in pins.values() for hop in zip(path, path[1:])}
+    tiers = a.app.core.tiers.tiers
+    cable = next(ln for ln in a.ref.links.values()  # an aggregation-core cable no pin uses
+                 if (tiers[ln.src], tiers[ln.dst]) == ("aggregation", "core") and {ln.src, ln.dst} not in used)
+    view = a.app._view()
+    ends = {(cable.src, cable.src_port), (cable.dst, cable.dst_port)}
+    view["links"] = [ln for ln in view["links"] if {(ln[0], ln[1]), (ln[2], ln[3])} != ends]
+    assert len(view["links"]) == len(a.app.core.topology.links) - 2 and view["kind"] == "fattree"
+    assert a.app.coordinator.publish_view(dict(view, version=1))
+    until(lambda: (b.app.cluster_view or {}).get("version") == 1)
+    _depose(zookeeper, a)
+    until(lambda: b.app.roles.leading and all(sw.replies for sw in b.switches.values()))
+    b.pump()  # adopted (the view's links), read back
+    b.app.resync()
+    core = b.app.core
+    assert len(core.topology.links) == len(a.app.core.topology.links) - 2  # the cable not known yet
+    assert core.tiers.is_clos, core.tiers.reason
+    assert core.te.pinned == pins
+    assert not core.te_step(wait=True).moved  # the first decision: every pin stays
+    assert core.te.pinned == pins
+    b.discover_links()  # LLDP finds the cable
+    b.app.resync()
+    assert len(core.topology.links) == len(a.app.core.topology.links) and core.tiers.is_clos
+
+
 def test_a_leader_held_up_past_a_third_of_its_session_writes_nothing_until_zookeeper_confirms(node, zookeeper):
     import time
 
@@ -258,12 +304,7 @@ def test_a_warm_takeover_keeps_the_pins_and_reroutes_the_one_whose_link_went_dow
     back: the pins in the tables are elephants at once, a live one keeps its path, one whose link went down while
     nobody led is routed again in the first decision. Before, the new leader only added rules for a restart's
     10 s and re-pinned the cut elephant after it (live: 13.7-18 s after the kill, aggregate 0.79-0.87)."""
-    a = node("a", mode="mlroute")
-    _join(a)
-    _lead(a)
-    assert pin_stride4(a).applied and len(a.app.core.te.pinned) == 8
-    b = node("b", mode="mlroute")
-    _join(b)
+    a, b = _pinned_leader_and_follower(node)
     assert a.app.coordinator.publish_view(dict(a.app._view(), version=1))
     until(lambda: (b.app.cluster_view or {}).get("version") == 1)
     pins = dict(a.app.core.te.pinned)

@@ -2,7 +2,7 @@ from collections import Counter
 
 import networkx as nx
 
-from controller.state.tiers import FAT_TREE, LEAF_SPINE, UNKNOWN, infer_tiers
+from controller.state.tiers import FAT_TREE, LEAF_SPINE, UNKNOWN, from_levels, infer_tiers
 from tests import topologies
 
 
@@ -124,3 +124,19 @@ def test_without_a_previous_clos_inference_is_from_the_graph_alone():
         topo.remove_switch(core)
         topo.add_switch(core, ports)
     assert infer(topo).kind != FAT_TREE  # what memory of the previous inference saves
+
+
+def test_another_controllers_levels_judge_a_half_known_graph_as_its_own_would():
+    """A cluster's view carries the leader's levels; a new leader judges a graph without one restored cable (its
+    ports up, its link not found yet) against them: a Clos with the same tiers, where the graph alone is not."""
+    topo = topologies.fat_tree(4)
+    before = infer(topo)
+    link = next(lnk for lnk in topo.live_links() if lnk.src == 2000 and lnk.dst == 3001)
+    topo.remove_link(link.src, link.src_port, link.dst, link.dst_port)
+    topo.remove_link(link.dst, link.dst_port, link.src, link.src_port)
+    assert infer(topo).kind == UNKNOWN  # alone, 2000 and 3001 look host-facing
+    previous = from_levels(before.kind, before.levels)
+    assert previous is not None and previous.tiers == before.tiers
+    assert infer_tiers(topo.graph(), topo.access_switches(), previous=previous).tiers == before.tiers
+    assert from_levels("mesh", before.levels) is None and from_levels(FAT_TREE, {}) is None
+    assert from_levels(LEAF_SPINE, before.levels) is None  # a level leaf-spine does not have
