@@ -66,9 +66,9 @@ class RestApi:
             raise ValueError(f"no REST port given for the controller at {self.host}:{self.of_port}")
         return f"http://{self.rest_address}:{self.rest_port}{path}"
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, timeout: float = 10) -> Any:
         """GET a REST path: parsed JSON under /mlroute, text elsewhere (/metrics)."""
-        with urllib.request.urlopen(self.url(path), timeout=10) as r:
+        with urllib.request.urlopen(self.url(path), timeout=timeout) as r:
             body = r.read().decode()
         return json.loads(body) if path.startswith("/mlroute") else body
 

@@ -6,10 +6,11 @@ import json
 import subprocess
 
 
-def cluster(ctl):
-    """The node's ``GET /mlroute/cluster``; None when its process is gone or does not answer."""
+def cluster(ctl, timeout=10):
+    """The node's ``GET /mlroute/cluster``; None when its process is gone or does not answer within ``timeout``
+    seconds (a paused one)."""
     try:
-        return ctl.get("/mlroute/cluster") if ctl.proc.poll() is None else None
+        return ctl.get("/mlroute/cluster", timeout=timeout) if ctl.proc.poll() is None else None
     except OSError:
         return None
 

@@ -38,24 +38,34 @@ def fab(fabric_factory, zookeeper):
 
 
 class Watch:
-    """Samples, every 0.1 s, each bridge's MASTER connections (Open vSwitch's view) and which nodes say they
-    lead (their REST; a paused node does not answer and counts as not saying so)."""
+    """Samples each bridge's MASTER connections (Open vSwitch's view) and which nodes say they lead (their REST;
+    a paused node does not answer within 0.5 s and counts as not saying so), each in a thread of its own so a
+    paused node's silence holds neither up."""
 
     def __init__(self, fab):
         self.fab, self.masters, self.leading = fab, [], []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, args=(sample,), daemon=True)
+                         for sample in (self._masters, self._leading)]
+        for thread in self._threads:
+            thread.start()
 
-    def _run(self):
+    def _masters(self):
+        self.masters.append(masters(switch_roles(), self.fab))
+
+    def _leading(self):
+        self.leading.append({i for i, c in enumerate(self.fab.controllers)
+                             if (cluster(c, timeout=0.5) or {}).get("leading")})
+
+    def _run(self, sample):
         while not self._stop.is_set():
-            self.masters.append(masters(switch_roles(), self.fab))
-            self.leading.append({i for i, c in enumerate(self.fab.controllers) if (cluster(c) or {}).get("leading")})
+            sample()
             time.sleep(0.1)
 
     def stop(self):
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
 
 @pytest.mark.parametrize("pause_s", [2.0, 6.0])
@@ -78,9 +88,11 @@ def test_a_leader_paused_for_less_than_its_session_stays_the_only_master_and_is_
         watch.stop()
     after = cluster(old)
     log = old.log()[log_from:]
-    print(f"\nSIGSTOP {pause_s:.0f} s (session {SESSION_S:.0f} s): {len(watch.masters)} samples, masters per bridge "
-          f"{sorted({len(p) for m in watch.masters for p in m.values()})}, leaders seen "
-          f"{sorted({tuple(sorted(s)) for s in watch.leading})}; the leader again {answered_s:.2f} s after SIGCONT")
+    counts = sorted({len(p) for m in watch.masters for p in m.values()})
+    leaders = sorted({tuple(sorted(s)) for s in watch.leading})
+    print(f"\nSIGSTOP {pause_s:.0f} s (session {SESSION_S:.0f} s): {len(watch.masters)} role samples, masters per "
+          f"bridge {counts}; {len(watch.leading)} REST samples, leaders seen {leaders}; the leader again "
+          f"{answered_s:.2f} s after SIGCONT")
     assert all(ports <= {old.of_port} for m in watch.masters for ports in m.values()), watch.masters
     assert all(s <= {index} for s in watch.leading), watch.leading
     assert after["role"] == "leader" and after["generation"] == before["generation"], (before, after)
