@@ -593,7 +593,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if self.warm:
             self._warm_recovery_over()
         graph = self.live_graph()  # one snapshot of the live switch graph for this whole resync
-        fresh = graph is not self._settled_graph  # (not "no graph cached": a decision may have read it first)
+        fresh = graph is not self._settled_graph  # (a decision or a packet-in may have read it first)
         self._settled_graph = graph
         self.settle_tiers(graph)
         if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):

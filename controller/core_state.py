@@ -193,9 +193,8 @@ class CoreState:
 
     def settle_tiers(self, graph: nx.Graph) -> None:
         """The tiers of ``graph`` (the live graph) with the hosts' switches now: inferred again whenever either
-        changed since the last inference, whoever read the graph first. (They were inferred only when a sync
-        found no graph cached: a decision or a packet-in that read it first left a fabric whose last link LLDP
-        had just found "not a Clos" until the next topology event, and every pin dropped meanwhile.)"""
+        differs from what the last inference saw, whoever reads the graph first (a sync, a decision, a
+        packet-in), so a link LLDP has just found always reaches the tiers."""
         host_switches = frozenset(h.dpid for h in self.topology.hosts.values())
         if self.tiers is None or self._tiers_of is None or self._tiers_of[0] is not graph \
                 or self._tiers_of[1] != host_switches:

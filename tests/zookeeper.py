@@ -81,9 +81,9 @@ class ZooKeeperServer:
             time.sleep(0.1)
 
     def serving(self) -> bool:
-        """The server serves clients (``srvr`` reports its mode). ``ruok`` would answer as soon as the process listens,
-        before it has loaded its data: a start that returned then left a restarted server's clients a fraction of
-        their session to reconnect in, on a loaded machine none (a session expired with the server "up")."""
+        """The server serves clients (``srvr`` reports its mode). Not ``ruok``: it answers as soon as the process
+        listens, before the data is loaded, and a restarted server's clients must reconnect within their session
+        from when it serves."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                 s.sendall(b"srvr")
