@@ -262,8 +262,8 @@ def test_a_job_posted_to_a_follower_is_pinned_by_the_leader(fab):
 
 
 def decisions_log(ctl, lines=80):
-    """The controller's log lines about leading, the views, the topology, decisions and its optimiser worker (a
-    failure's evidence: a CI run's new leader once decided nothing for a minute, cause open)."""
+    """The controller's log lines about leading, the views, the topology, decisions and its optimiser worker: a
+    failure's evidence, every node's, on one timeline (the harness stamps each line)."""
     keep = ("te:", "cluster", "Clos", "LLDP", "link", "optimiser", "worker", "Traceback", "Error")
     return "\n".join([line for line in ctl.log().splitlines() if any(k in line for k in keep)][-lines:])
 
