@@ -295,6 +295,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev):
+        self.core.barrier_answered(ev.msg.datapath.id, ev.msg.xid)
         event = self._barriers.pop(ev.msg.xid, None)
         if event is not None:
             event.set()

@@ -60,6 +60,7 @@ class AppLoops:
                 self._wipe_unread()
                 if self.core.dirty:
                     self.resync()
+                self.confirm_sent()  # (changes sent outside a resync too: new flows' counting rules)
                 self.start_audits()
             except Exception:
                 LOG.exception("resync failed; will retry")
@@ -90,6 +91,15 @@ class AppLoops:
                     self._send_change(dp, change)
             self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths
                            and self.core.barriers(d)])
+        self.confirm_sent()
+
+    def confirm_sent(self):
+        """A barrier to every switch with changes sent after its last one: the reply confirms them (not waited
+        for; unanswered, the core reads the switch back)."""
+        for dpid in self.core.barriers_due():
+            dp = self.datapaths.get(dpid)
+            if dp is not None:
+                self._send_barrier(dp)
 
     def _send_change(self, dp, change):
         """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""
@@ -107,16 +117,23 @@ class AppLoops:
         topology change behind it, for 80 s: the k=8 fabric's tiers stayed unknown for a minute)."""
         events = []
         for dp in dps:
-            req = ofmsg.barrier_request(dp)
-            dp.set_xid(req)
             event = southbound.Event()
-            self._barriers[req.xid] = event
-            dp.send_msg(req)
-            events.append((req.xid, event))
+            events.append((self._send_barrier(dp, event), event))
         deadline = time.monotonic() + BARRIER_TIMEOUT_S
         for xid, event in events:
             if not event.wait(timeout=max(0.0, deadline - time.monotonic())):
                 self._barriers.pop(xid, None)  # a reply after the deadline finds nothing to wake
+
+    def _send_barrier(self, dp, event=None):
+        """A barrier request to ``dp`` (its reply sets ``event``); the core confirms the changes before it at the
+        reply. Returns its xid."""
+        req = ofmsg.barrier_request(dp)
+        dp.set_xid(req)
+        if event is not None:
+            self._barriers[req.xid] = event
+        self.core.barrier_sent(dp.id, req.xid)
+        dp.send_msg(req)
+        return req.xid
 
     def _lag_loop(self):
         """Event-loop lag for /metrics: a 0.1 s sleep that wakes late was held up by other work in this thread."""

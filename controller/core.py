@@ -66,7 +66,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         self.connected.add(dpid)
         self._connected_at[dpid] = self.clock()
         self._forget_refused(dpid)  # its tables are read back
-        self.installed.pop(dpid, None)
+        self.belief.forget(dpid)
         self._forget_audit(dpid)
         self.capabilities[dpid] = SwitchCapabilities(dpid)
         self.readback.start(dpid, self.clock())
@@ -83,7 +83,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
 
     def connection_lost(self, dpid: int) -> None:
         self.connected.discard(dpid)
-        self.installed.pop(dpid, None)
+        self.belief.forget(dpid)
         self.readback.cancel(dpid)
         self._forget_refused(dpid)  # the read-back will tell
         self._forget_audit(dpid)
@@ -581,7 +581,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
-        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        self._count_belief()
         return steps
 
     def _inputs_settled(self) -> nx.Graph:

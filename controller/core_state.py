@@ -24,6 +24,7 @@ from controller.desired.flowcopy import NewFlowCopy
 from controller.desired.plan_state import PlanState
 from controller.desired.recovery import Recovered
 from controller.desired.rules import Change, SwitchRules
+from controller.desired.switch_belief import SwitchBelief
 from controller.southbound.log_throttle import LogThrottle
 from controller.southbound.sflow_detection import SflowDetection
 from controller.state.accounting import Accounting
@@ -41,6 +42,7 @@ from mlroute.routing.fabric import Fabric
 LOG = logging.getLogger("mlroute")
 
 READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its tables in time is rebuilt from scratch
+BARRIER_ANSWER_S = 10.0  # a barrier unanswered this long: its changes stay unconfirmed, the switch is read back
 RESTORE_S = 10.0  # a counting rule a wipe deleted is waited for this long before polls that miss it end its flow
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
 
@@ -93,7 +95,9 @@ class CoreState:
         self._decided_graph: nx.Graph | None = None  # the live switch graph the decision in flight was taken on
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
-        self.installed: dict[int, SwitchRules] = {}  # dpid -> rules as last sent (or read back), less refused ones
+        self.belief = SwitchBelief()  # what each switch holds: sent (pending) and confirmed (switch_belief.py)
+        self.installed: dict[int, SwitchRules] = self.belief.held  # dpid -> its rules as sent or read back
+        self._audit_marks: dict[int, int] = {}  # dpid -> its last change sent before its audit was asked for
         # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
         self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
         self._released_early: dict[tuple[int, Any], float] = {}  # refused for want of a group, freed by its re-add

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controller.core_state import READBACK_TIMEOUT_S, CoreState
+from controller.core_state import BARRIER_ANSWER_S, READBACK_TIMEOUT_S, CoreState
 from controller.desired import flowcopy, switch_profiles, table_budget
 from controller.desired.rules import (
     TABLE_CLASSIFY,
@@ -44,6 +44,7 @@ class SwitchTables(CoreState):
         self._polled.pop(dpid, None)
         self.audit.forget(dpid)
         self._audited.pop(dpid, None)
+        self._audit_marks.pop(dpid, None)
         self._static_counts.pop(dpid, None)
 
     def _forget_refused(self, dpid: int) -> None:
@@ -61,6 +62,8 @@ class SwitchTables(CoreState):
         if caps is not None:
             caps.errors[f"{kind}/{why}"] = caps.errors.get(f"{kind}/{why}", 0) + 1
         held = self.installed.get(dpid)
+        if change is not None:
+            self.belief.refused(dpid, change)
         if change is None or held is None:
             if self._refusal_log.due((dpid, kind, why)):
                 LOG.warning("switch %s: OpenFlow error %s/%s for a message that is no rule change", dpid, kind, why)
@@ -75,7 +78,7 @@ class SwitchTables(CoreState):
             count = table_budget.table_counts(held).get(rule.table, 0)
             self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
         self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
-        self.metrics.rules_installed.set(sum(len(r.flows) for r in self.installed.values()))
+        self._count_belief()
         self.metrics.rules_refused.set(len(self.refused))
         if self._refusal_log.due((dpid, kind, why)):
             LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
@@ -132,6 +135,7 @@ class SwitchTables(CoreState):
     def _read_back(self, dpid: int, rules: SwitchRules | None) -> None:
         if rules is not None and dpid in self.connected:
             self.installed[dpid] = rules
+            self.belief.first_hand(dpid)
             self._stale.add(dpid)
             self.found_state = self.found_state or bool(rules.flows)
             for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
@@ -150,6 +154,7 @@ class SwitchTables(CoreState):
             LOG.warning("switch %s did not report its tables in %.0f s: rebuilding its rules", dpid,
                         READBACK_TIMEOUT_S)
             self.installed[dpid] = SwitchRules()
+            self.belief.first_hand(dpid)  # (wiped: nothing believed, nothing pending)
             self._stale.add(dpid)
             self.dirty = True
         return late
@@ -244,11 +249,43 @@ class SwitchTables(CoreState):
         ``audit_flows`` / ``audit_groups``). None for a switch still being read back; while recovering only the
         urgent ones (a switch wiped just after a restart: its missing rules are additions, which recovery
         sends; the periodic audits wait, the read-back at connect was one)."""
+        self._barriers_overdue()
         sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
                  if d in self.connected and not self.readback.pending(d) and d not in self._audited}
         started = self.audit.due(sizes, urgent_only=self.recovering())
+        for dpid in started:  # what it reports reflects every change sent so far
+            self._audit_marks[dpid] = self.belief.mark(dpid)
         self.metrics.audits.inc(len(started))
         return started
+
+    def _barriers_overdue(self) -> None:
+        """Switches that left a barrier unanswered BARRIER_ANSWER_S: the changes before it stay unconfirmed (not
+        installed, not sent again) and the switch is read back now (an urgent audit), counted and logged."""
+        for dpid in self.belief.overdue(self.clock(), BARRIER_ANSWER_S):
+            if dpid not in self.connected:
+                continue
+            self.metrics.barrier_timeouts.inc()
+            self.audit.urgent(dpid)
+            if self._refusal_log.due((dpid, "barrier")):
+                LOG.warning("switch %s did not answer a barrier in %.0f s: %d rule changes unconfirmed, reading its "
+                            "tables back", dpid, BARRIER_ANSWER_S, len(self.belief.pending(dpid)))
+
+    def barrier_sent(self, dpid: int, xid: int) -> bool:
+        """The shell sent barrier ``xid`` to ``dpid`` after its changes so far; False: it confirms nothing."""
+        return self.belief.fence(dpid, xid, self.clock())
+
+    def barrier_answered(self, dpid: int, xid: int) -> None:
+        """``dpid`` answered barrier ``xid``: the changes sent before it are installed (errors came first)."""
+        if self.belief.answered(dpid, xid):
+            self._count_belief()
+
+    def barriers_due(self) -> list[int]:
+        """Connected switches with changes sent after their last barrier: the shell sends each one."""
+        return [d for d in self.belief.unfenced() if d in self.connected]
+
+    def _count_belief(self) -> None:
+        self.metrics.rules_installed.set(self.belief.confirmed_flows())
+        self.metrics.rules_pending.set(self.belief.pending_total())
 
     def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
         self._audit_read(dpid, self.audit.flows_read(dpid, flows))
@@ -262,8 +299,10 @@ class SwitchTables(CoreState):
             self.dirty = True
 
     def change_sent(self, dpid: int, change: Change) -> None:
-        """The shell sent a rule change: an audit out for that switch does not judge that rule. A group (re)added
-        frees the flows refused for want of it (BAD_OUT_GROUP)."""
+        """The shell sent a rule change: pending until the switch answers a barrier sent after it (``barriers_due``),
+        and an audit out for that switch does not judge that rule. A group (re)added frees the flows refused for
+        want of it (BAD_OUT_GROUP)."""
+        self.belief.sent(dpid, change, confirmed=not self.barriers(dpid))
         if self.audit.any_out:
             self.audit.touched(dpid, _rule_id(change.rule))
         if isinstance(change.rule, GroupRule) and change.op != "delete":
@@ -314,6 +353,7 @@ class SwitchTables(CoreState):
             if belief is None or dpid not in self.connected:
                 self.audit.forget(dpid)
                 continue
+            self.belief.first_hand(dpid, self._audit_marks.pop(dpid, 0))  # what it reported is the belief now
             refused = {rid for (d, rid) in self.refused if d == dpid}
             findings = self.audit.finish(dpid, belief, held)
             findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core_switches import TABLES_USED, SwitchTables
-from controller.desired import table_budget
 from controller.state.capabilities import SwitchCapabilities
 
 
@@ -15,13 +14,15 @@ class CoreViews(SwitchTables):
     """What the REST API and the web view show of the core."""
 
     def switches_json(self) -> list[dict]:
-        """Per switch: what it said it is, its tables' fill and capacity, group support, errors, audit state."""
+        """Per switch: what it said it is, its tables' fill (confirmed) and capacity, its rule changes pending, group
+        support, errors, audit state."""
         out = []
         for dpid in sorted(set(self.capabilities) | self.connected):
             caps = self.capabilities.get(dpid) or SwitchCapabilities(dpid)
-            held = self.installed.get(dpid)
-            view = caps.to_json(table_budget.table_counts(held) if held is not None else {}, TABLES_USED)
-            view.update(connected=dpid in self.connected, groups_installed=len(held.groups) if held else 0,
+            # installed: what the switch confirmed (a barrier answered after it, or read back); pending: the rest
+            view = caps.to_json(self.belief.confirmed_table_counts(dpid), TABLES_USED)
+            view.update(connected=dpid in self.connected, groups_installed=self.belief.confirmed_groups(dpid),
+                        pending=len(self.belief.pending(dpid)),
                         refused=sum(1 for (d, _) in self.refused if d == dpid),
                         over_budget=len(self.over_budget.get(dpid, {})),
                         profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,

@@ -1,11 +1,11 @@
 """Fake OpenFlow 1.3 switches that consume the controller's real messages (in the spirit of Faucet's fakeoftable):
 flow mods and group mods are serialised to bytes, read back here (``decode_flow_mod``, not with the controller's
 own parser) and applied to a table of rule values; barrier, flow-stats and group-description requests are answered
-with real Ryu reply objects. Strict as Open vSwitch is: a goto to the flow's own or a lower table, a flow
-forwarding to a group the switch lacks, a group added that exists or modified that does not are refused with their
-OpenFlow errors, and deleting a group deletes the flows that forward to it. Each is recorded in ``violations``;
-every test that made fake switches fails if one has any (tests/unit/controller/conftest.py), so make-before-break
-order bugs surface.
+with real Ryu reply objects (a barrier's after every reply queued before it, as OpenFlow orders them). Strict as
+Open vSwitch is: a goto to the flow's own or a lower table, a flow forwarding to a group the switch lacks, a group
+added that exists or modified that does not are refused with their OpenFlow errors, and deleting a group deletes
+the flows that forward to it. Each is recorded in ``violations``; every test that made fake switches fails if one
+has any (tests/unit/controller/conftest.py), so make-before-break order bugs surface.
 
 ``FakeSwitch`` has what Ryu's Datapath offers the app (``id``, ``ofproto``, ``ofproto_parser``, ``set_xid``,
 ``send_msg``), so ``controller.app.MlrouteApp`` runs against it unchanged; its ``table`` (a SwitchRules) can be
@@ -183,6 +183,8 @@ class FakeSwitch:
         self.violations: list[str] = []  # what Open vSwitch refuses or undoes (see the module docstring)
         self.refused_as_slave = 0  # writes refused because this connection is SLAVE
         self.roles = Roles()  # shared by the FakeSwitches that are one switch's connections to a cluster
+        self.answers_barriers = True  # False: barrier requests go unanswered (a hung or overloaded switch)
+        self.before_barrier = None  # called as a barrier request arrives, before it is answered (a wipe between)
 
     def set_xid(self, msg) -> None:
         msg.set_xid(next(_XIDS))
@@ -201,9 +203,7 @@ class FakeSwitch:
         elif isinstance(msg, PARSER.OFPGroupMod):
             self._group_mod(msg, *parse_group_mod(buf))
         elif isinstance(msg, PARSER.OFPBarrierRequest):
-            reply = PARSER.OFPBarrierReply(self)
-            reply.xid = msg.xid
-            self.deliver("EventOFPBarrierReply", reply)  # at once: the app is waiting for it
+            self._barrier(msg)
         elif isinstance(msg, PARSER.OFPFlowStatsRequest):
             self._queue("EventOFPFlowStatsReply", PARSER.OFPFlowStatsReply(self), msg.xid, self._flow_stats(msg))
         elif isinstance(msg, PARSER.OFPGroupDescStatsRequest):
@@ -237,6 +237,17 @@ class FakeSwitch:
             self.packet_outs.append(msg)
         else:
             raise AssertionError(f"unexpected message {type(msg).__name__}")
+
+    def _barrier(self, msg) -> None:
+        """Answered at once (the app may be waiting for it), after every reply queued before it."""
+        if self.before_barrier is not None:
+            self.before_barrier()
+        if not self.answers_barriers:
+            return
+        self.pump()  # what came before is answered first (an error names its change before the barrier)
+        reply = PARSER.OFPBarrierReply(self)
+        reply.xid = msg.xid
+        self.deliver("EventOFPBarrierReply", reply)
 
     def _refused_as_slave(self, msg) -> bool:
         """A write on a SLAVE connection: BAD_REQUEST / IS_SLAVE, nothing applied (as Open vSwitch)."""

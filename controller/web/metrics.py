@@ -30,7 +30,12 @@ class Metrics:
         self.flows_moved = Counter("mlroute_flows_moved", "Elephants whose path changed", registry=r)
         self.optimiser_seconds = Gauge("mlroute_optimiser_seconds", "Runtime of the last optimisation", registry=r)
         self.max_link_load = Gauge("mlroute_max_link_load", "Elephants on the busiest directed link", registry=r)
-        self.rules_installed = Gauge("mlroute_rules_installed", "Flow rules mlroute holds on switches", registry=r)
+        self.rules_installed = Gauge("mlroute_rules_installed", "Flow rules switches confirmed holding (a barrier "
+                                     "answered after them, or their tables read back)", registry=r)
+        self.rules_pending = Gauge("mlroute_rules_pending", "Flow and group changes sent, not yet confirmed by a "
+                                   "barrier reply or a read-back", registry=r)
+        self.barrier_timeouts = Counter("mlroute_barrier_timeouts", "Barriers a switch left unanswered too long "
+                                        "(its changes stay unconfirmed; its tables are read back)", registry=r)
         self.ecmp_max_link_load = Gauge("mlroute_ecmp_max_link_load",
                                         "Elephants on the busiest directed link if ECMP routed them (estimate)",
                                         registry=r)

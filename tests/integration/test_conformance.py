@@ -17,6 +17,7 @@ tables wiped while it stays connected and repaired, what the controller believes
 and no OpenFlow error (no TABLE_FULL) all along. docs/lab-switches.md runs the same against a real switch.
 """
 
+import re
 import subprocess
 import time
 from contextlib import contextmanager, nullcontext
@@ -164,7 +165,8 @@ def scenarios(fab, profile):
         mark(f"elephants at {rate / (8 * HOST_MBPS):.2f} of non-blocking ({rate:.1f} of {8 * HOST_MBPS} Mb/s)")
         assert rate >= 0.9 * 8 * HOST_MBPS
 
-        pingers = [net.get(h).popen(["ping", "-i", "0.1", "-c", "100", "-W", "1", ip]) for h, ip in IDLE_PINGS]
+        pingers = [net.get(h).popen(["ping", "-D", "-O", "-i", "0.1", "-c", "100", "-W", "1", ip])
+                   for h, ip in IDLE_PINGS]
         time.sleep(1)
         ctl.kill()
         time.sleep(3)
@@ -175,8 +177,11 @@ def scenarios(fab, profile):
             ctl.get("/mlroute/elephants")
         mark("elephants link-disjoint again after the restart")
         outputs = [p.communicate(timeout=30)[0].decode() for p in pingers]
-        lost = [out.splitlines()[-2] for out in outputs if " 0% packet loss" not in out]
-        assert not lost, f"pings lost across the restart: {lost}"
+        lost = {h: unanswered(out) for (h, _), out in zip(IDLE_PINGS, outputs) if " 0% packet loss" not in out}
+        if lost:
+            print(f"--- the whole controller log, the pinging hosts' neighbours ---\n{ctl.log()}\n" +
+                  "\n".join(f"{h}: {net.get(h).cmd('ip neigh')}" for h in lost))
+        assert not lost, f"pings lost across the restart (host: the unanswered, at wall-clock time): {lost}"
         mark("no ping lost across the restart (4 x 100 at 10/s)")
 
         # the ingress of the elephants from h3 and h4 (an emulated switch: a real one cannot be wiped from here)
@@ -212,6 +217,17 @@ def scenarios(fab, profile):
              f"{ctl.metric('mlroute_flows_uncounted_total'):.0f} flows left uncounted")
     print(f"\n{profile}:\n  " + "\n  ".join(timeline))
     assert "Traceback" not in ctl.log()
+
+
+def unanswered(ping_output):
+    """The echo requests ``ping -D -O`` got no reply to, as ``icmp_seq@HH:MM:SS.mmm`` (the time ping reported it
+    unanswered, on the controller log's clock)."""
+    answered = {int(seq) for seq in re.findall(r"icmp_seq=(\d+) ttl=", ping_output)}
+    late = {int(seq): t for t, seq in re.findall(r"^\[(\d+\.\d+)\] no answer yet for icmp_seq=(\d+)",
+                                                 ping_output, re.M)}
+    sent = int(re.search(r"(\d+) packets transmitted", ping_output).group(1))
+    return [f"{seq}@" + (time.strftime("%H:%M:%S", time.localtime(float(late[seq]))) + "." + late[seq].split(".")[1][:3]
+                         if seq in late else "?") for seq in range(1, sent + 1) if seq not in answered]
 
 
 def aggregate_rate(ctl, after_s, polls=3, patience=5):

@@ -1,0 +1,168 @@
+"""What the controller believes each switch holds, and how much of it the switch has confirmed.
+
+A rule change is *pending* from the moment it is sent until a barrier sent after it is answered: OpenFlow has
+the switch answer a barrier only once it has processed (or refused, with an error naming the change's xid) every
+message before it. The belief's ``held`` rules include pending changes, so the planner never sends them twice; the
+*confirmed* counts leave them out, so what REST and ``/metrics`` call installed is what the switch has said it
+holds. A barrier that is not answered in time leaves its changes pending (neither confirmed nor sent again) and
+names the switch to be read back; a read-back (at connect, or an audit) replaces second-hand belief by what the
+switch reports and confirms every change sent before it was asked.
+
+A switch whose profile has no barriers confirms at send: nothing else could.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from controller.desired.rules import Change, FlowRule, SwitchRules
+
+
+@dataclass
+class _Journal:
+    """One switch's unconfirmed changes, in the order sent, and the barriers out behind them."""
+
+    seq: int = 0  # changes sent to this switch so far (the next one's number is seq + 1)
+    pending: list[tuple[int, Change]] = field(default_factory=list)  # (seq, change), oldest first
+    fences: dict[int, tuple[int, float]] = field(default_factory=dict)  # barrier xid -> (seq it covers, sent at)
+
+
+class SwitchBelief:
+    """Per switch: the rules believed held (``held``, pending changes included) and the changes not yet
+    confirmed. The one owner of that state: every correction (an error, a read-back, an audit, a wipe) is a call
+    here or on ``held``'s rules."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, SwitchRules] = {}  # dpid -> rules as sent (or read back), less refused ones
+        self._journals: dict[int, _Journal] = defaultdict(_Journal)
+        self.timeouts = 0  # barriers not answered in time, ever
+
+    # -- what was sent and what the switch answered --------------------------------------------------------------
+    def sent(self, dpid: int, change: Change, confirmed: bool = False) -> None:
+        """A change was sent to ``dpid``; ``confirmed``: the switch has no barriers, it counts at once."""
+        journal = self._journals[dpid]
+        journal.seq += 1
+        if not confirmed:
+            journal.pending.append((journal.seq, change))
+
+    def fence(self, dpid: int, xid: int, now: float) -> bool:
+        """A barrier (``xid``) was sent to ``dpid`` after its changes so far; False if none was pending (the
+        barrier confirms nothing, it need not be remembered)."""
+        journal = self._journals.get(dpid)
+        if journal is None or not journal.pending:
+            return False
+        journal.fences[xid] = (journal.seq, now)
+        return True
+
+    def unfenced(self) -> list[int]:
+        """Switches with changes sent after their last barrier (a barrier is due)."""
+        return sorted(d for d, j in self._journals.items()
+                      if j.pending and j.pending[-1][0] > max((s for s, _ in j.fences.values()), default=0))
+
+    def answered(self, dpid: int, xid: int) -> int:
+        """The switch answered barrier ``xid``: every change sent before it is confirmed (or was refused, by an
+        error that came first). Returns how many were confirmed."""
+        journal = self._journals.get(dpid)
+        fence = journal.fences.pop(xid, None) if journal is not None else None
+        if journal is None or fence is None:
+            return 0
+        upto = fence[0]
+        for earlier in [x for x, (s, _) in journal.fences.items() if s <= upto]:
+            del journal.fences[earlier]
+        return self._confirm(journal, upto)
+
+    def refused(self, dpid: int, change: Change) -> None:
+        """The switch refused ``change`` (an error naming its xid): it is no longer pending."""
+        journal = self._journals.get(dpid)
+        if journal is None:
+            return
+        for i, (_, pending) in enumerate(journal.pending):
+            if pending is change or pending == change:
+                del journal.pending[i]
+                return
+
+    def overdue(self, now: float, timeout_s: float) -> list[int]:
+        """Switches with a barrier older than ``timeout_s`` unanswered: that barrier is given up (its changes stay
+        pending until a read-back tells) and the switch is named once per barrier."""
+        late = []
+        for dpid, journal in self._journals.items():
+            old = [x for x, (_, at) in journal.fences.items() if now - at >= timeout_s]
+            for xid in old:
+                del journal.fences[xid]
+            if old:
+                late.append(dpid)
+                self.timeouts += len(old)
+        return sorted(late)
+
+    def mark(self, dpid: int) -> int:
+        """The number of the last change sent to ``dpid`` (a read-back asked for now reflects up to it)."""
+        journal = self._journals.get(dpid)
+        return 0 if journal is None else journal.seq
+
+    def first_hand(self, dpid: int, upto: int | None = None) -> None:
+        """The switch's tables were read (asked for after change ``upto``; None: after every change): what it
+        reported is now the belief, so the changes sent before are no longer pending."""
+        journal = self._journals.get(dpid)
+        if journal is not None:
+            self._confirm(journal, journal.seq if upto is None else upto)
+
+    def forget(self, dpid: int) -> None:
+        """The switch's connection is gone (or new): nothing is believed of it until it is read back."""
+        self.held.pop(dpid, None)
+        self._journals.pop(dpid, None)
+
+    @staticmethod
+    def _confirm(journal: _Journal, upto: int) -> int:
+        keep = [(s, c) for s, c in journal.pending if s > upto]
+        confirmed = len(journal.pending) - len(keep)
+        journal.pending = keep
+        return confirmed
+
+    # -- views ---------------------------------------------------------------------------------------------------
+    def pending(self, dpid: int) -> list[Change]:
+        journal = self._journals.get(dpid)
+        return [] if journal is None else [c for _, c in journal.pending]
+
+    def pending_total(self) -> int:
+        return sum(len(j.pending) for j in self._journals.values())
+
+    def _unconfirmed_presence(self, dpid: int) -> dict[tuple, tuple[bool, int | None]]:
+        """Per rule a pending change touches: (present on the switch as last confirmed, its table or None for a
+        group), from the first pending change of each (an add is sent for what was not held, a modify or a delete
+        for what was)."""
+        first: dict[tuple, tuple[bool, int | None]] = {}
+        for change in self.pending(dpid):
+            rule = change.rule
+            ident = ("flow" if isinstance(rule, FlowRule) else "group", rule.key)
+            if ident not in first:
+                first[ident] = (change.op != "add", rule.table if isinstance(rule, FlowRule) else None)
+        return first
+
+    def confirmed_table_counts(self, dpid: int) -> dict[int, int]:
+        """Flow entries per table the switch has confirmed: those held, each rule a pending change touches counted
+        as it was before that change."""
+        counts: dict[int, int] = defaultdict(int)
+        held = self.held.get(dpid)
+        flows = held.flows if held is not None else {}
+        for rule in flows.values():
+            counts[rule.table] += 1
+        for (kind, key), (present, table) in self._unconfirmed_presence(dpid).items():
+            if kind == "flow" and table is not None and present != (key in flows):
+                counts[table] += 1 if present else -1
+        return {t: n for t, n in counts.items() if n > 0}
+
+    def confirmed_groups(self, dpid: int) -> int:
+        held = self.held.get(dpid)
+        groups = held.groups if held is not None else {}
+        n = len(groups)
+        for (kind, key), (present, _) in self._unconfirmed_presence(dpid).items():
+            if kind == "group" and present != (key in groups):
+                n += 1 if present else -1
+        return n
+
+    def confirmed_flows(self) -> int:
+        """Flow entries every switch has confirmed, in all (``mlroute_rules_installed``): cheap, a barrier reply
+        updates it."""
+        return sum(sum(self.confirmed_table_counts(d).values()) if self._journals.get(d) and self._journals[d].pending
+                   else len(r.flows) for d, r in self.held.items())
