@@ -22,6 +22,7 @@ from controller.decide.optimiser_runner import OptimiserRunner
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
 from controller.southbound import framework as southbound
 from controller.southbound import lldp_guard, lldp_loop, ofmsg
+from controller.southbound.connect_queue import ConnectQueue
 from controller.southbound.framework import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, ofp_event, ofproto_v1_3
 from controller.southbound.handlers import set_ev_cls
 from controller.southbound.log_throttle import LogThrottle
@@ -75,6 +76,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         self.datapaths = {}
         self.assembler = StatsAssembler()
         self.link_load = LinkLoad(time.monotonic)  # port stats of fabric switches -> per-link load
+        self.connecting = ConnectQueue()  # switches connected, asked for table features and tables a few at a time
         self._readback_xids = {}  # xid -> dpid of the flow-stats / group-desc requests reading a switch back
         self._audit_xids = {}  # the same for the audit's read-backs (audit.py)
         self.sent_changes = SentChanges()  # (dpid, xid) -> the rule change sent with it (error replies name it)
@@ -130,11 +132,12 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
         self.core.switch_connected(dp.id, live_ports)
         if self.roles is not None:
             self._seed_links(dp.id)  # a new leader: the links the last one published, LLDP confirms them
-        # first what it is and holds (answered in order, so known before the read-back ends and the first sync:
-        # the copy policy and the table budget)
-        for request in (ofmsg.desc_request(dp), ofmsg.table_features_request(dp), ofmsg.group_features_request(dp)):
+        # first what it is (answered in order, so known before the read-back ends and the first sync: the copy
+        # policy and the table budget); its table features and tables when its turn comes (connect_queue.py)
+        for request in (ofmsg.desc_request(dp), ofmsg.group_features_request(dp)):
             dp.send_msg(request)
-        self._read_tables(dp, self._readback_xids)
+        self.connecting.want(dp.id, dp)
+        self.ask_connected()
         self.wake()
 
     def _read_tables(self, dp, xids):
@@ -166,6 +169,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
     def _forget_switch(self, dpid):
         """Its connection lost, or this node no longer leads it: nothing more is sent to it."""
         self.datapaths.pop(dpid, None)
+        self.connecting.forget(dpid)
         self.core.connection_lost(dpid)
         self.assembler.forget(dpid)
         self.link_load.forget(dpid)
@@ -249,6 +253,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
             else:
                 self._readback_xids.pop(msg.xid, None)
                 self.core.flows_read_back(dpid, rules)
+                self._answered_connect(dpid)
             return self.wake()
         self.core.flow_stats(dpid, entries)
 
@@ -287,6 +292,7 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
             self.core.table_stats(dpid, ofmsg.table_counts(entries))
         else:
             self.core.table_features(dpid, ofmsg.table_capacities(entries))
+            self._answered_connect(dpid)
         self.wake()
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)

@@ -61,6 +61,7 @@ class AppLoops:
                 if self.core.dirty:
                     self.resync()
                 self.confirm_sent()  # (changes sent outside a resync too: new flows' counting rules)
+                self.ask_connected()  # (a switch that did not answer frees its turn)
                 self.start_audits()
             except Exception:
                 LOG.exception("resync failed; will retry")
@@ -123,6 +124,23 @@ class AppLoops:
         for xid, event in events:
             if not event.wait(timeout=max(0.0, deadline - time.monotonic())):
                 self._barriers.pop(xid, None)  # a reply after the deadline finds nothing to wake
+
+    def ask_connected(self):
+        """Switches connected whose turn it is (connect_queue.py): their table features, then their tables read
+        back (in that order on the connection: capacities known before the first sync)."""
+        while batch := self.connecting.due():
+            for dpid, dp in batch:
+                if self.datapaths.get(dpid) is not dp:
+                    self.connecting.forget(dpid)  # gone (or reconnected: asked as the new connection)
+                    continue
+                dp.send_msg(ofmsg.table_features_request(dp))
+                self.core.readback_asked(dpid)
+                self._read_tables(dp, self._readback_xids)
+
+    def _answered_connect(self, dpid):
+        """A connected switch's table features or read-back arrived: the next switch's turn."""
+        self.connecting.answered(dpid)
+        self.ask_connected()
 
     def _send_barrier(self, dp, event=None):
         """A barrier request to ``dp`` (its reply sets ``event``); the core confirms the changes before it at the

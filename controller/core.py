@@ -69,9 +69,15 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         self.belief.forget(dpid)
         self._forget_audit(dpid)
         self.capabilities[dpid] = SwitchCapabilities(dpid)
-        self.readback.start(dpid, self.clock())
+        self.readback.start(dpid, None)  # asked for in its turn: readback_asked
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
         self.dirty = True
+
+    def readback_asked(self, dpid: int) -> None:
+        """Its tables were asked for now (switches are asked a few at a time, connect_queue.py): the read-back's
+        time runs from here."""
+        if self.readback.pending(dpid):
+            self.readback.start(dpid, self.clock())
 
     def switch_left(self, dpid: int) -> None:
         """The switch's OpenFlow connection is gone. It is not a topology change: the switch keeps forwarding

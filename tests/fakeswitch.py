@@ -183,6 +183,7 @@ class FakeSwitch:
         self.violations: list[str] = []  # what Open vSwitch refuses or undoes (see the module docstring)
         self.refused_as_slave = 0  # writes refused because this connection is SLAVE
         self.roles = Roles()  # shared by the FakeSwitches that are one switch's connections to a cluster
+        self.received: list[str] = []  # the class name of every message received, in order
         self.answers_barriers = True  # False: barrier requests go unanswered (a hung or overloaded switch)
         self.before_barrier = None  # called as a barrier request arrives, before it is answered (a wipe between)
 
@@ -194,6 +195,7 @@ class FakeSwitch:
             self.set_xid(msg)
         msg.serialize()
         buf = bytes(msg.buf)
+        self.received.append(type(msg).__name__)
         if self._refused_as_slave(msg) or self._role_request(msg):
             return
         if isinstance(msg, PARSER.OFPFlowMod | PARSER.OFPGroupMod):

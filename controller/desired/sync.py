@@ -164,7 +164,7 @@ def forget_counting_rule(rules: SwitchRules | None, key: FlowKey, in_port: int |
 
 @dataclass
 class _Pending:
-    started: float
+    started: float | None  # when its tables were asked for (None: not yet, it waits its turn)
     flows: list[FlowRule] | None = None
     groups: list[GroupRule] | None = None
 
@@ -176,7 +176,8 @@ class ReadBack:
         self.timeout_s = timeout_s
         self._pending: dict[int, _Pending] = {}
 
-    def start(self, dpid: int, now: float) -> None:
+    def start(self, dpid: int, now: float | None) -> None:
+        """``dpid`` is to be read back; asked for at ``now`` (None: not yet, no time runs until it is)."""
         self._pending[dpid] = _Pending(now)
 
     def pending(self, dpid: int) -> bool:
@@ -199,7 +200,7 @@ class ReadBack:
 
     def overdue(self, now: float) -> list[int]:
         """Switches that did not answer in time: their state is unknown and must be rebuilt from scratch."""
-        late = [d for d, p in self._pending.items() if now - p.started > self.timeout_s]
+        late = [d for d, p in self._pending.items() if p.started is not None and now - p.started > self.timeout_s]
         for dpid in late:
             del self._pending[dpid]
         return late
