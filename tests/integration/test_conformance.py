@@ -55,8 +55,9 @@ PROFILES = {  # (the run with a switch outside Mininet first: it tears its netwo
 HOST_MBPS = 10
 LINKS = 64  # directed fabric links: 32 cables
 BASE_PORT = 6100
-IDLE_PINGS = [("h13", "10.0.0.1"), ("h14", "10.0.0.2"), ("h15", "10.0.0.3"), ("h16", "10.0.0.4")]  # no elephant
-# shares their links (the stride loads pods 0-1's uplinks and the downlinks to h5-h12)
+IDLE_PINGS = [("h13", "10.0.0.1"), ("h14", "10.0.0.2"), ("h15", "10.0.0.3"), ("h16", "10.0.0.4")]  # the requests
+# share no link with an elephant; the replies climb pod 0's uplinks beside them (the stride loads pods 0-1's uplinks
+# and the downlinks to h5-h12)
 
 
 def ovs(*args):
