@@ -49,7 +49,11 @@ DEFAULTS: dict[str, Any] = {
         "objective": "flow",  # "flow" or "job"
         "hysteresis": True,  # apply a new routing only if it improves the objective
         "accounting": "reactive",
-        "new_flows_per_s": 1000,  # counting rules installed per second at most; the rest stay on ECMP uncounted
+        "new_flows_per_s": 1000,  # counting rules installed per second at most; past it, flows are counted per
+        # host pair (one rule for all a pair's flows: controller/state/pair_rates.py) within the caps below
+        "pair_new_flows_per_s": 50,  # a host pair opening more new flows a second than this is counted whole
+        "max_pairs_per_port": 16,  # host pairs counted whole at one ingress port at most ...
+        "max_pairs": 4096,  # ... and in all; past them, new flows stay on ECMP uncounted
         "flow_copy": "auto",  # auto: learn on Open vSwitch, plain OF1.3 elsewhere; learn; controller
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
         "detection": "flowstats",  # flowstats: a counting rule per flow; sflow: samples (sflow:); both
@@ -228,6 +232,9 @@ SCHEMA = {
         "hysteresis": _Rule(bool),
         "accounting": _Rule(str, _choice(("reactive",))),
         "new_flows_per_s": _Rule(int, _positive),
+        "pair_new_flows_per_s": _Rule(int, _positive),
+        "max_pairs_per_port": _Rule(int, _between(0, 65536)),
+        "max_pairs": _Rule(int, _between(0, 10_000_000)),
         "flow_copy": _Rule(str, _choice(flowcopy.MODES)),
         "ecmp_stagger": _Rule(bool),
         "detection": _Rule(str, _choice(DETECTION_MODES)),

@@ -176,15 +176,20 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
         self.ageing.heard_from(key.src_ip, dpid, in_port)
         if key not in self.accounting:
-            key = self._counted_as(key, dpid)
+            key = self._counted_as(key, dpid, in_port)
         if key in self.accounting:
             if not self.accounting.observe(key, dpid, in_port):
                 return []  # a copy that was already in flight (or a flow of a pair counted whole)
-        elif not self.new_flow_budget.take():
-            self.metrics.packet_in.labels("newflow_over_budget").inc()
-            return []  # past the packet-in budget: the flow stays on ECMP, uncounted
-        else:
+        elif key.is_pair or self.new_flow_budget.take():
             self.accounting.observe(key, dpid, in_port)
+        else:  # past the budget: its host pair counted whole, where the caps leave room
+            pair = self._whole_pair(key, dpid, in_port, "the new-flow budget (te.new_flows_per_s) is spent")
+            if pair is None:
+                self.metrics.packet_in.labels("newflow_over_budget").inc()
+                return []  # the flow stays on ECMP, uncounted
+            key = pair
+            if not self.accounting.observe(key, dpid, in_port):
+                return []
         held = self.installed.get(dpid)
         if held is None or self.recovering() or self.syncing:  # (a sync paused mid-way would overwrite it)
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
@@ -206,18 +211,47 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         self.metrics.rule_changes.inc()
         return [change]
 
-    def _counted_as(self, key: FlowKey, dpid: int) -> FlowKey:
+    def _counted_as(self, key: FlowKey, dpid: int, in_port: int) -> FlowKey:
         """The key a new flow is counted by: its own 5-tuple, or its host pair where the ingress table is too
-        tight for one entry per flow (table_budget.tight: the last entries count whole pairs)."""
+        tight for one entry per flow (table_budget.tight: the last entries count whole pairs) or the pair opens
+        new flows faster than te.pair_new_flows_per_s (pair_rates.py; within the pair caps)."""
         held = self.installed.get(dpid)
-        if held is None or not (self.full_at or self._small):
-            return key
-        room = self._limits_of(dpid).get(TABLE_CLASSIFY)
-        if room is None or not table_budget.tight(held, TABLE_CLASSIFY, room):
-            return key
+        if held is not None and (self.full_at or self._small):
+            room = self._limits_of(dpid).get(TABLE_CLASSIFY)
+            if room is not None and table_budget.tight(held, TABLE_CLASSIFY, room):
+                pair = pair_key(key)
+                if pair not in self.accounting:
+                    self.metrics.flows_by_pair.inc()
+                return pair
+        if self.pair_rates.new_flow(key.src_ip, key.dst_ip):
+            return self._whole_pair(key, dpid, in_port, "it opens new flows faster than te.pair_new_flows_per_s") \
+                or key
+        return key
+
+    def _whole_pair(self, key: FlowKey, dpid: int, in_port: int, why: str) -> FlowKey | None:
+        """``key``'s host pair, counted whole from now on at this ingress (one rule for all its flows, above the
+        new-flow copy: its next flows are neither copied nor learned), its 5-tuples' counting rules there
+        folded into it; None past te.max_pairs_per_port or te.max_pairs (the flow stays uncounted)."""
         pair = pair_key(key)
-        if pair not in self.accounting:
-            self.metrics.flows_by_pair.inc()
+        if pair in self.accounting:
+            return pair
+        te_cfg = self.config["te"]
+        if (self.accounting.pairs_at((dpid, in_port)) >= te_cfg["max_pairs_per_port"]
+                or self.accounting.pairs() >= te_cfg["max_pairs"]):
+            self.metrics.flows_uncounted.labels("pair_cap").inc()
+            return None
+        self.metrics.flows_by_pair.inc()
+        folded = [k for k, (d, _) in self.accounting.items()
+                  if d == dpid and not k.is_pair and k.src_ip == pair.src_ip and k.dst_ip == pair.dst_ip]
+        for k in folded:
+            self.accounting.removed(k, dpid)
+        if folded:
+            self._stale.add(dpid)  # diffed whole: rules sent since the last sync are not in the plan yet
+        if self._pair_log.due((dpid, in_port)):
+            LOG.info("host pair %s -> %s counted whole at switch %s port %s (%s); %d of its flows' rules folded "
+                     "in; further pairs at this port are counted in mlroute_flows_counted_by_pair_total",
+                     pair.src_ip, pair.dst_ip, dpid, in_port, why, len(folded))
+        self.dirty = True
         return pair
 
     def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any], deleted: bool = False) -> None:

@@ -34,6 +34,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.job_leases import JobLeases
 from controller.state.job_state_file import JobStateFile
 from controller.state.monitor import FlowMonitor, MonitorConfig
+from controller.state.pair_rates import PairRates
 from controller.state.tiers import TierInference, infer_tiers
 from controller.state.topology import Topology
 from controller.web.metrics import Metrics
@@ -120,6 +121,8 @@ class CoreState:
         self._polled: dict[int, float] = {}  # dpid -> when its counters were last asked for
         rate = tecfg["new_flows_per_s"]
         self.new_flow_budget = TokenBucket(rate, max(1.0, rate / 10), clock)  # a tenth of a second's worth at once
+        self.pair_rates = PairRates(tecfg["pair_new_flows_per_s"], clock)  # pairs opening flows too fast: whole
+        self._pair_log = LogThrottle(lambda: self.clock())  # one line per ingress port per minute
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
         self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
         self.found_state = False  # some switch already held mlroute rules when read back

@@ -7,6 +7,7 @@ removed) on the switch, which tells the controller through flow-removed: then th
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 
 from controller.state.flowkey import FlowKey
@@ -20,6 +21,7 @@ class Accounting(Mapping[FlowKey, Where]):
     def __init__(self) -> None:
         self._where: dict[FlowKey, Where] = {}
         self.changed: set[FlowKey] = set()  # keys observed or removed since the consumer last took them
+        self._pairs: Counter[Where] = Counter()  # host pairs counted whole, per ingress port
 
     def take_changed(self) -> set[FlowKey]:
         """The keys that changed since the last call (the incremental plan updates only their rules)."""
@@ -29,8 +31,12 @@ class Accounting(Mapping[FlowKey, Where]):
     def observe(self, key: FlowKey, dpid: int, in_port: int) -> bool:
         """A new-flow copy arrived; True when the desired rules change (a new flow, or one seen elsewhere)."""
         where = (dpid, in_port)
-        if self._where.get(key) == where:
+        old = self._where.get(key)
+        if old == where:
             return False
+        if key.is_pair:
+            self._count_pair(old, -1)
+            self._count_pair(where, 1)
         self._where[key] = where
         self.changed.add(key)
         return True
@@ -41,8 +47,24 @@ class Accounting(Mapping[FlowKey, Where]):
         if where is None or where[0] != dpid:
             return False
         del self._where[key]
+        if key.is_pair:
+            self._count_pair(where, -1)
         self.changed.add(key)
         return True
+
+    def pairs_at(self, where: Where) -> int:
+        """Host pairs counted whole at one ingress port."""
+        return self._pairs.get(where, 0)
+
+    def pairs(self) -> int:
+        """Host pairs counted whole, in all."""
+        return sum(self._pairs.values())
+
+    def _count_pair(self, where: Where | None, n: int) -> None:
+        if where is not None:
+            self._pairs[where] += n
+            if self._pairs[where] <= 0:
+                del self._pairs[where]
 
     def __getitem__(self, key: FlowKey) -> Where:
         return self._where[key]

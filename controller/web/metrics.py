@@ -69,10 +69,11 @@ class Metrics:
         self.rules_over_budget = Gauge("mlroute_rules_over_budget", "Rules held back because their switch's table "
                                        "has no room (capacity less headroom; tried again every poll)", registry=r)
         self.flows_by_pair = Counter("mlroute_flows_counted_by_pair", "Host pairs counted as a whole (one counting "
-                                     "rule for all their flows) because the ingress table was too tight for one "
-                                     "per transport flow", registry=r)
+                                     "rule for all their flows): the ingress table too tight for one per "
+                                     "transport flow, the pair opening new flows faster than "
+                                     "te.pair_new_flows_per_s, or the new-flow budget spent", registry=r)
         self.flows_uncounted = Counter("mlroute_flows_uncounted", "New transport flows left on ECMP without a "
-                                       "counting rule, by reason (table_full)", ["reason"], registry=r)
+                                       "counting rule, by reason (table_full, pair_cap)", ["reason"], registry=r)
         self.cluster_leader = Gauge("mlroute_cluster_leader", "1 while this node leads its controller cluster "
                                     "(0: follower; absent without a cluster: section)", registry=r)
         self.cluster_generation = Gauge("mlroute_cluster_generation", "The cluster's generation this node knows "

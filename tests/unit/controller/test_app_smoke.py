@@ -211,23 +211,6 @@ def test_arp_for_known_hosts_is_answered_in_the_data_plane_without_the_controlle
     assert trace(lab.tables(), lab.ref, h1.dpid, h1.port, unknown).delivered == set()  # the controller asks
 
 
-def test_a_new_flow_storm_past_the_budget_stays_on_ecmp_uncounted(lab):
-    src = lab.ref.hosts["10.0.0.1"]
-    budget = lab.app.core.new_flow_budget
-    budget.clock = lambda: 0.0  # the whole storm arrives in one instant
-    budget._tokens, budget._last = budget.burst, 0.0
-    before = lab.switches[src.dpid].flow_mods
-    for port in range(20000, 20500):
-        lab.packet_in(src.dpid, src.port, tcp_packet(FlowKey(src.ip, "10.0.0.9", 6, port, 80)),
-                      cookie=COOKIE_FLOW_MISS)
-    installed = lab.switches[src.dpid].flow_mods - before
-    assert installed == budget.burst == 100 and len(lab.app.core.accounting) == 100
-    over = lab.app.core.metrics.packet_in.labels("newflow_over_budget")._value.get()
-    assert over == 400
-    t = lab.trace(src.ip, "10.0.0.9", ip_proto=6, tcp_src=20499, tcp_dst=80)  # uncounted, still forwarded
-    assert t.delivered == {(lab.ref.hosts["10.0.0.9"].dpid, lab.ref.hosts["10.0.0.9"].port)}
-
-
 def test_the_leave_of_an_old_connection_after_a_reconnect_changes_nothing(lab):
     edge = lab.ref.hosts["10.0.0.1"].dpid
     old = lab.switches[edge]
