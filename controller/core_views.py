@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.core_switches import TABLES_USED, SwitchTables
 from controller.state.capabilities import SwitchCapabilities
+from controller.state.flowkey import FlowKey, pair_key
 
 
 class CoreViews(SwitchTables):
@@ -36,10 +37,21 @@ class CoreViews(SwitchTables):
         return self.topology.to_json(self.tiers.tiers if self.tiers else {})
 
     def elephants_json(self) -> list[dict]:
+        """The elephants, and (sFlow) the host pairs busy as a whole with none of their 5-tuples an elephant:
+        one demand each, listed as a pair key (proto 0, ports 0), as a pair counted whole under flow stats is."""
         pinned = self.te.pinned
-        return [dict(st.key.as_dict(), rate_bps=st.rate_bps, demand_bps=st.demand_bps,
-                     path=list(pinned[st.key]) if st.key in pinned else None, active=st.streak > 0)
-                for st in self.monitor.elephants()]
+        elephants = self.monitor.elephants()
+        out = [dict(st.key.as_dict(), rate_bps=st.rate_bps, demand_bps=st.demand_bps,
+                    path=list(pinned[st.key]) if st.key in pinned else None, active=st.streak > 0)
+               for st in elephants]
+        sflow = self.sflow
+        if sflow is None:
+            return out
+        for pair in sflow.elephant_pairs(st.key for st in elephants):
+            rate = sflow.pair_rate_bps(pair)
+            out.append(dict(pair_key(FlowKey(pair.src_ip, pair.dst_ip, 0, 0, 0)).as_dict(), rate_bps=rate,
+                            demand_bps=None, path=list(pinned[pair]) if pair in pinned else None, active=True))
+        return out
 
     def routing_json(self) -> dict:
         """The last decision's own routing-core reports (computed with it, in the optimiser's worker): of the

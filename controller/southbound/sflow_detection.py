@@ -98,6 +98,12 @@ class SflowDetection:
         covered = {(k.src_ip, k.dst_ip) for k in elephant_keys}
         return [HostPair(*p) for p in sorted(self._pairs - covered)]
 
+    def pair_rate_bps(self, pair: HostPair) -> float:
+        """A host pair's rate over the windows an elephant is judged on (0 when none is known)."""
+        with self.ingest.lock:
+            rate = self.rates.pair_rate((pair.src_ip, pair.dst_ip), self.rates.windows_needed)
+        return rate.bps if rate is not None else 0.0
+
     def links(self, topology: Topology, pinned: Mapping[Any, tuple[int, ...]],
               capacity_bps: float) -> list[dict[str, Any]]:
         """The link view from counter samples (``GET /mlroute/links``, mlroute_link_utilisation)."""

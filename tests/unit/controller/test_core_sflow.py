@@ -136,6 +136,10 @@ def test_many_connections_between_two_hosts_become_one_host_pair_demand():
     assert len(ingress) == 2 and all(r.actions == (("output", ingress[0].actions[0][1]),) for r in ingress)
     assert rules_with_cookie(lab.core, COOKIE_FLOW) == []  # no rule per connection
     assert lab.core.sflow.elephant_pairs([]) == [pair]
+    listed = lab.core.elephants_json()  # (GET /mlroute/elephants): the pair, as a pair counted whole is listed
+    assert [(e["src_ip"], e["dst_ip"], e["proto"], e["path"] is not None) for e in listed] == \
+        [("10.0.0.1", "10.0.0.5", 0, True)]
+    assert listed[0]["rate_bps"] >= lab.core.monitor.config.threshold_bps, "its sampled rate, above the threshold"
 
 
 def test_a_storm_between_two_hosts_asks_for_a_decision_within_a_quarter_window():
