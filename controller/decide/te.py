@@ -226,6 +226,51 @@ class TrafficEngineer:
         return decision.result
 
 
+def _flows_on(fabric: Fabric | None, elephants: Sequence[tuple[RouteKey, float | None]], jobs: Mapping[str, str],
+              weights: Mapping[str, float]) -> list[Flow]:
+    """The elephants between hosts of the fabric, as the routing core's flows (job and weight from the jobs)."""
+    return [Flow(k.src_ip, k.dst_ip, demand=d, job=(job := jobs.get(k.src_ip)), key=k,
+                 weight=1.0 if job is None else weights.get(job, 1.0)) for k, d in elephants
+            if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One decision's view of what runs now (``_Step._in_force``)."""
+
+    fabric: Fabric
+    flows: list[Flow]
+    keys: list[RouteKey]
+    problem: Problem
+    current: list  # each flow's path in force: its valid pin, else ECMP's estimate
+    valid: list[bool]  # the flow's pin holds
+    current_choice: Any
+    objective: str
+    job_list: Any
+    ideal: Any  # the flows' non-blocking rates
+    r_current: Any
+    before: dict
+    ecmp_report: dict
+
+    @property
+    def all_valid(self) -> bool:
+        """No unpinned newcomer and no path through a failed element."""
+        return all(self.valid)
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """A routing proposed to replace what runs, assessed (``order``: its comparison with what runs)."""
+
+    routing: Routing
+    runtime: float
+    new: list
+    same: bool  # the same paths as what runs
+    r_new: Any
+    proposed: dict
+    order: int
+
+
 class _Step:
     """One decision's working state (:func:`decide` makes one per decision): the pins and the settled record it
     starts from, replaced (never changed in place) as it decides."""
@@ -254,35 +299,52 @@ class _Step:
               jobs: Mapping[str, str], weights: Mapping[str, float],
               estimated: tuple[float, ...] | None = None) -> TEResult:
         """``estimated``: the natural demands of all of ``elephants`` when ``step`` estimated them (the reports'
-        non-blocking rates, when every elephant is on the fabric: estimated once per decision)."""
-        flows = [Flow(k.src_ip, k.dst_ip, demand=d, job=(job := jobs.get(k.src_ip)), key=k,
-                      weight=1.0 if job is None else weights.get(job, 1.0)) for k, d in elephants
-                 if fabric is not None and k.src_ip in fabric.hosts and k.dst_ip in fabric.hosts]
-        keys = cast("list[RouteKey]", [f.key for f in flows])
+        non-blocking rates, when every elephant is on the fabric: estimated once per decision). The steps: the
+        elephants on the fabric, a settled decision held, the routing in force, the optimiser's proposal, the
+        repair candidate beside it, acceptance, commit."""
+        flows = _flows_on(fabric, elephants, jobs, weights)
         if not flows:
             self.pinned, self.settled = {}, None
             self.last = TEResult(False, elephants=0, reason="no elephants on a known Clos")
             return self.last
         assert fabric is not None  # flows are only taken on a known fabric
-        inputs = (fabric.identity, tuple(keys), tuple(f.demand for f in flows), tuple(sorted(jobs.items())),
-                  tuple(sorted(weights.items())), self.mode, self.objective, self.hysteresis, self.seed,
-                  self.time_limit)
-        settled, self.settled = self.settled, None
-        if settled is not None and settled.holds(inputs, self.pinned):
-            self.settled = settled
-            self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
+        inputs = (fabric.identity, tuple(f.key for f in flows), tuple(f.demand for f in flows),
+                  tuple(sorted(jobs.items())), tuple(sorted(weights.items())), self.mode, self.objective,
+                  self.hysteresis, self.seed, self.time_limit)
+        held = self._settled_holds(inputs)
+        if held is not None:
+            return held
+        now = self._in_force(fabric, flows, estimated if len(flows) == len(elephants) else None)
+        if self.mode == "ecmp":
+            self.pinned = {}
+            self.last = TEResult(False, [], now.before, now.before, 0.0, len(flows), "ecmp mode: no re-optimisation",
+                                 ecmp=now.ecmp_report)
             return self.last
+        proposal = self._repair_candidate(now, self._optimise(now))
+        kept = self._acceptance(now, proposal, inputs)
+        return kept if kept is not None else self._commit(now, proposal, inputs)
+
+    def _settled_holds(self, inputs: tuple) -> TEResult | None:
+        """The last decision settled on these very inputs and pins: it holds, nothing is searched."""
+        settled, self.settled = self.settled, None
+        if settled is None or not settled.holds(inputs, self.pinned):
+            return None
+        self.settled = settled
+        self.last = replace(settled.result, runtime_s=0.0, reason=SETTLED)
+        return self.last
+
+    def _in_force(self, fabric: Fabric, flows: list[Flow], estimated: tuple[float, ...] | None) -> _Round:
+        """What runs now, assessed: the valid pins (a new transport flow of a pinned host pair follows the pair's
+        path), ECMP's estimate for the rest; ended elephants and pins through failed elements are dropped (their
+        traffic is on ECMP's groups)."""
+        keys = cast("list[RouteKey]", [f.key for f in flows])
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
         ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed)
         current, valid, current_choice = in_force(problem, self.pinned, ecmp)
-        # what runs now: valid pins (a new transport flow of a pinned host pair follows the pair's path);
-        # ended elephants and pins through failed elements are gone (their traffic is on ECMP's groups)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
-        job_list = metric.job_labels(flows)
-        # the reports' non-blocking rates: the estimate made above when it was of these very flows
-        ideal = np.array(estimated) if estimated is not None and len(flows) == len(elephants) \
-            else estimate_demands(flows)
+        # the reports' non-blocking rates: the estimate made in ``step`` when it was of these very flows
+        ideal = np.array(estimated) if estimated is not None else estimate_demands(flows)
         r_current, before = metric.assess(fabric, flows, current, objective, ideal=ideal,
                                           links=problem.incidences(current_choice))
         # ECMP's own report: the routing in force when nothing is pinned, else assessed once here (in the worker,
@@ -290,60 +352,74 @@ class _Step:
         ecmp_report = before if not any(valid) else metric.assess(
             fabric, flows, ecmp.paths, objective, ideal=ideal,
             links=None if ecmp.choice is None else problem.incidences(ecmp.choice))[1]
-        if self.mode == "ecmp":
-            self.pinned = {}
-            self.last = TEResult(False, [], before, before, 0.0, len(flows), "ecmp mode: no re-optimisation",
-                                 ecmp=ecmp_report)
-            return self.last
+        return _Round(fabric, flows, keys, problem, current, valid, current_choice, objective,
+                      metric.job_labels(flows), ideal, r_current, before, ecmp_report)
+
+    def _optimise(self, now: _Round) -> _Proposal:
+        """The optimiser's routing, assessed against what runs. It keeps flows on the paths known to carry them
+        (valid pins); ECMP's estimate is no such path (the switch's hash is not the routing core's), so newcomers
+        are placed freely."""
         t0 = self.clock()
-        # the optimiser keeps flows on the paths known to carry them (valid pins); ECMP's estimate is no such
-        # path (the switch's hash is not the routing core's), so newcomers are placed freely
-        previous = [c if ok else None for c, ok in zip(current, valid)] if any(valid) else None
-        routing = run_optimiser(self.mode, fabric, problem, seed=self.seed, objective=objective, previous=previous,
-                                time_limit=self.time_limit)
+        previous = [c if ok else None for c, ok in zip(now.current, now.valid)] if any(now.valid) else None
+        routing = run_optimiser(self.mode, now.fabric, now.problem, seed=self.seed, objective=now.objective,
+                                previous=previous, time_limit=self.time_limit)
         runtime = self.clock() - t0
-        new = [p if p is not None else c for p, c in zip(routing.paths, current)]
-        must = not all(valid)  # unpinned newcomers or paths through failed elements
-        same = _same_paths(new, current)
+        new = [p if p is not None else c for p, c in zip(routing.paths, now.current)]
+        same = _same_paths(new, now.current)
         if same:  # the steady state: the optimiser kept what runs, so its report is known
-            r_new, proposed = r_current, deepcopy(before)
+            r_new, proposed = now.r_current, deepcopy(now.before)
         else:  # the optimiser's own rates when it routed every flow (else some flows keep their current path)
             known = routing.rates if all(p is not None for p in routing.paths) else None
             links = None if routing.choice is None else \
-                problem.incidences(np.where(routing.choice >= 0, routing.choice, current_choice))
-            r_new, proposed = metric.assess(fabric, flows, new, objective, ideal=ideal, rates=known, links=links)
-        order = metric.compare(r_new, r_current, job_list, objective)
-        if must and any(valid) and not same:
-            # pins broke or newcomers came: the pins that still hold, with only the others placed, unless the
-            # optimiser's routing is materially better (churn: one failed link made it move 97 % of 10k pins)
-            fixed = repair(problem, current, valid)
-            r_fix, repaired = metric.assess(fabric, flows, fixed, objective, ideal=ideal)
-            order_fix = metric.compare(r_fix, r_current, job_list, objective)
-            if order_fix >= 0 and (order < 0 or not _materially_better(proposed, repaired)):
-                new, r_new, proposed, order = fixed, r_fix, repaired, order_fix
-        if order < 0:  # never worse than what runs (ECMP's estimate for what is not pinned)
+                now.problem.incidences(np.where(routing.choice >= 0, routing.choice, now.current_choice))
+            r_new, proposed = metric.assess(now.fabric, now.flows, new, now.objective, ideal=now.ideal, rates=known,
+                                            links=links)
+        order = metric.compare(r_new, now.r_current, now.job_list, now.objective)
+        return _Proposal(routing, runtime, new, same, r_new, proposed, order)
+
+    def _repair_candidate(self, now: _Round, proposal: _Proposal) -> _Proposal:
+        """Pins broke or newcomers came: the pins that still hold, with only the others placed, unless the
+        optimiser's routing is materially better (churn: one failed link made it move 97 % of 10k pins)."""
+        if now.all_valid or not any(now.valid) or proposal.same:
+            return proposal
+        fixed = repair(now.problem, now.current, now.valid)
+        r_fix, repaired = metric.assess(now.fabric, now.flows, fixed, now.objective, ideal=now.ideal)
+        order_fix = metric.compare(r_fix, now.r_current, now.job_list, now.objective)
+        if order_fix >= 0 and (proposal.order < 0 or not _materially_better(proposal.proposed, repaired)):
+            return replace(proposal, new=fixed, r_new=r_fix, proposed=repaired, order=order_fix)
+        return proposal
+
+    def _acceptance(self, now: _Round, proposal: _Proposal, inputs: tuple) -> TEResult | None:
+        """The routing in force kept (its result), or None: the proposal goes in. Never worse than what runs
+        (ECMP's estimate for what is not pinned); with hysteresis, only a better objective moves what runs."""
+        before, runtime, n = now.before, proposal.runtime, len(now.flows)
+        if proposal.order < 0:
             LOG.info("te: %s routing rejected, worse than the routing in force: max link load %s -> %s, "
-                     "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposed["max_link_load"],
-                     before["min_rate"], proposed["min_rate"])
-            return self._kept(TEResult(False, [], before, before, runtime, len(flows),
-                                       "worse than the routing in force: kept", ecmp=ecmp_report), inputs,
-                              routing.info)
-        if not must and self.hysteresis and order == 0:
-            return self._kept(TEResult(False, [], before, before, runtime, len(flows), KEPT, ecmp=ecmp_report),
-                              inputs, routing.info)
-        # an unroutable flow (no live path at all) is left unpinned: ECMP's groups are all it has
-        moved = [k for k, p in zip(keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
-        self.pinned = {k: tuple(p) for k, p in zip(keys, new) if p is not None}
-        after = proposed
-        reason = "new or broken paths" if must else "better objective"
-        self.last = TEResult(True, moved, before, after, runtime, len(flows), reason, ecmp=ecmp_report)
-        if self.hysteresis and routing.info.get("fixpoint") and new == routing.paths and None not in new:
+                     "min rate %.3g -> %.3g", self.mode, before["max_link_load"], proposal.proposed["max_link_load"],
+                     before["min_rate"], proposal.proposed["min_rate"])
+            return self._kept(TEResult(False, [], before, before, runtime, n, "worse than the routing in force: kept",
+                                       ecmp=now.ecmp_report), inputs, proposal.routing.info)
+        if now.all_valid and self.hysteresis and proposal.order == 0:
+            return self._kept(TEResult(False, [], before, before, runtime, n, KEPT, ecmp=now.ecmp_report),
+                              inputs, proposal.routing.info)
+        return None
+
+    def _commit(self, now: _Round, proposal: _Proposal, inputs: tuple) -> TEResult:
+        """The proposal is the routing in force: its pins (an unroutable flow, with no live path at all, is left
+        unpinned: ECMP's groups are all it has), and settled when the optimiser returns it from itself."""
+        new = proposal.new
+        moved = [k for k, p in zip(now.keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
+        self.pinned = {k: tuple(p) for k, p in zip(now.keys, new) if p is not None}
+        after, runtime, n = proposal.proposed, proposal.runtime, len(now.flows)
+        reason = "new or broken paths" if not now.all_valid else "better objective"
+        self.last = TEResult(True, moved, now.before, after, runtime, n, reason, ecmp=now.ecmp_report)
+        if self.hysteresis and proposal.routing.info.get("fixpoint") and new == proposal.routing.paths \
+                and None not in new:
             # the optimiser's own routing, which it returns again from itself on these inputs: the next period
             # with the same inputs (every elephant pinned) would search only to keep it (~1 s at 10k elephants)
-            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, len(flows), KEPT,
-                                                                    ecmp=ecmp_report))
+            self.settled = Settled.of(inputs, self.pinned, TEResult(False, [], after, after, runtime, n, KEPT,
+                                                                    ecmp=now.ecmp_report))
         return self.last
-
 
     def _kept(self, result: TEResult, inputs: tuple, info: Mapping[str, Any]) -> TEResult:
         """The routing in force stays: the result, remembered as settled when the search ran to its end, or was
