@@ -38,6 +38,7 @@ from controller.desired import group_free, sync, table_budget, te_rules
 from controller.desired.rules import (
     TABLE_CLASSIFY,
     Change,
+    FlowRule,
     SwitchRules,
     apply_change,
 )
@@ -175,41 +176,53 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
         self.ageing.heard_from(key.src_ip, dpid, in_port)
-        if key not in self.accounting:
-            key = self._counted_as(key, dpid, in_port)
-        if key in self.accounting:
-            if not self.accounting.observe(key, dpid, in_port):
-                return []  # a copy that was already in flight (or a flow of a pair counted whole)
-        elif key.is_pair or self.new_flow_budget.take():
-            self.accounting.observe(key, dpid, in_port)
-        else:  # past the budget: its host pair counted whole, where the caps leave room
-            pair = self._whole_pair(key, dpid, in_port, "the new-flow budget (te.new_flows_per_s) is spent")
-            if pair is None:
-                self.metrics.packet_in.labels("newflow_over_budget").inc()
-                return []  # the flow stays on ECMP, uncounted
-            key = pair
-            if not self.accounting.observe(key, dpid, in_port):
-                return []
+        counted = self._account(key, dpid, in_port)
+        if counted is None:
+            return []
         held = self.installed.get(dpid)
         if held is None or self.recovering() or self.syncing:  # (a sync paused mid-way would overwrite it)
             self.dirty = True  # the switch's tables are not known yet: the resync will add it
             return []
         graph = self.live_graph() if self.te.pinned else nx.Graph()
-        rule = te_rules.counting_rule(graph, key, dpid, in_port, self.te.pinned,
+        rule = te_rules.counting_rule(graph, counted, dpid, in_port, self.te.pinned,
                                       self.config["te"]["flow_idle_timeout_s"])
-        if (dpid, _rule_id(rule)) in self.refused:
-            return []  # the switch refused it lately: the flow stays uncounted until the hold is over
-        if dpid in self.pacing and self.pace(dpid) > 0:
-            self.dirty = True  # its flow-mod budget is spent: the paced resync sends it, after what matters more
+        if not self._may_send_counting_rule(dpid, held, rule):
             return []
-        room = self._limits_of(dpid).get(rule.table) if self.full_at or self._small else None
-        if room is not None and rule.key not in held.flows and not table_budget.has_room(held, rule.table, room):
-            self.metrics.flows_uncounted.labels("table_full").inc()
-            return []  # no room in its table: the flow stays on ECMP, uncounted
         change = Change("modify" if rule.key in held.flows else "add", rule)
         held.add_flow(rule)
         self.metrics.rule_changes.inc()
         return [change]
+
+    def _account(self, key: FlowKey, dpid: int, in_port: int) -> FlowKey | None:
+        """The key a new flow's copy is counted by from now on (its 5-tuple, or its host pair: ``_counted_as``,
+        or past the new-flow budget), or None when nothing changes: a copy already in flight, a flow of a pair
+        counted whole, or a flow left on ECMP uncounted (past the budget and the pair caps)."""
+        if key not in self.accounting:
+            key = self._counted_as(key, dpid, in_port)
+        if key in self.accounting:
+            return key if self.accounting.observe(key, dpid, in_port) else None
+        if not (key.is_pair or self.new_flow_budget.take()):  # past the budget: its host pair counted whole
+            pair = self._whole_pair(key, dpid, in_port, "the new-flow budget (te.new_flows_per_s) is spent")
+            if pair is None:
+                self.metrics.packet_in.labels("newflow_over_budget").inc()
+                return None
+            key = pair
+        return key if self.accounting.observe(key, dpid, in_port) else None
+
+    def _may_send_counting_rule(self, dpid: int, held: SwitchRules, rule: FlowRule) -> bool:
+        """A counting rule goes out now unless the switch refused it lately (uncounted until the hold is over),
+        its flow-mod budget is spent (the paced resync sends it, after what matters more), or its table has no
+        room (the flow stays on ECMP, uncounted)."""
+        if (dpid, _rule_id(rule)) in self.refused:
+            return False
+        if dpid in self.pacing and self.pace(dpid) > 0:
+            self.dirty = True
+            return False
+        room = self._limits_of(dpid).get(rule.table) if self.full_at or self._small else None
+        if room is not None and rule.key not in held.flows and not table_budget.has_room(held, rule.table, room):
+            self.metrics.flows_uncounted.labels("table_full").inc()
+            return False
+        return True
 
     def _counted_as(self, key: FlowKey, dpid: int, in_port: int) -> FlowKey:
         """The key a new flow is counted by: its own 5-tuple, or its host pair where the ingress table is too

@@ -13,6 +13,7 @@ MLROUTE_FRAMEWORK=os-ken MLROUTE_VENV=.venv-osken scripts/setup_env.sh
 export MLROUTE_REQUIRE_INTEGRATION=1  # a missing OVS/Mininet is a failure here, not a skip
 .venv/bin/ruff check .  # the lint gate (settings in pyproject.toml)
 .venv/bin/mypy          # the type gate over the controller's decision core (pyproject.toml [tool.mypy])
+.venv/bin/python scripts/complexity_gate.py  # no function above radon's grade C (the list of those left shrinks)
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -v -p no:cacheprovider --durations=25 "$@"
 fi
