@@ -614,14 +614,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         # a switch whose installed state is its last desired one: diff only what the plan changed there
         only = {d: keys for d, keys in self.plan.changed.items()
                 if keys is not None and d not in stale and d not in plain}
-        steps = sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only)
-        if self.refused:
-            steps = self._without_refused(steps)
-        steps = self._within_budget(steps, ready)
-        if self.audit.any_out:  # believed from now on, sent in the steps: not judged by an audit out
-            for step in steps:
-                for dpid, change in step.changes:
-                    self.audit.touched(dpid, _rule_id(change.rule))
+        steps = self._sendable(sync.plan_sync(self.installed, desired, ready, pause=self.pause, only=only), ready)
         if self.recovering():
             # (a switch read back forwarding keeps it while the links found so far make no Clos: sync.additions_only)
             keep = self.recovered.forwarding if self.tiers is None or not self.tiers.is_clos else ()
@@ -635,6 +628,18 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         if sent:
             self.metrics.rule_changes.inc(sent)
         self._count_belief()
+        return steps
+
+    def _sendable(self, steps: list[Step], ready: list[int]) -> list[Step]:
+        """The planned steps less what switches refused lately and what their tables have no room for; what is
+        left is believed from now on, so an audit out does not judge it."""
+        if self.refused:
+            steps = self._without_refused(steps)
+        steps = self._within_budget(steps, ready)
+        if self.audit.any_out:
+            for step in steps:
+                for dpid, change in step.changes:
+                    self.audit.touched(dpid, _rule_id(change.rule))
         return steps
 
     def _inputs_settled(self) -> nx.Graph:

@@ -25,9 +25,7 @@ EXEMPT_SUFFIX = "_reference"  # a kernel's pure-Python twin, kept line for line 
 #: function (file:qualified name) -> its score when the gate came; each to be cut to C, then removed from here
 OVER = {
     "controller/config.py:_job_structure": 24,
-    "controller/core.py:ControllerCore._sync": 21,
     "controller/desired/plan_state.py:PlanState._update_destination": 29,
-    "controller/desired/plan_state.py:PlanState._apply_graph": 21,
     "controller/desired/switch_profiles.py:_checked": 27,
     "controller/desired/recovery.py:Recovered.read": 24,
     "mlroute/routing/fabric.py:Fabric.__init__": 23,

@@ -154,10 +154,7 @@ class PlanState:
     # -- switches and links ------------------------------------------------------------------------------------
     def _apply_graph(self, adj: Adjacency) -> None:
         old = self._adj
-        old_links, new_links = _links(old), _links(adj)
-        removed = [uv for uv in old_links if uv not in new_links]
-        added = [uv for uv in new_links if uv not in old_links]
-        moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
+        removed, added, moved = _link_changes(old, adj)
         gone = old.keys() - adj.keys()
         for s in gone:
             self._drop_switch(s)
@@ -174,10 +171,14 @@ class PlanState:
                 for uv in self._touched:
                     self._redo_near(uv)
         for s in gone:  # only now: the updates above needed the old distances through them
-            for dist in self._dist.values():
-                dist.pop(s, None)
-            for hops in self._hops.values():
-                hops.pop(s, None)
+            self._forget_distances(s)
+
+    def _forget_distances(self, s: int) -> None:
+        """A switch gone: its distance and next hops toward every destination."""
+        for dist in self._dist.values():
+            dist.pop(s, None)
+        for hops in self._hops.values():
+            hops.pop(s, None)
 
     def _apply_fabric_ports(self, old: Adjacency, adj: Adjacency) -> None:
         """Keep each switch's per-fabric-port ARP rules (``forwarding.fabric_arp_rule``) equal to its links."""
@@ -619,6 +620,16 @@ class PlanState:
         self._writes += 1
         if self._writes % PAUSE_EVERY == 0:
             self.pause()
+
+
+def _link_changes(old: Adjacency, adj: Adjacency) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
+                                                              list[tuple[int, int]]]:
+    """The links (switch pairs) removed, added, and kept with other ports, from ``old`` to ``adj``."""
+    old_links, new_links = _links(old), _links(adj)
+    removed = [uv for uv in old_links if uv not in new_links]
+    added = [uv for uv in new_links if uv not in old_links]
+    moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
+    return removed, added, moved
 
 
 def _links(adj: Adjacency) -> dict[tuple[int, int], tuple[int, int]]:
