@@ -532,26 +532,9 @@ def _job_structure(job: Mapping[str, Any], i: int, line: str, node: yaml.Node | 
     try:
         for key in ("rings", "stages"):
             if key in job:
-                where = _key_line(node, name, i, key) or line
-                groups = job[key]
-                if not isinstance(groups, list) or not groups:
-                    raise ConfigError(f"{where}: jobs[{i}].{key}: must be a non-empty list of host lists")
-                out[key] = [declared_jobs.check_members(g, where, f"jobs[{i}].{key}[{r}]")
-                            for r, g in enumerate(groups)]
+                out[key] = _groups(job[key], i, key, _key_line(node, name, i, key) or line)
         if "traffic" in job:
-            where = _key_line(node, name, i, "traffic") or line
-            path, nodes = job["traffic"], job.get("nodes")
-            if not files:
-                raise ConfigError(f"{where}: jobs[{i}].traffic: traffic files are read from the configuration "
-                                  "only; a request gives rings / stages")
-            if not isinstance(path, str) or not path:
-                raise ConfigError(f"{where}: jobs[{i}].traffic: must be a file name, got {path!r}")
-            if nodes is not None and not isinstance(nodes, dict):
-                raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 address")
-            kind, groups = declared_jobs.read_traffic(declared_jobs.resolve_path(path, name), f"{where}: jobs[{i}]",
-                                                      nodes)
-            out.setdefault("rings" if kind == "allreduce" else "stages", []).extend(groups)
-            out["traffic"] = path
+            _traffic(job, i, _key_line(node, name, i, "traffic") or line, name, files, out)
         elif "nodes" in job:
             raise ConfigError(f"{_key_line(node, name, i, 'nodes') or line}: jobs[{i}].nodes: only with traffic")
     except declared_jobs.DeclarationError as exc:
@@ -563,6 +546,28 @@ def _job_structure(job: Mapping[str, Any], i: int, line: str, node: yaml.Node | 
             raise ConfigError(f"{where}: jobs[{i}].weight: must be a finite number > 0, got {w!r}")
         out["weight"] = float(w)
     return out
+
+
+def _groups(groups: Any, i: int, key: str, where: str) -> list:
+    """A job's ``rings`` or ``stages``: a non-empty list of host lists."""
+    if not isinstance(groups, list) or not groups:
+        raise ConfigError(f"{where}: jobs[{i}].{key}: must be a non-empty list of host lists")
+    return [declared_jobs.check_members(g, where, f"jobs[{i}].{key}[{r}]") for r, g in enumerate(groups)]
+
+
+def _traffic(job: Mapping[str, Any], i: int, where: str, name: str | None, files: bool, out: dict[str, Any]) -> None:
+    """A job's ``traffic`` file (and its ``nodes`` map) read into ``out``'s rings or stages."""
+    path, nodes = job["traffic"], job.get("nodes")
+    if not files:
+        raise ConfigError(f"{where}: jobs[{i}].traffic: traffic files are read from the configuration only; a "
+                          "request gives rings / stages")
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where}: jobs[{i}].traffic: must be a file name, got {path!r}")
+    if nodes is not None and not isinstance(nodes, dict):
+        raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 address")
+    kind, groups = declared_jobs.read_traffic(declared_jobs.resolve_path(path, name), f"{where}: jobs[{i}]", nodes)
+    out.setdefault("rings" if kind == "allreduce" else "stages", []).extend(groups)
+    out["traffic"] = path
 
 
 def _key_line(node: yaml.Node | None, name: str | None, i: int, key: str) -> str | None:

@@ -15,7 +15,7 @@ they are claims, so every key can be overridden per switch.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,34 +127,35 @@ def entry_from(value: Any) -> Entry:
     return Entry(replace(SHIPPED[base], name=base if not overrides else f"{base}+", **overrides), dpid, pattern)
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+#: an override key -> (is its value valid, what a valid one is, the value kept)
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
+    "table_capacity": (lambda v: isinstance(v, dict) and all(_is_int(t) and 0 <= t < 255 and _is_int(n) and n > 0
+                                                             for t, n in v.items()),
+                       "must map table id (0-254) -> entries (> 0)", dict),
+    "groups": (lambda v: v in ("select", "none"), "must be select or none", _same),
+    "flow_copy": (lambda v: v in ("learn", "controller"), "must be learn or controller", _same),
+    "barriers": (lambda v: isinstance(v, bool), "must be true or false", _same),
+    "max_flow_mods_per_s": (lambda v: v is None or (_is_number(v) and v > 0),
+                            "must be a number > 0 (or null: unpaced)", _same),
+    "min_idle_timeout_s": (lambda v: _is_int(v) and 0 <= v <= 65535, "must be an integer in [0, 65535]", _same),
+    "stats_interval_s": (lambda v: _is_number(v) and 0 <= v <= 3600, "must be a number in [0, 3600]", float),
+}
+
+
 def _checked(key: str, v: Any) -> Any:
-    number = isinstance(v, int | float) and not isinstance(v, bool)
-    if key == "table_capacity":
-        if not isinstance(v, dict) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 255
-                                              and isinstance(n, int) and not isinstance(n, bool) and n > 0
-                                              for t, n in v.items()):
-            raise ProfileError(f"table_capacity: must map table id (0-254) -> entries (> 0), got {v!r}")
-        return dict(v)
-    if key == "groups":
-        if v not in ("select", "none"):
-            raise ProfileError(f"groups: must be select or none, got {v!r}")
-        return v
-    if key == "flow_copy":
-        if v not in ("learn", "controller"):
-            raise ProfileError(f"flow_copy: must be learn or controller, got {v!r}")
-        return v
-    if key == "barriers":
-        if not isinstance(v, bool):
-            raise ProfileError(f"barriers: must be true or false, got {v!r}")
-        return v
-    if key == "max_flow_mods_per_s":
-        if v is not None and not (number and v > 0):
-            raise ProfileError(f"max_flow_mods_per_s: must be a number > 0 (or null: unpaced), got {v!r}")
-        return v
-    if key == "min_idle_timeout_s":
-        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 65535):
-            raise ProfileError(f"min_idle_timeout_s: must be an integer in [0, 65535], got {v!r}")
-        return v
-    if not (number and 0 <= v <= 3600):  # stats_interval_s
-        raise ProfileError(f"stats_interval_s: must be a number in [0, 3600], got {v!r}")
-    return float(v)
+    valid, what, kept = _CHECKS[key]
+    if not valid(v):
+        raise ProfileError(f"{key}: {what}, got {v!r}")
+    return kept(v)
