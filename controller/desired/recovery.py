@@ -60,30 +60,40 @@ class Recovered:
                 self.forwarding.add(dpid)
             fields = dict(rule.match)
             outputs = [a[1] for a in rule.actions if a[0] == "output"]
-            if rule.cookie == COOKIE_FLOW and "in_port" in fields:
-                key = _key(fields)
-                if key is not None:
-                    self.counting[key] = (dpid, fields["in_port"])
-                    counting[key] = fields["in_port"]
-                    if outputs:
-                        self.hops.setdefault(key, {})[dpid] = outputs[0]
-                        fabric.add(outputs[0])  # an elephant's pinned first hop goes up a fabric link
-            elif rule.cookie == COOKIE_ELEPHANT and outputs:
-                key = _key(fields)
-                if key is not None:
-                    self.hops.setdefault(key, {})[dpid] = outputs[0]
-                    fabric.add(outputs[0])
-            elif (rule.priority == PRIO_ARP_FABRIC and "in_port" in fields
-                  and rule == fabric_arp_rule(dpid, fields["in_port"])):  # (host_guard's ARP hold: same priority)
-                fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
-            elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
-                self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
-            elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
-                  and rule.priority in (PRIO_HOST, PRIO_EXACT)
-                  and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
-                # an exact host rule only: a compact plan's prefix (address, mask) names no host
-                self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
+            if rule.cookie in (COOKIE_FLOW, COOKIE_ELEPHANT):
+                self._read_te_rule(dpid, rule, fields, outputs, fabric, counting)
+            else:
+                self._read_base_rule(dpid, rule, fields, outputs, fabric)
         return counting
+
+    def _read_te_rule(self, dpid: int, rule: FlowRule, fields: dict, outputs: list, fabric: set[int],
+                      counting: dict[FlowKey, int]) -> None:
+        """A counting rule (a flow's ingress: its key, port, and pinned first hop if any) or a pinned hop."""
+        counted = rule.cookie == COOKIE_FLOW
+        if counted and "in_port" not in fields or not counted and not outputs:
+            return
+        key = _key(fields)
+        if key is None:
+            return
+        if counted:
+            self.counting[key] = (dpid, fields["in_port"])
+            counting[key] = fields["in_port"]
+        if outputs:
+            self.hops.setdefault(key, {})[dpid] = outputs[0]
+            fabric.add(outputs[0])  # an elephant's pinned hop goes up a fabric link
+
+    def _read_base_rule(self, dpid: int, rule: FlowRule, fields: dict, outputs: list, fabric: set[int]) -> None:
+        """A forwarding-layer rule: a fabric port's ARP, a host guard (a bound host), an exact host route."""
+        if (rule.priority == PRIO_ARP_FABRIC and "in_port" in fields
+                and rule == fabric_arp_rule(dpid, fields["in_port"])):  # (host_guard's ARP hold: same priority)
+            fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
+        elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
+            self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
+        elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
+              and rule.priority in (PRIO_HOST, PRIO_EXACT)
+              and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
+            # an exact host rule only: a compact plan's prefix (address, mask) names no host
+            self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
 
     def read_groups(self, dpid: int, groups: Iterable[GroupRule]) -> None:
         """Fold in one switch's read-back groups: their buckets are ECMP ports toward other switches."""
