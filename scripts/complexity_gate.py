@@ -26,7 +26,6 @@ EXEMPT_SUFFIX = "_reference"  # a kernel's pure-Python twin, kept line for line 
 OVER = {
     "controller/desired/plan_state.py:PlanState._update_destination": 29,
     "mlroute/routing/fabric.py:Fabric.__init__": 23,
-    "mlroute/routing/metric.py:_report": 23,
 }
 
 

@@ -496,26 +496,31 @@ def _report(fabric, flows, paths, links, jobs, objective, rates, ideal) -> dict:
         "objective": objective,
     }
     if any(f.job is not None for f in flows):
-        per_job: dict = {}
-        for i, f in enumerate(flows):
-            if f.job is not None:
-                per_job.setdefault(f.job, []).append(i)
-        jobs = jobs or {}
-        jout = {}
-        for job, idx in per_job.items():
-            slow = float(r[idx].min())
-            slow_ideal = float(ideal[idx].min())
-            entry = {
-                "flows": len(idx),
-                "min_rate": slow,
-                "ideal_min_rate": slow_ideal,
-                "allreduce_relative": (slow_ideal / slow) if slow > 0 else math.inf,
-            }
-            spec = jobs.get(job) or {}
-            if {"ring", "bytes", "capacity_Bps"} <= set(spec) and slow > 0:
-                n = int(spec["ring"])
-                entry["allreduce_time_s"] = (2 * (n - 1) * (float(spec["bytes"]) / n)
-                                             / (slow * float(spec["capacity_Bps"])))
-            jout[job] = entry
-        out["jobs"] = jout
+        out["jobs"] = _job_reports(flows, jobs or {}, r, ideal)
     return out
+
+
+def _job_reports(flows, jobs, r, ideal) -> dict:
+    """Per job: its flows, its slowest flow's rate against the ideal's, and (given its ring, bytes and capacity)
+    the all-reduce time that slowest flow sets."""
+    per_job: dict = {}
+    for i, f in enumerate(flows):
+        if f.job is not None:
+            per_job.setdefault(f.job, []).append(i)
+    jout = {}
+    for job, idx in per_job.items():
+        slow = float(r[idx].min())
+        slow_ideal = float(ideal[idx].min())
+        entry = {
+            "flows": len(idx),
+            "min_rate": slow,
+            "ideal_min_rate": slow_ideal,
+            "allreduce_relative": (slow_ideal / slow) if slow > 0 else math.inf,
+        }
+        spec = jobs.get(job) or {}
+        if {"ring", "bytes", "capacity_Bps"} <= set(spec) and slow > 0:
+            n = int(spec["ring"])
+            entry["allreduce_time_s"] = (2 * (n - 1) * (float(spec["bytes"]) / n)
+                                         / (slow * float(spec["capacity_Bps"])))
+        jout[job] = entry
+    return jout
