@@ -189,6 +189,19 @@ class PathSet:
         return -1
 
 
+def _ranks(graph: nx.Graph) -> tuple[dict, int]:
+    """Each switch's rank from its ``tier`` attribute (0: leaf / edge), and the fabric's number of tiers."""
+    given = nx.get_node_attributes(graph, "tier")
+    named = {node: _tiers.canonical(given.get(node)) for node in graph.nodes}
+    has_agg = _tiers.AGGREGATION in named.values()
+    ranks = {}
+    for node, tier in named.items():
+        if tier is None:
+            raise FabricError(f"switch {node!r} has no valid tier attribute (got {given.get(node)!r})")
+        ranks[node] = _tiers.rank(tier, has_agg)
+    return ranks, 3 if has_agg else 2
+
+
 class Fabric:
     """A tiered (2- or 3-tier) switch fabric with hosts; see the module docstring for conventions."""
 
@@ -209,16 +222,8 @@ class Fabric:
         self.graph = nx.Graph(graph)
         self.default_capacity = float(capacity)
         self.host_capacity = float(capacity if host_capacity is None else host_capacity)
-        ranks = {}
-        given = nx.get_node_attributes(self.graph, "tier")
-        named = {node: _tiers.canonical(given.get(node)) for node in self.graph.nodes}
-        has_agg = _tiers.AGGREGATION in named.values()
-        for node, tier in named.items():
-            if tier is None:
-                raise FabricError(f"switch {node!r} has no valid tier attribute (got {given.get(node)!r})")
-            ranks[node] = _tiers.rank(tier, has_agg)
+        ranks, self.n_tiers = _ranks(self.graph)
         self.rank = ranks
-        self.n_tiers = 3 if has_agg else 2
         order = _stable_order(self.graph.nodes)
         first = {n: i for i, n in enumerate(order)}
         self.node_list = sorted(order, key=lambda n: (ranks[n], first[n]))
@@ -227,22 +232,7 @@ class Fabric:
         self.leaf_pos = {n: i for i, n in enumerate(self.leaves)}
         top = max(ranks.values()) if ranks else 0
         self.tops = [n for n in self.node_list if ranks[n] == top and top > 0]
-        # directed switch links
-        self.links: list[tuple] = []
-        caps: list[float] = []
-        edges = []
-        for u, v, data in self.graph.edges(data=True):
-            if ranks[u] > ranks[v]:
-                u, v = v, u
-            edges.append((self.node_pos[u], self.node_pos[v], u, v, data))
-        for _, _, u, v, data in sorted(edges, key=lambda e: (e[0], e[1])):
-            if ranks[u] == ranks[v]:
-                raise FabricError(f"link {u!r}-{v!r} joins two switches of the same tier")
-            c = float(data.get("capacity", capacity))
-            self.links.append((u, v))
-            caps.append(c)
-            self.links.append((v, u))
-            caps.append(c)
+        self.links, caps = self._directed_links(capacity)
         self.link_index = {link: i for i, link in enumerate(self.links)}
         self.n_switch_links = len(self.links)
         self._caps = caps
@@ -261,6 +251,24 @@ class Fabric:
         self._version = 0
         self._uid = uuid.uuid4().hex  # survives pickling: a worker process's copy is the same fabric
         self._invalidate()
+
+    def _directed_links(self, capacity: float) -> tuple[list[tuple], list[float]]:
+        """Every switch link both ways, lower tier first, in node order; and each one's capacity."""
+        ranks = self.rank
+        links: list[tuple] = []
+        caps: list[float] = []
+        edges = []
+        for u, v, data in self.graph.edges(data=True):
+            if ranks[u] > ranks[v]:
+                u, v = v, u
+            edges.append((self.node_pos[u], self.node_pos[v], u, v, data))
+        for _, _, u, v, data in sorted(edges, key=lambda e: (e[0], e[1])):
+            if ranks[u] == ranks[v]:
+                raise FabricError(f"link {u!r}-{v!r} joins two switches of the same tier")
+            c = float(data.get("capacity", capacity))
+            links += [(u, v), (v, u)]
+            caps += [c, c]
+        return links, caps
 
     # ------------------------------------------------------------------ generators
     @classmethod
