@@ -2,9 +2,9 @@
 (cyclomatic complexity 20), the compiled kernels and their pure-Python reference twins exempt.
 
 Why radon and not ruff's mccabe alone: ruff counts a function's branches differently (the TE step it scored 10
-was radon's F 51), and radon's grades are what reviewers read. The functions graded D or worse when the gate came
-are listed in ``OVER`` with the score they had: the gate fails if one grows, and fails when one is cut to C or
-better until it leaves the list, so the list only shrinks.
+was radon's F 51), and radon's grades are what reviewers read. ``OVER`` may list a function above C with its
+score, as a debt to cut: the gate then fails if it grows, and fails once it is cut to C until it leaves the list,
+so the list only shrinks. (It is empty: every function the gate found above C when it came has been cut.)
 
     .venv/bin/python scripts/complexity_gate.py    # exit 1 and the offenders on stderr when the gate fails
 """
@@ -22,10 +22,8 @@ MAX = 20  # radon's grade C: 11-20
 EXEMPT_FILES = {"mlroute/routing/_numba_kernels.py"}  # numba-compiled inner loops: one function per kernel
 EXEMPT_SUFFIX = "_reference"  # a kernel's pure-Python twin, kept line for line beside it
 
-#: function (file:qualified name) -> its score when the gate came; each to be cut to C, then removed from here
-OVER = {
-    "controller/desired/plan_state.py:PlanState._update_destination": 29,
-}
+#: function (file:qualified name) -> its score, above C, allowed for now (a debt to cut: see the docstring)
+OVER: dict[str, int] = {}
 
 
 def scores(root: Path = ROOT) -> dict[str, int]:

@@ -202,39 +202,9 @@ class PlanState:
         adj, dist = self._adj, self._dist[dst]
         if dst not in adj:
             return set()
-        rerun = False
-        local: set[int] = set()
-        for u, v in removed:
-            du, dv = dist.get(u), dist.get(v)
-            if du is None or dv is None or du == dv:
-                continue  # not a DAG link toward dst
-            far = u if du > dv else v
-            if far not in adj:
-                continue  # the switch itself is gone
-            if any(dist.get(n) == dist[far] - 1 for n in adj[far]):
-                local.add(far)  # another parent at the same distance: only its next hops shrink
-            else:
-                rerun = True
-                break
-        if not rerun:
-            for u, v in added + moved:
-                du, dv = dist.get(u), dist.get(v)
-                if du is None and dv is None:
-                    continue
-                if du is None or dv is None or abs(du - dv) > 1:
-                    rerun = True  # distances shrink somewhere
-                    break
-                if du != dv:
-                    local.add(u if du > dv else v)
-        if rerun:
-            new = _bfs(adj, dst)
-            old_hops = self._hops[dst]
-            if self._compact:
-                self._redo_near(s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s))
-            self._dist[dst] = new
-            hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
-            self._hops[dst] = hops
-            return {s for s in old_hops.keys() | hops.keys() if old_hops.get(s) != hops.get(s)}
+        local = _local_changes(adj, dist, removed, added + moved)
+        if local is None:
+            return self._rerun(dst)
         hops = self._hops[dst]
         changed = set()
         for s in local:
@@ -243,6 +213,18 @@ class PlanState:
                 hops[s] = h
                 changed.add(s)
         return changed
+
+    def _rerun(self, dst: int) -> set[int]:
+        """``dst``'s BFS again (some distance changed): the switches whose next hops toward it changed."""
+        adj, dist = self._adj, self._dist[dst]
+        new = _bfs(adj, dst)
+        old_hops = self._hops[dst]
+        if self._compact:
+            self._redo_near(s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s))
+        self._dist[dst] = new
+        hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
+        self._hops[dst] = hops
+        return {s for s in old_hops.keys() | hops.keys() if old_hops.get(s) != hops.get(s)}
 
     def _add_switch(self, dpid: int) -> None:
         rules = self.desired[dpid] = SwitchRules()
@@ -620,6 +602,34 @@ class PlanState:
         self._writes += 1
         if self._writes % PAUSE_EVERY == 0:
             self.pause()
+
+
+def _local_changes(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]],
+                   added: list[tuple[int, int]]) -> set[int] | None:
+    """The switches whose next hops toward a destination (its BFS distances ``dist``) these link changes change
+    while no distance does; None when some distance changes (the destination's BFS runs again). A removed DAG
+    link whose farther end keeps another parent one hop closer shrinks that end's next hops only; an added (or
+    re-ported) link between adjacent distances only adds one."""
+    local: set[int] = set()
+    for u, v in removed:
+        du, dv = dist.get(u), dist.get(v)
+        if du is None or dv is None or du == dv:
+            continue  # not a DAG link toward dst
+        far = u if du > dv else v
+        if far not in adj:
+            continue  # the switch itself is gone
+        if not any(dist.get(n) == dist[far] - 1 for n in adj[far]):
+            return None
+        local.add(far)  # another parent at the same distance: only its next hops shrink
+    for u, v in added:
+        du, dv = dist.get(u), dist.get(v)
+        if du is None and dv is None:
+            continue
+        if du is None or dv is None or abs(du - dv) > 1:
+            return None  # distances shrink somewhere
+        if du != dv:
+            local.add(u if du > dv else v)
+    return local
 
 
 def _link_changes(old: Adjacency, adj: Adjacency) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
