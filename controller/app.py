@@ -5,8 +5,9 @@ discovery is switched on here, no other flags needed). ryu-manager loads this fi
 imports absolutely. The framework comes from ``controller.southbound.framework``, the only module that imports
 one. Each handler turns one OpenFlow or topology event into one core call; ``controller.southbound.ofmsg`` turns
 the core's values into messages and parsed replies back into values; ``controller.web.rest`` serves the REST API.
-The loops (resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``; the
-controller cluster's roles and leadership (a ``cluster:`` section) are ``controller.app_cluster``.
+The switches' replies (statistics, read-backs, barriers, descriptions) are ``controller.app_replies``; the loops
+(resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``; the controller
+cluster's roles and leadership (a ``cluster:`` section) are ``controller.app_cluster``.
 """
 
 import logging
@@ -17,6 +18,7 @@ import time
 from controller import config as mlconfig
 from controller.app_cluster import ClusterShell
 from controller.app_loops import AppLoops
+from controller.app_replies import SwitchReplies
 from controller.core import ControllerCore, time_budget_s
 from controller.decide.optimiser_runner import OptimiserRunner
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
@@ -61,7 +63,7 @@ if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-host"):  # R
 if southbound.NAME == "ryu" and not _given_on_command_line("--wsapi-port"):
     CONF.set_override("wsapi_port", CONFIG["rest"]["port"])
 
-class MlrouteApp(ClusterShell, AppLoops, southbound.App):
+class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = southbound.rest_contexts()
     _REQUIRED_APP = [southbound.SWITCHES_APP]
@@ -233,84 +235,6 @@ class MlrouteApp(ClusterShell, AppLoops, southbound.App):
                                             deleted=ev.msg.reason == ev.msg.datapath.ofproto.OFPRR_DELETE)
         except (KeyError, TypeError, ValueError) as exc:
             LOG.warning("switch %s: flow-removed without a usable 5-tuple: %r", ev.msg.datapath.id, exc)
-        self.wake()
-
-    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
-    def flow_stats_reply(self, ev):
-        msg, dpid = ev.msg, ev.msg.datapath.id
-        audit = self._audit_xids.get(msg.xid) == dpid
-        readback = audit or self._readback_xids.get(msg.xid) == dpid
-        # a poll's counting rules are read from the reply bytes (ofstats); Ryu parses entries only for a
-        # read-back (ofmsg.LazyFlowStats), whose rules need every field
-        parts = list(msg.body) if readback else ofmsg.poll_samples(dpid, msg)
-        entries = self.assembler.feed(dpid, msg.xid, parts, bool(msg.flags & ofmsg.REPLY_MORE))
-        if entries is None:
-            return  # more parts to come
-        if readback:
-            rules = [ofmsg.rule_from_stats(dpid, s) for s in entries]
-            if self._audit_xids.pop(msg.xid, None) is not None:
-                self.core.audit_flows(dpid, rules)
-            else:
-                self._readback_xids.pop(msg.xid, None)
-                self.core.flows_read_back(dpid, rules)
-                self._answered_connect(dpid)
-            return self.wake()
-        self.core.flow_stats(dpid, entries)
-
-    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
-    def port_stats_reply(self, ev):
-        msg, dpid = ev.msg, ev.msg.datapath.id
-        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-        for problem in self.link_load.reply(dpid, entries) if entries is not None else ():
-            LOG.warning("skipping port-stats entry: %s", problem)
-
-    def links_json(self):
-        if self.core.sflow is not None:  # counter samples, pushed by the switches
-            return self.core.sflow.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
-        return self.link_load.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
-
-    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
-    def group_desc_reply(self, ev):
-        msg, dpid = ev.msg, ev.msg.datapath.id
-        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-        if entries is None:
-            return
-        if self._audit_xids.pop(msg.xid, None) == dpid:
-            self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-        elif self._readback_xids.pop(msg.xid, None) == dpid:
-            self.core.groups_read_back(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-        self.wake()
-
-    @set_ev_cls([ofp_event.EventOFPTableFeaturesStatsReply, ofp_event.EventOFPTableStatsReply], MAIN_DISPATCHER)
-    def table_reply(self, ev):
-        """Table features (capacities, at connect) and table stats (fill, every poll) of a switch."""
-        msg, dpid = ev.msg, ev.msg.datapath.id
-        entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
-        if entries is None:
-            return
-        if isinstance(ev, ofp_event.EventOFPTableStatsReply):
-            self.core.table_stats(dpid, ofmsg.table_counts(entries))
-        else:
-            self.core.table_features(dpid, ofmsg.table_capacities(entries))
-            self._answered_connect(dpid)
-        self.wake()
-
-    @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
-    def group_features_reply(self, ev):
-        self.core.group_features(ev.msg.datapath.id, *ofmsg.group_features(ev.msg.body))
-
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def barrier_reply(self, ev):
-        self.core.barrier_answered(ev.msg.datapath.id, ev.msg.xid)
-        event = self._barriers.pop(ev.msg.xid, None)
-        if event is not None:
-            event.set()
-
-    @set_ev_cls(ofp_event.EventOFPDescStatsReply, MAIN_DISPATCHER)
-    def desc_reply(self, ev):
-        problem = self.core.switch_described(ev.msg.datapath.id, *ofmsg.description(ev.msg.body))
-        if problem:
-            LOG.error("%s", problem)
         self.wake()
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])

@@ -33,6 +33,7 @@ RANK = {
     "launcher": 4,  # `mlroute controller`: chooses the framework, starts ryu-manager / osken-manager
     "app": 5,
     "app_loops": 5,  # the app's loops and sending (a mixin of MlrouteApp)
+    "app_replies": 5,  # the switches' replies (a mixin of MlrouteApp)
     "app_cluster": 5,  # the cluster's roles and leadership in the shell (a mixin of MlrouteApp)
 }
 WINGS = ("state", "desired", "decide", "southbound", "web", "cluster")
