@@ -55,6 +55,7 @@ from controller.state.monitor import FlowState  # noqa: E402
 from controller.state.tiers import infer_tiers  # noqa: E402
 from mlroute.routing import kernels  # noqa: E402
 from tests import topologies  # noqa: E402
+from tests.decision_steps import te_step  # noqa: E402
 from tests.flowstats_bytes import counting_entry, replies  # noqa: E402
 
 try:  # the fast flow-stats parser (issue 11); absent on older trees, where Ryu's parser is all there is
@@ -239,10 +240,10 @@ def set_elephants(core, topo, n, seed=1):
 
 def bench_te(name, core, topo, n, rows):
     set_elephants(core, topo, n)
-    t, result = cpu(core.te_step)
+    t, result = cpu(te_step, core)
     rows.append((name, f"TE decision, {n} elephants, 1st period", t, len(result.moved)))
     for period in ("2nd", "3rd", "4th"):  # on until a period has nothing to search (a settled decision)
-        t, result = cpu(core.te_step)
+        t, result = cpu(te_step, core)
         label = "settled, not searched" if result.reason == te.SETTLED else "searched"
         rows.append((name, f"TE decision, {n} elephants, {period} ({label})", t, len(result.moved)))
         if result.reason == te.SETTLED:
@@ -251,7 +252,7 @@ def bench_te(name, core, topo, n, rows):
     # controller's worker between topology changes); then the first set again, as it was, for the rows below.
     kept = dict(core.monitor.flows), dict(core.te.pinned), core.te.last, core.te.settled
     set_elephants(core, topo, n, seed=2)
-    t, result = cpu(core.te_step)
+    t, result = cpu(te_step, core)
     rows.append((name, f"TE decision, {n} other elephants, same fabric", t, len(result.moved)))
     flows, pinned, core.te.last, core.te.settled = kept
     core.monitor.flows.clear()
@@ -309,7 +310,7 @@ def bench_te_worker(name, core, topo, n, rows, variant="compiled"):
             if what != "the same again":
                 set_elephants(core, topo, n, seed)
             before = worker_cpu_ms(runner)
-            t, result = cpu(core.te_step, True)
+            t, result = cpu(te_step, core, True)
             rows.append((name, f"TE in the worker, {n} elephants, {what}{tag}", worker_cpu_ms(runner) - before,
                          len(result.moved)))
             rows.append((name, f"  event-loop CPU of it ({result.reason[:24]})", t, None))

@@ -373,8 +373,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         """The decision loop's step, and the only place that talks to the optimiser's worker: take the decision
         in flight if it ended (applied here; every request it answers gets its result), then start the next
         requested one on the current inputs. Without a worker the decision is made here and now. Returns the
-        result of a decision that ended in this step, if any. Never blocks (``waited``: the outcome te_step's
-        blocking wait took from the worker)."""
+        result of a decision that ended in this step, if any. Never blocks (``waited``: an outcome a caller's own
+        blocking wait took from the worker, as tests.decision_steps.te_step's does)."""
         runner, ended = self.runner, None
         if runner is not None and self.decisions.inflight is None and runner.busy:
             # a decision this core did not start: its core was replaced mid-decision (a cluster node stepped
@@ -424,23 +424,6 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             LOG.warning("te: no decision for %.0f s: the optimiser worker is %s (pid %s)", waited,
                         "busy" if self.runner is not None and self.runner.busy else "not ready",
                         self.runner.worker_pid if self.runner is not None else None)
-
-    def te_step(self, wait: bool = False) -> te.TEResult:
-        """One decision, requested and taken through the decision loop (tests, and a core without a worker,
-        where it is made here). With a worker, ``wait`` blocks until it ended (the worker's deadline at most,
-        per decision ahead of it); otherwise the result is that of a decision that ended meanwhile, if any."""
-        self.request_decision()
-        result = self.decision_tick()
-        runner = self.runner
-        for _ in range(4):  # warm-up, the decision in flight, ours
-            if not wait or runner is None or not self.decisions.busy:
-                break
-            waited = runner.wait(runner.deadline_s) if runner.busy else None
-            if waited is None and not runner.busy:
-                runner.wait_ready(runner.deadline_s)
-            result = self.decision_tick(waited) or result
-        return result or te.TEResult(False, elephants=len(self.monitor.elephants()),
-                                     reason="deciding in the optimiser worker")
 
     def _decision_inputs(self) -> tuple[te.TEInput, list]:
         """What a decision starting now is taken on (over the pins in force), and its keys."""

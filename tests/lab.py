@@ -10,6 +10,7 @@ from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
 from controller.southbound import framework as southbound
 from controller.southbound.framework import arp, ethernet, ipv4, ofp_event, packet, tcp
 from controller.state.flowkey import FlowKey
+from tests.decision_steps import te_step
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
 from tests.oftable import trace
 
@@ -168,7 +169,7 @@ def pin_stride4(lab):
     lab.app.resync()
     for seconds in (2, 4, 6):  # three polls at 10 Mb/s: elephants after two
         poll(lab, STRIDE4, seconds)
-    result = lab.app.core.te_step(wait=True)  # the decision is made in the optimiser's worker
+    result = te_step(lab.app.core, wait=True)  # the decision is made in the optimiser's worker
     lab.app.resync()
     return result
 

@@ -16,6 +16,7 @@ from webob import Request
 from controller import app_cluster
 from controller.southbound.framework import ofp_event
 from tests import topologies
+from tests.decision_steps import te_step
 from tests.fakeswitch import FakeSwitch
 from tests.lab import Lab, arp_request, pin_stride4, stop_apps, topo_event
 from tests.oftable import trace
@@ -273,7 +274,7 @@ def test_a_new_leader_whose_view_lacks_a_restored_cable_keeps_the_clos_and_the_p
     assert len(core.topology.links) == len(a.app.core.topology.links) - 2  # the cable not known yet
     assert core.tiers.is_clos, core.tiers.reason
     assert core.te.pinned == pins
-    assert not core.te_step(wait=True).moved  # the first decision: every pin stays
+    assert not te_step(core, wait=True).moved  # the first decision: every pin stays
     assert core.te.pinned == pins
     b.discover_links()  # LLDP finds the cable
     b.app.resync()
@@ -320,7 +321,7 @@ def test_a_warm_takeover_keeps_the_pins_and_reroutes_the_one_whose_link_went_dow
     assert not core.recovering(), "recovery is over once every switch of the view is read back"
     assert {k: p for k, p in core.te.pinned.items()} == {k: p for k, p in pins.items() if k != key}
     assert all(core.monitor.flows[k].elephant for k in pins)
-    assert core.te_step(wait=True).applied
+    assert te_step(core, wait=True).applied
     b.app.resync()
     b.pump()
     new = core.te.pinned[key]
@@ -389,7 +390,7 @@ def test_a_job_put_to_a_follower_is_stored_and_the_leader_pins_its_ring(node):
     assert body["cluster"] == {"stored": True, "leader": "a"} and body["decision"] is None
     assert body["job"]["lease_s"] == 60.0 and 0 < body["job"]["expires_in_s"] <= 60
     until(lambda: _job_names(a) == ["ring0"] and _job_names(b) == ["ring0"])
-    assert a.app.core.te_step(wait=True).applied
+    assert te_step(a.app.core, wait=True).applied
     assert set(a.app.core.te.pinned) == {HostPair(RINGS[0][i], RINGS[0][(i + 1) % 4]) for i in range(4)}
     status, body = _rest(a, "GET", "/mlroute/jobs/ring0")
     assert status == 200 and body["job"]["lease_s"] == 60.0 and "expires_at" not in body["job"]

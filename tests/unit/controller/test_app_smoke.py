@@ -11,6 +11,7 @@ from controller.southbound import framework as southbound
 from controller.southbound.framework import arp, ofp_event, packet
 from controller.state.flowkey import FlowKey
 from tests import topologies
+from tests.decision_steps import te_step
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.lab import (
     STRIDE4,
@@ -79,7 +80,7 @@ def test_a_restarted_controller_relearns_hosts_flows_and_pins_from_the_tables_wi
         {ip: (h.dpid, h.port) for ip, h in lab.ref.hosts.items()}
     assert set(core.accounting) == set(STRIDE4)
     poll(new, STRIDE4, 8)  # one poll after the restart
-    result = core.te_step(wait=True)
+    result = te_step(core, wait=True)
     assert core.te.pinned == pinned and not result.moved
     core.recovery_ends = 0  # recovery over: from now on the diff may modify and delete
     new.app.resync()
@@ -113,7 +114,7 @@ def test_a_restarted_controller_adds_no_forwarding_on_links_found_so_far(lab):
     new.discover_links()
     new.app.resync()
     poll(new, STRIDE4, 8)  # the elephants still busy: their pins stay
-    new.app.core.te_step(wait=True)
+    te_step(new.app.core, wait=True)
     new.app.core.recovery_ends = 0
     new.app.resync()
     assert {d: (dict(sw.table.flows), dict(sw.table.groups)) for d, sw in new.switches.items()} == held

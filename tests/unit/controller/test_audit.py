@@ -16,6 +16,7 @@ from controller.desired.rules import (
 from controller.state.flowkey import FlowKey
 from tests import topologies
 from tests.clock import FakeClock
+from tests.decision_steps import te_step
 from tests.fakeswitch import OFP
 from tests.lab import STRIDE4, Lab, pin_stride4, poll, stats_reply, stop_apps, tcp_packet
 
@@ -177,7 +178,7 @@ def test_a_wiped_ingress_switch_keeps_its_elephants_pinned_and_counted(pinned_la
     assert all(core.monitor.flows[k].elephant and k in core.accounting for k in here)
     poll(lab, here, 1)  # the counting rules put back count from zero
     assert all(core.monitor.flows[k].elephant for k in here)
-    core.te_step(wait=True)
+    te_step(core, wait=True)
     lab.app.resync()
     assert core.te.pinned == pinned and all_pairs_delivered(lab)
 

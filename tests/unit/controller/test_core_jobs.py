@@ -9,6 +9,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.monitor import FlowSample
 from tests import topologies
+from tests.decision_steps import te_step
 from tests.oftable import trace
 
 # allreduce:4x4 as mlroute experiment runs it on a k=4 fat-tree: ring r = hosts r+1, r+5, r+9, r+13
@@ -34,7 +35,7 @@ def ring_pairs(rings=RINGS):
 
 def test_declared_rings_are_routed_before_their_first_packet():
     core, _ = make_core(declared())
-    result = core.te_step()
+    result = te_step(core)
     assert result.applied and result.after["max_link_load"] == 1
     assert set(core.te.pinned) == set(ring_pairs())
     desired = sync.desired_state(core.topology, core.tiers, core.accounting, core.te.pinned, stagger=False,
@@ -52,7 +53,7 @@ def test_declared_rings_are_routed_before_their_first_packet():
 
 def test_undeclared_traffic_pins_nothing_before_it_is_seen():
     core, _ = make_core(config.parse(""))
-    assert not core.te_step().applied and core.te.pinned == {}
+    assert not te_step(core).applied and core.te.pinned == {}
 
 
 def elephant(core, clock, key, mbps=9.0):
@@ -66,12 +67,12 @@ def elephant(core, clock, key, mbps=9.0):
 
 def test_a_detected_flow_takes_its_pairs_place_on_the_same_path():
     core, clock = make_core(declared())
-    core.te_step()
+    te_step(core)
     pair = ring_pairs()[0]
     path = core.te.pinned[pair]
     key = FlowKey(pair.src_ip, pair.dst_ip, 6, 40000, 5201)
     elephant(core, clock, key)
-    result = core.te_step()
+    result = te_step(core)
     assert key in core.te.pinned and pair not in core.te.pinned and core.te.pinned[key] == path
     assert result.moved == []
 
@@ -80,7 +81,7 @@ def test_an_elephant_whose_counting_rule_is_removed_leaves_and_triggers_a_decisi
     core, clock = make_core(config.parse(""))
     key = FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201)
     elephant(core, clock, key)
-    core.te_step()
+    te_step(core)
     assert key in core.te.pinned
     src = core.topology.hosts[key.src_ip]
     core.counting_rule_removed(src.dpid, {"ip_proto": 6, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
@@ -106,7 +107,7 @@ def test_a_declared_host_learned_late_triggers_a_decision():
     core, _ = make_core(declared())
     host = core.topology.hosts[RINGS[0][0]]
     core.topology.forget_host(host.ip)
-    core.te_step()
+    te_step(core)
     assert HostPair(RINGS[0][0], RINGS[0][1]) not in core.te.pinned  # unknown host: not routable yet
     core.packet(PacketIn(dpid=host.dpid, in_port=host.port, eth_src=host.mac, eth_dst="ff:ff:ff:ff:ff:ff",
                          eth_type=0x0806, arp_op=1, src_ip=host.ip, dst_ip=RINGS[0][1]))
@@ -129,7 +130,7 @@ def test_with_the_optimiser_worker_a_job_event_is_requested_and_decided_by_the_d
         core.sync()  # requested, not decided here: only the decision loop talks to the worker
         assert core.decisions.queued is not None and not runner.busy and not core.te.pinned
         decided = core.decisions.decisions
-        core.te_step(wait=True)  # the decision loop's ticks (blocking here): the same queued decision
+        te_step(core, wait=True)  # the decision loop's ticks (blocking here): the same queued decision
         assert core.decisions.decisions == decided + 1 and set(core.te.pinned) == set(ring_pairs())
         assert core.dirty  # the next resync installs it
     finally:

@@ -10,6 +10,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.monitor import FlowSample
 from tests import topologies
+from tests.decision_steps import te_step
 from tests.sflow_datagrams import (
     counter_sample,
     datagram,
@@ -97,7 +98,7 @@ def test_sampled_elephants_are_pinned_with_exact_entries_only_for_them():
     assert not lab.send(flows)  # the first completed window above: one of te.elephant_polls (2)
     assert lab.send(flows)  # the second: elephants, a decision requested
     assert {st.key for st in lab.core.monitor.elephants()} == set(elephants)
-    result = lab.core.te_step()
+    result = te_step(lab.core)
     assert result.applied and set(lab.core.te.pinned) == set(elephants)
     lab.core.sync()
     counting = rules_with_cookie(lab.core, COOKIE_FLOW)
@@ -114,11 +115,11 @@ def test_an_elephant_that_ends_loses_its_pin_and_its_entry():
     lab = Fabric("sflow", "  pattern_memory_s: 3\nsflow:\n  idle_windows: 2\n")
     key = stride_keys()[0]
     lab.windows([(key, 8e6)], 3)
-    lab.core.te_step()
+    te_step(lab.core)
     lab.core.sync()
     assert len(rules_with_cookie(lab.core, COOKIE_FLOW)) == 1
     lab.windows([], 6)  # silent: forgotten by the estimator, then past the pattern memory
-    lab.core.te_step()
+    te_step(lab.core)
     lab.core.sync()
     assert lab.core.te.pinned == {} and rules_with_cookie(lab.core, COOKIE_FLOW) == []
 
@@ -128,7 +129,7 @@ def test_many_connections_between_two_hosts_become_one_host_pair_demand():
     storm = [(FlowKey("10.0.0.1", "10.0.0.5", 17, 10000 + i, 9), 2e5) for i in range(40)]  # 8 Mb/s in all
     lab.windows(storm, 3)
     assert lab.core.monitor.elephants() == []  # no 5-tuple is one
-    lab.core.te_step()
+    te_step(lab.core)
     pair = HostPair("10.0.0.1", "10.0.0.5")
     assert set(lab.core.te.pinned) == {pair}
     lab.core.sync()
@@ -151,7 +152,7 @@ def test_a_storm_between_two_hosts_asks_for_a_decision_within_a_quarter_window()
     requests = lab.core.decisions.requests
     assert lab.send(storm, seconds=0.25) is True
     assert lab.core.decisions.requests == requests + 1 and lab.core.monitor.elephants() == []
-    lab.core.te_step()
+    te_step(lab.core)
     assert set(lab.core.te.pinned) == {HostPair("10.0.0.1", "10.0.0.5")}
     assert lab.send(storm, seconds=0.25) is False  # judged once
 
@@ -161,7 +162,7 @@ def test_a_pair_with_an_elephant_5_tuple_is_routed_by_its_flow():
     key = stride_keys()[0]
     lab.windows([(key, 8e6)], 3)
     assert lab.core.sflow.elephant_pairs([key]) == []
-    lab.core.te_step()
+    te_step(lab.core)
     assert set(lab.core.te.pinned) == {key}
 
 

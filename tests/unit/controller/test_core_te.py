@@ -12,6 +12,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.monitor import FlowSample
 from mlroute.routing import demand
 from tests import topologies
+from tests.decision_steps import te_step
 
 # Hedera's worked example: A->X, A->Y, B->Y, C->Y have natural demands 2/3, 1/3, 1/3, 1/3 of a NIC
 KEYS = [FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201), FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201),
@@ -40,7 +41,7 @@ def core_with_elephants(runner=None):
 
 def test_the_decision_estimates_the_demands_and_the_monitor_shows_them():
     core = core_with_elephants()
-    result = core.te_step()
+    result = te_step(core)
     assert result.applied and list(result.demands) == pytest.approx(EXPECTED)
     shown = [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS]
     assert shown == pytest.approx(EXPECTED)
@@ -59,7 +60,7 @@ def test_with_the_worker_the_event_loop_never_estimates(monkeypatch):
     try:
         assert runner.wait_ready(30)
         core = core_with_elephants(runner)
-        result = core.te_step(wait=True)
+        result = te_step(core, wait=True)
         assert result.applied and list(result.demands) == pytest.approx(EXPECTED)
         assert [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS] == pytest.approx(EXPECTED)
     finally:
@@ -169,7 +170,7 @@ def test_the_routing_view_is_the_decisions_own_report_and_costs_no_routing(monke
     from mlroute.routing.flow import Flow
 
     core = core_with_elephants()
-    result = core.te_step()
+    result = te_step(core)
     assert result.applied and result.ecmp is not None
     fabric, jobs = core.fabric(), core.jobs_by_host()
     flows = [Flow(k.src_ip, k.dst_ip, demand=core.monitor.flows[k].demand_bps / core.host_bps, key=k) for k in KEYS]

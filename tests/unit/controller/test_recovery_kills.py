@@ -20,6 +20,7 @@ from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
 from controller.southbound import framework as southbound
 from tests import topologies
 from tests.clock import FakeClock
+from tests.decision_steps import te_step
 from tests.fakeswitch import FakeSwitch, KilledError, MessageBudget
 from tests.lab import STRIDE4, Lab, arp_request, pin_stride4, poll, stop_apps
 
@@ -100,11 +101,11 @@ def settle(ctl, elephants, seconds=20):
             poll(ctl.lab, elephants, s)
         ctl.wait(2)
         ctl.app.resync()
-    ctl.core.te_step(wait=True)
+    te_step(ctl.core, wait=True)
     ctl.app.resync()
     ctl.wait(RECOVERY_MIN_S)
     ctl.app.resync()
-    ctl.core.te_step(wait=True)
+    te_step(ctl.core, wait=True)
     ctl.app.resync()
 
 
@@ -183,7 +184,7 @@ def flap(ctl, kill_after, rng):
     for live in (False, True):
         ctl.set_link(FLAPPED, live)
         ctl.app.resync()
-        result = ctl.core.te_step(wait=True)
+        result = te_step(ctl.core, wait=True)
         assert result.applied and result.moved, result
         ctl.app.resync()
 

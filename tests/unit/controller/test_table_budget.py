@@ -17,6 +17,7 @@ from controller.desired.rules import (
 from controller.desired.sync import Phase, Step
 from controller.state.flowkey import FlowKey, pair_key
 from tests import topologies
+from tests.decision_steps import te_step
 from tests.lab import PARSER, Lab, stats_reply, stop_apps, tcp_packet
 
 
@@ -134,7 +135,7 @@ def test_a_tight_ingress_table_counts_whole_host_pairs_and_pins_a_busy_one():
         for seconds in (2, 4, 6):  # three polls: the pair to 10.0.0.9 at 10 Mb/s, the other one quiet
             lab.app.flow_stats_reply(stats_reply(edge, [pair_stat(pair, src.port, int(seconds * 1.25e6), seconds),
                                                         pair_stat(pair_key(flows[3]), src.port, 100, seconds)]))
-        core.te_step(wait=True)
+        te_step(core, wait=True)
         lab.app.resync()
         assert pair in core.te.pinned, core.te.pinned
         path = core.te.pinned[pair]
