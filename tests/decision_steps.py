@@ -1,7 +1,13 @@
-"""A TE decision taken at once, for tests and benchmarks: requested and driven through the core's decision loop as
-the app's decision loop drives it (a core without an optimiser worker decides in the call)."""
+"""TE decisions taken at once, for tests and benchmarks: through a core's decision loop as the app's decision loop
+drives it (a core without an optimiser worker decides in the call), or by a TrafficEngineer alone."""
+
+from collections.abc import Iterable, Mapping
 
 from controller.decide import te
+from controller.decide.optimiser_runner import DONE, Outcome
+from controller.desired.te_rules import RouteKey
+from controller.state.jobs import HostPair
+from mlroute.routing.fabric import Fabric
 
 
 def te_step(core, wait: bool = False) -> te.TEResult:
@@ -20,3 +26,29 @@ def te_step(core, wait: bool = False) -> te.TEResult:
         result = core.decision_tick(waited) or result
     return result or te.TEResult(False, elephants=len(core.monitor.elephants()),
                                  reason="deciding in the optimiser worker")
+
+
+def engineer_step(engineer: te.TrafficEngineer, fabric: Fabric | None,
+                  elephants: Iterable[tuple[RouteKey, float | None]], jobs: Mapping[str, str] | None = None,
+                  weights: Mapping[str, float] | None = None, estimate: bool = False) -> te.TEResult:
+    """One decision over ``elephants`` ((key, demand fraction or None) pairs), decided and taken over by
+    ``engineer`` in the caller's thread (what the core's worker does, then its decision loop)."""
+    decision = te.decide(engineer.input(fabric, elephants, jobs, weights, estimate), engineer.clock)
+    engineer.take(decision)
+    return decision.result
+
+
+def apply_outcome(engineer: te.TrafficEngineer, outcome: Outcome) -> bool:
+    """Take a worker's DONE decision over into ``engineer`` (the decision loop's step); True when applied."""
+    if outcome.status != DONE or outcome.decision is None:
+        return False
+    engineer.take(outcome.decision)
+    return True
+
+
+def paths_in_force(fabric: Fabric, flows, pinned, fallback) -> tuple[list, list[bool]]:
+    """The plain definition ``te.in_force`` computes on a resolved problem: each flow's pinned path where it is
+    still valid on ``fabric`` (else its host pair's, else ``fallback``'s); (paths, valid flags)."""
+    pins = [pinned[f.key] if f.key in pinned else pinned.get(HostPair(f.src, f.dst)) for f in flows]
+    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
+    return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid

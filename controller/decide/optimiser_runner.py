@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from controller.decide.te import TEDecision, TEInput, TEResult, TrafficEngineer
+    from controller.decide.te import TEDecision, TEInput, TEResult
 
 LOG = logging.getLogger("mlroute")
 
@@ -269,12 +269,3 @@ class OptimiserRunner:
         if not self._ready and self._conn is not None and self._conn.poll(timeout):
             self._check_ready()
         return self.ready
-
-    @staticmethod
-    def apply(engineer: TrafficEngineer, outcome: Outcome) -> bool:
-        """Take a DONE decision over into the loop's engineer (its pin table is the one in force). True when
-        applied."""
-        if outcome.status != DONE or outcome.decision is None:
-            return False
-        engineer.take(outcome.decision)
-        return True

@@ -57,7 +57,7 @@ from mlroute.routing.repair import repair
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
 __all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEDecision", "TEInput", "TEResult", "TESettings",
-           "TrafficEngineer", "decide", "fabric_from_topology", "in_force", "paths_in_force"]
+           "TrafficEngineer", "decide", "fabric_from_topology", "in_force"]
 
 LOG = logging.getLogger("mlroute.te")
 
@@ -173,7 +173,8 @@ def decide(task: TEInput, clock: Callable[[], float] = time.perf_counter) -> TED
 
 class TrafficEngineer:
     """The pins in force, the last result and the settled record (the one pin table: the core holds this), and
-    the settings; ``step`` decides (:func:`decide`) and takes the decision over."""
+    the settings: :meth:`input` is what a decision (:func:`decide`, in the optimiser's worker) is taken on, and
+    :meth:`take` takes it over."""
 
     def __init__(self, mode: str = "mlroute", objective: str = "flow", hysteresis: bool = True, seed: int = 0,
                  clock: Callable[[], float] = time.perf_counter, time_limit: float | None = None) -> None:
@@ -194,7 +195,17 @@ class TrafficEngineer:
     def input(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
               jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
               estimate: bool = False) -> TEInput:
-        """The decision's input over the pins and the settled record in force (see :meth:`step`)."""
+        """The input of one decision (:func:`decide`) over the pins and the settled record in force.
+
+        ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow (FlowKey) or a declared
+        job's host pair (HostPair, routed before its first packet). ``estimate``: the demands given are ignored
+        and estimated in the decision from the elephants' hosts (Hedera's estimator, in the optimiser's worker
+        rather than the event loop: with them the loop spent 190-230 ms on a new set of 10k elephants at k=16,
+        without them 40-75 ms); the result's ``demands`` has them. ``jobs`` maps a host IP to a job name (job
+        awareness); with jobs the objective is job-level, and ``weights`` (job name -> weight) weighs jobs in it.
+        A new routing replaces the one in force only if it is at least as good in that order (strictly better
+        once every elephant is pinned, with hysteresis); a worse one is never applied, first decision included.
+        """
         return TEInput(fabric, tuple(elephants), dict(jobs or {}), dict(weights or {}), estimate, self.pinned,
                        self.settled, self.settings)
 
@@ -204,26 +215,6 @@ class TrafficEngineer:
             self.pinned = decision.pinned if decision.pinned is not None else {}
             self.settled = decision.settled
         self.last = decision.result
-
-    def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
-             jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
-             estimate: bool = False) -> TEResult:
-        """One decision over ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow
-        (FlowKey) or a declared job's host pair (HostPair, routed before its first packet).
-
-        ``estimate``: the demands given are ignored and estimated here from the elephants' hosts (Hedera's
-        estimator and the flow list it reads, in the optimiser's worker rather than the event loop: with them
-        the loop spent 190-230 ms on a new set of 10k elephants at k=16, without them 40-75 ms); the result's
-        ``demands`` has them.
-
-        ``jobs`` maps a host IP to a job name (job awareness); with jobs the objective is job-level, and
-        ``weights`` (job name -> weight) weighs jobs in it. A new routing replaces the one in force only if it
-        is at least as good in that order (strictly better once every elephant is pinned, with hysteresis);
-        a worse one is never applied, first decision included: the routing in force is kept.
-        """
-        decision = decide(self.input(fabric, elephants, jobs, weights, estimate), self.clock)
-        self.take(decision)
-        return decision.result
 
 
 def _flows_on(fabric: Fabric | None, elephants: Sequence[tuple[RouteKey, float | None]], jobs: Mapping[str, str],
@@ -432,17 +423,6 @@ class _Step:
         return result
 
 
-def paths_in_force(fabric: Fabric, flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]],
-                   fallback: Sequence[Sequence[int] | None]) -> tuple[list[Sequence[int] | None], list[bool]]:
-    """Each flow's pinned path where it is still valid on ``fabric`` (a transport flow without a pin of its
-    own: its host pair's pin, which its packets follow), else its ``fallback`` path (ECMP's estimate): the
-    routing that actually carries the traffic. Returns (paths, valid flags). The TE step, which has the flows
-    resolved on the fabric already, uses :func:`in_force`."""
-    pins = _pins(flows, pinned)
-    valid = [p is not None and fabric.is_valid_path(f, p) for f, p in zip(flows, pins)]
-    return [p if ok else e for p, ok, e in zip(pins, valid, fallback)], valid
-
-
 def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> list[Sequence[int] | None]:
     """Each flow's pin, or its host pair's (which its packets follow), or None."""
     # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
@@ -452,8 +432,10 @@ def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> li
 
 def in_force(problem: Problem, pinned: Mapping[RouteKey, Sequence[int]],
              fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
-    """:func:`paths_in_force` of ``problem``'s flows with ``fallback`` (ECMP's estimate, a Routing of the same
-    problem), and the choice vector of those paths (each pin's option looked up once)."""
+    """The routing that actually carries ``problem``'s flows: each flow's pinned path where it is still valid (a
+    transport flow without a pin of its own: its host pair's pin, which its packets follow), else its
+    ``fallback`` path (ECMP's estimate, a Routing of the same problem). Returns (paths, valid flags, the choice
+    vector of those paths: each pin's option looked up once)."""
     pins = _pins(problem.flows, pinned)
     index = [ps.index_of(p) if p is not None else -1 for ps, p in zip(problem.sets, pins)]
     valid = [i >= 0 for i in index]

@@ -22,7 +22,7 @@ from controller.desired.rules import (
     FlowRule,
     match,
 )
-from controller.state.topology import UNKNOWN_MAC, Host, Topology
+from controller.state.topology import UNKNOWN_MAC, Host
 
 PRIO_GUARD_DROP = 2  # above table-miss (0), below te's new-flow copies (5) which carry the bound source
 PRIO_GUARD_ALLOW = 3
@@ -61,12 +61,3 @@ def host_rules(host: Host) -> list[FlowRule]:
         FlowRule(host.dpid, PRIO_ARP_HOLD, match(in_port=host.port, eth_type=ETH_ARP), (to_controller,),
                  table=TABLE_CLASSIFY, cookie=COOKIE_BASE),
     ]
-
-
-def guard_rules(topology: Topology) -> list[FlowRule]:
-    """Allow rules for every bound (IP, MAC, port), one drop rule for the rest of each bound port's IPv4."""
-    rules: dict[tuple, FlowRule] = {}
-    for host in sorted(topology.hosts.values(), key=lambda h: (h.dpid, h.port, h.ip)):
-        for rule in host_rules(host):
-            rules[(rule.dpid, rule.key)] = rule
-    return list(rules.values())

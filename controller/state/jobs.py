@@ -114,7 +114,7 @@ def declared_pairs(jobs: Iterable[Mapping[str, Any]]) -> list[HostPair]:
 
 def uncovered_pairs(jobs: Iterable[Mapping[str, Any]], elephant_keys: Iterable[Any]) -> list[HostPair]:
     """Declared host pairs no detected elephant carries yet: those are routed as pairs. Once a transport flow
-    of the pair is an elephant it is routed itself (the pair's pin passes to it: te.paths_in_force)."""
+    of the pair is an elephant it is routed itself (the pair's pin passes to it: te.in_force)."""
     covered = {(k.src_ip, k.dst_ip) for k in elephant_keys}
     return [p for p in declared_pairs(jobs) if (p.src_ip, p.dst_ip) not in covered]
 

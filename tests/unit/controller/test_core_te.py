@@ -12,7 +12,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.monitor import FlowSample
 from mlroute.routing import demand
 from tests import topologies
-from tests.decision_steps import te_step
+from tests.decision_steps import paths_in_force, te_step
 
 # Hedera's worked example: A->X, A->Y, B->Y, C->Y have natural demands 2/3, 1/3, 1/3, 1/3 of a NIC
 KEYS = [FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201), FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201),
@@ -175,7 +175,7 @@ def test_the_routing_view_is_the_decisions_own_report_and_costs_no_routing(monke
     fabric, jobs = core.fabric(), core.jobs_by_host()
     flows = [Flow(k.src_ip, k.dst_ip, demand=core.monitor.flows[k].demand_bps / core.host_bps, key=k) for k in KEYS]
     ecmp = te.run_optimiser("ecmp", fabric, flows).paths
-    installed, _ = te.paths_in_force(fabric, flows, core.te.pinned, ecmp)
+    installed, _ = paths_in_force(fabric, flows, core.te.pinned, ecmp)
     expected = {"installed": metric.report(fabric, flows, installed), "ecmp": metric.report(fabric, flows, ecmp)}
     assert not jobs
 

@@ -46,11 +46,11 @@ def test_counting_rules_do_not_open_a_hole():
 
 def test_unbound_ports_are_not_guarded_and_one_drop_rule_per_port():
     topo = topologies.fat_tree(4, hosts=False)
-    assert host_guard.guard_rules(topo) == []
+    assert guard_rules(topo) == []
     topo = topologies.fat_tree(4)
     h1 = topo.hosts["10.0.0.1"]
     topo.learn_host("10.0.1.1", h1.mac, h1.dpid, h1.port)  # a second address on the same port
-    rules = [r for r in host_guard.guard_rules(topo) if (r.dpid, dict(r.match)["in_port"]) == h1.location]
+    rules = [r for r in guard_rules(topo) if (r.dpid, dict(r.match)["in_port"]) == h1.location]
     g = host_guard
     assert sorted(r.priority for r in rules) == sorted([g.PRIO_GUARD_DROP, g.PRIO_ARP_HOLD]
                                                    + [g.PRIO_GUARD_ALLOW, g.PRIO_ARP_ALLOW] * 2)
@@ -72,3 +72,12 @@ def test_forged_arp_is_not_forwarded_in_the_data_plane():
     for forged in (arp(h9.ip, h1.mac, h5.ip), arp(h9.ip, h1.mac, h5.ip, op=2), arp(h1.ip, h9.mac, h5.ip)):
         result = trace(rules, topo, h1.dpid, h1.port, forged)
         assert result.delivered == set() and result.to_controller == [h1.dpid], forged  # the controller judges
+
+
+def guard_rules(topo):
+    """Every bound host's guard rules (``host_guard.host_rules``), one per switch and match."""
+    rules = {}
+    for host in sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.ip)):
+        for rule in host_guard.host_rules(host):
+            rules[(rule.dpid, rule.key)] = rule
+    return list(rules.values())

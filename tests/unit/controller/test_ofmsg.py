@@ -15,6 +15,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.monitor import MalformedStatsError
 from controller.state.tiers import infer_tiers
 from tests import topologies
+from tests.decision_steps import engineer_step
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.oftable import trace
 
@@ -26,7 +27,7 @@ def planned_fabric():
     tiers = infer_tiers(topo.graph(), topo.access_switches())
     keys = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}", 6, 40000 + i, 5201) for i in range(8)]
     engineer = te.TrafficEngineer("mlroute")
-    engineer.step(te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS), [(k, None) for k in keys])
+    engineer_step(engineer, te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS), [(k, None) for k in keys])
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
     desired = sync.desired_state(topo, tiers, accounting, engineer.pinned, stagger=True, idle_timeout=10)
     return topo, keys, engineer, desired

@@ -16,6 +16,7 @@ from controller.state.monitor import PROTO_TCP
 from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.clock import FakeClock as Clock
+from tests.decision_steps import apply_outcome, engineer_step
 
 WARM_S = 120  # generous: the machine is shared; nothing below asserts a duration
 
@@ -59,13 +60,13 @@ def test_a_decision_in_the_worker_equals_the_one_in_process(runner):
     r, _ = runner
     fabric, elephants = setting()
     local, remote = te.TrafficEngineer("mlroute"), te.TrafficEngineer("mlroute")
-    expected = local.step(fabric, elephants)
+    expected = engineer_step(local, fabric, elephants)
     assert r.submit(remote.input(fabric, elephants), generation=7)
     assert not r.submit(remote.input(fabric, elephants))  # one at a time
     outcome = r.wait(WARM_S)
     assert outcome.status == DONE and outcome.generation == 7
     assert remote.pinned == {} and remote.last is None  # nothing changes until the loop applies it
-    assert OptimiserRunner.apply(remote, outcome)
+    assert apply_outcome(remote, outcome)
     assert remote.pinned == local.pinned and remote.last.moved == expected.moved and len(remote.pinned) == 16
 
 
@@ -79,7 +80,7 @@ def test_a_late_decision_is_dropped_and_the_routing_in_force_kept(runner):
     clock.t = r.deadline_s + 0.1
     outcome = r.poll()
     assert outcome.status == LATE and "budget" in outcome.error and r.late == 1
-    assert not OptimiserRunner.apply(engineer, outcome)
+    assert not apply_outcome(engineer, outcome)
     assert engineer.pinned == {elephants[0][0]: ("kept",)}
     # the next decision gets a fresh worker
     assert r.wait_ready(WARM_S)
@@ -98,7 +99,7 @@ def test_the_budget_bounds_a_real_ilp_search(runner):
     assert r.submit(engineer.input(fabric, elephants))
     outcome = r.wait(r.deadline_s + 30)
     assert outcome is not None and outcome.status == DONE, outcome
-    assert OptimiserRunner.apply(engineer, outcome) and len(engineer.pinned) == len(elephants)
+    assert apply_outcome(engineer, outcome) and len(engineer.pinned) == len(elephants)
 
 
 def test_a_decision_that_raises_is_reported_and_the_worker_stays(runner):
@@ -149,7 +150,7 @@ def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search
     for _ in range(3):
         assert r.submit(engineer.input(fabric, elephants))
         outcome = r.wait(WARM_S)
-        assert OptimiserRunner.apply(engineer, outcome)
+        assert apply_outcome(engineer, outcome)
         reasons.append(outcome.result.reason)
     # the applied routing is mlroute's fixpoint: the next periods are settled, in the worker as in the loop
     assert reasons == ["new or broken paths", te.SETTLED, te.SETTLED] and engineer.settled is not None
@@ -158,7 +159,7 @@ def test_a_settled_decision_comes_back_from_the_worker_and_skips_the_next_search
     assert r.submit(engineer.input(fabric, elephants))
     outcome = r.wait(WARM_S)
     assert outcome.result.reason == te.SETTLED and outcome.decision.unchanged and outcome.decision.pinned is None
-    assert OptimiserRunner.apply(engineer, outcome) and engineer.pinned is pins and engineer.settled is settled
+    assert apply_outcome(engineer, outcome) and engineer.pinned is pins and engineer.settled is settled
 
 
 def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner):
@@ -170,7 +171,7 @@ def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner
         assert r.submit(engineer.input(fab, elephants))
         outcome = r.wait(WARM_S)
         assert outcome.status == DONE, outcome.error
-        OptimiserRunner.apply(engineer, outcome)
+        apply_outcome(engineer, outcome)
         return outcome.result
 
     first = decide(fabric)

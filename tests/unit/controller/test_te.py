@@ -11,6 +11,7 @@ from controller.state.tiers import infer_tiers
 from mlroute.routing import metric
 from mlroute.routing.flow import Flow
 from tests import topologies
+from tests.decision_steps import engineer_step, paths_in_force
 from tests.oftable import trace
 
 MBPS = 1e6
@@ -40,7 +41,7 @@ def test_stride4_elephants_get_disjoint_paths_in_the_simulated_dataplane():
     topo, tiers, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert result.applied and result.after["max_link_load"] == 1 and len(result.moved) == 8
     desired = desired_with(topo, tiers, engineer, keys)
     used = []
@@ -58,9 +59,9 @@ def test_hysteresis_keeps_an_equally_good_routing():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     before = dict(engineer.pinned)
-    again = engineer.step(fabric, [(k, None) for k in keys])
+    again = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert not again.applied and again.moved == [] and engineer.pinned == before
 
 
@@ -68,14 +69,14 @@ def test_a_failed_link_under_an_elephant_moves_it_and_keeps_most_others():
     topo, _, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     victim = keys[0]
     a, b = engineer.pinned[victim][1], engineer.pinned[victim][2]
     link = next(lnk for lnk in topo.live_links() if (lnk.src, lnk.dst) == (a, b))
     topo.port_down(link.src, link.src_port)
     topo.port_down(link.dst, link.dst_port)
     _, tiers, fabric = setup(topo)
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert result.applied and victim in result.moved
     assert (a, b) not in zip(engineer.pinned[victim], engineer.pinned[victim][1:])
     assert result.after["max_link_load"] == 2  # pod 0 has 4 elephants leaving on 3 live uplinks
@@ -85,7 +86,7 @@ def test_a_failed_link_under_an_elephant_moves_it_and_keeps_most_others():
 def test_ecmp_mode_pins_nothing():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("ecmp")
-    result = engineer.step(fabric, [(k, None) for k in stride4_keys()])
+    result = engineer_step(engineer, fabric, [(k, None) for k in stride4_keys()])
     assert not result.applied and engineer.pinned == {} and result.before["max_link_load"] >= 1
 
 
@@ -93,7 +94,7 @@ def test_rules_pin_only_upward_hops_and_count_at_the_ingress():
     topo, tiers, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     accounting = {k: (topo.hosts[k.src_ip].dpid, topo.hosts[k.src_ip].port) for k in keys}
     rules = te_rules.te_rules(topo, tiers, accounting, engineer.pinned, 10)
     pinned_hops = [r for r in rules if r.cookie == COOKIE_ELEPHANT]
@@ -107,7 +108,7 @@ def test_leaf_spine_elephants_use_distinct_spines():
     topo, tiers, fabric = setup(topologies.leaf_spine(4, 4, 2))
     engineer = te.TrafficEngineer("mlroute")
     keys = [FlowKey(f"10.0.0.{i}", f"10.0.0.{(i + 1) % 8 + 1}", 6, 1000 + i, 5201) for i in (1, 2)]  # leaf 1 -> 2
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     spines = {engineer.pinned[k][1] for k in keys}
     assert len(spines) == 2
 
@@ -116,7 +117,7 @@ def test_not_a_clos_means_no_traffic_engineering():
     topo = topologies.ring(5)
     tiers = infer_tiers(topo.graph(), topo.access_switches())
     assert te.fabric_from_topology(topo, tiers, 1, 1) is None
-    result = te.TrafficEngineer("mlroute").step(None, [(stride4_keys()[0], None)])
+    result = engineer_step(te.TrafficEngineer("mlroute"), None, [(stride4_keys()[0], None)])
     assert not result.applied
 
 
@@ -124,7 +125,7 @@ def test_job_awareness_switches_to_the_job_objective():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    result = engineer.step(fabric, [(k, None) for k in keys], jobs={k.src_ip: "ring" for k in keys})
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys], jobs={k.src_ip: "ring" for k in keys})
     assert result.after["objective"] == "job"
 
 
@@ -132,7 +133,7 @@ def test_every_pair_still_delivered_with_pins_installed():
     topo, tiers, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     desired = desired_with(topo, tiers, engineer, keys)
     for src, dst in itertools.permutations(list(topo.hosts.values())[:6], 2):
         t = trace(desired, topo, src.dpid, src.port, {"eth_type": 0x0800, "eth_src": src.mac, "ipv4_src": src.ip,
@@ -145,8 +146,8 @@ def test_ended_elephants_are_unpinned_even_without_a_new_routing():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
-    engineer.step(fabric, [(k, None) for k in keys[:6]])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys[:6]])
     assert set(engineer.pinned) == set(keys[:6])
 
 
@@ -162,7 +163,7 @@ def test_a_first_decision_worse_than_ecmp_is_never_applied():
     keys = random_keys(topo, 100, seed=0)
     engineer = te.TrafficEngineer("coloring")
     proposal = te.run_optimiser("coloring", fabric, [Flow(k.src_ip, k.dst_ip, key=k) for k in keys]).paths
-    ecmp_load = engineer.step(fabric, [(k, None) for k in keys]).before["max_link_load"]
+    ecmp_load = engineer_step(engineer, fabric, [(k, None) for k in keys]).before["max_link_load"]
     assert metric.report(fabric, [Flow(k.src_ip, k.dst_ip, key=k) for k in keys], proposal)["max_link_load"] \
         > ecmp_load  # the optimiser's proposal is worse than ECMP here ...
     result = engineer.last
@@ -175,11 +176,11 @@ def test_a_worse_routing_is_never_applied_over_pinned_paths():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     installed = dict(engineer.pinned)
     engineer.mode, engineer.hysteresis = "gff", False  # no hysteresis: only "never worse" guards
     crowded = keys + [FlowKey("10.0.0.1", "10.0.0.16", 6, 1, 2)]  # a newcomer forces a decision
-    result = engineer.step(fabric, [(k, None) for k in crowded])
+    result = engineer_step(engineer, fabric, [(k, None) for k in crowded])
     if not result.applied:
         assert {k: engineer.pinned[k] for k in keys} == installed
     else:
@@ -198,19 +199,19 @@ def paths_of(engineer, keys):
 
 def ecmp_with(fabric, pinned, keys):
     flows = flows_of(keys)
-    return te.paths_in_force(fabric, flows, pinned, te.run_optimiser("ecmp", fabric, flows).paths)[0]
+    return paths_in_force(fabric, flows, pinned, te.run_optimiser("ecmp", fabric, flows).paths)[0]
 
 
 def test_strictly_better_still_moves_and_equal_still_keeps():
     _, _, fabric = setup()
     engineer = te.TrafficEngineer("ecmp", time_limit=60.0)
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     engineer.mode = "mlroute"
-    first = engineer.step(fabric, [(k, None) for k in keys])
+    first = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert first.applied and first.after["max_link_load"] == 1  # better than ECMP's estimate: applied
     engineer.settled = None  # (the applied routing is a fixpoint: forget it, so that the next period searches)
-    again = engineer.step(fabric, [(k, None) for k in keys])
+    again = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert not again.applied and again.reason == "no improvement: routing kept" and again.runtime_s > 0
 
 
@@ -222,7 +223,7 @@ def test_declared_host_pairs_are_routed_before_any_packet():
     topo, tiers, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     pairs = pair_keys()
-    result = engineer.step(fabric, [(p, None) for p in pairs], jobs={p.src_ip: "ring" for p in pairs})
+    result = engineer_step(engineer, fabric, [(p, None) for p in pairs], jobs={p.src_ip: "ring" for p in pairs})
     assert result.applied and result.after["max_link_load"] == 1 and set(engineer.pinned) == set(pairs)
     # no counting rule exists yet: the pair rules alone carry a new connection along the pinned path
     desired = sync.desired_state(topo, tiers, {}, engineer.pinned, stagger=False, idle_timeout=10)
@@ -238,10 +239,10 @@ def test_a_detected_flow_of_a_pinned_pair_inherits_its_path_without_moving():
     topo, tiers, fabric = setup()
     engineer = te.TrafficEngineer("mlroute")
     pairs, keys = pair_keys(), stride4_keys()
-    engineer.step(fabric, [(p, None) for p in pairs])
+    engineer_step(engineer, fabric, [(p, None) for p in pairs])
     by_pair = dict(engineer.pinned)
     # the 5-tuples appear and replace their pairs (controller.state.jobs.uncovered_pairs): same paths, nothing moves
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert result.moved == [] and {k: engineer.pinned[k] for k in keys} == \
         {k: by_pair[HostPair(k.src_ip, k.dst_ip)] for k in keys}
     # and a counting rule of a not-yet-elephant flow of a pinned pair outputs to the pair's first hop
@@ -256,7 +257,7 @@ def test_job_weights_reach_the_job_objective():
     engineer = te.TrafficEngineer("mlroute")
     keys = stride4_keys()
     jobs = {k.src_ip: ("a" if i < 4 else "b") for i, k in enumerate(keys)}
-    result = engineer.step(fabric, [(k, None) for k in keys], jobs=jobs, weights={"a": 2.0})
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys], jobs=jobs, weights={"a": 2.0})
     assert result.applied and result.after["objective"] == "job"
     flows = [Flow(k.src_ip, k.dst_ip, job=jobs[k.src_ip], weight={"a": 2.0}.get(jobs[k.src_ip], 1.0))
              for k in keys]
@@ -269,9 +270,9 @@ def settle(fabric, keys, time_limit=60.0):
     can overrun). The applied routing settles the engineer by itself (a fixpoint): that is forgotten here, so
     the second period searches."""
     engineer = te.TrafficEngineer("mlroute", time_limit=time_limit)
-    engineer.step(fabric, [(k, None) for k in keys])
+    engineer_step(engineer, fabric, [(k, None) for k in keys])
     engineer.settled = None
-    kept = engineer.step(fabric, [(k, None) for k in keys])
+    kept = engineer_step(engineer, fabric, [(k, None) for k in keys])
     return engineer, kept
 
 
@@ -284,19 +285,19 @@ def test_an_applied_fixpoint_settles_the_next_period_with_what_its_search_would_
             enumerate(rng.sample(list(itertools.permutations(sorted(topo.hosts), 2)), 120))]
     elephants = [(k, None) for k in keys]
     engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
-    first = engineer.step(fabric, elephants)
+    first = engineer_step(engineer, fabric, elephants)
     assert first.applied and engineer.settled is not None
     pins = dict(engineer.pinned)
     searched = deepcopy(engineer)
     searched.settled = None
-    second = engineer.step(fabric, elephants)
+    second = engineer_step(engineer, fabric, elephants)
     assert second.reason == te.SETTLED and not second.applied and second.runtime_s == 0.0
     assert second.after["max_link_load"] == first.after["max_link_load"] and engineer.pinned == pins
-    check = searched.step(fabric, elephants)
+    check = engineer_step(searched, fabric, elephants)
     assert check.reason == te.KEPT and check.runtime_s > 0 and searched.pinned == pins
     # without hysteresis every period is a decision of its own: nothing settles after an applied routing
     plain = te.TrafficEngineer("mlroute", hysteresis=False, time_limit=60.0)
-    plain.step(fabric, elephants)
+    engineer_step(plain, fabric, elephants)
     assert plain.settled is None
 
 
@@ -306,23 +307,23 @@ def test_a_settled_decision_is_not_searched_again_on_the_same_inputs():
     engineer, kept = settle(fabric, keys)
     assert kept.reason == te.KEPT and kept.runtime_s > 0 and engineer.settled is not None
     pins = dict(engineer.pinned)
-    again = engineer.step(fabric, [(k, None) for k in keys])
+    again = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert again.reason == te.SETTLED and not again.applied and again.runtime_s == 0.0
     assert again.before == kept.before and again.after == kept.after and engineer.pinned == pins
-    assert engineer.step(fabric, [(k, None) for k in keys]).reason == te.SETTLED  # and it stays settled
+    assert engineer_step(engineer, fabric, [(k, None) for k in keys]).reason == te.SETTLED  # and it stays settled
 
 
 def test_any_changed_input_is_searched_again():
     topo, tiers, fabric = setup()
     keys = stride4_keys()
     changes = {
-        "an elephant more": lambda e: e.step(fabric, [(k, None) for k in keys] +
+        "an elephant more": lambda e: engineer_step(e, fabric, [(k, None) for k in keys] +
                                              [(FlowKey("10.0.0.9", "10.0.0.2", 6, 41000, 5201), None)]),
-        "a demand": lambda e: e.step(fabric, [(k, 0.5 if i == 0 else None) for i, k in enumerate(keys)]),
-        "the jobs": lambda e: e.step(fabric, [(k, None) for k in keys], jobs={keys[0].src_ip: "a"}),
-        "another fabric": lambda e: e.step(te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS),
+        "a demand": lambda e: engineer_step(e, fabric, [(k, 0.5 if i == 0 else None) for i, k in enumerate(keys)]),
+        "the jobs": lambda e: engineer_step(e, fabric, [(k, None) for k in keys], jobs={keys[0].src_ip: "a"}),
+        "another fabric": lambda e: engineer_step(e, te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS),
                                            [(k, None) for k in keys]),
-        "a pin": lambda e: (e.pinned.pop(keys[0]), e.step(fabric, [(k, None) for k in keys]))[1],
+        "a pin": lambda e: (e.pinned.pop(keys[0]), engineer_step(e, fabric, [(k, None) for k in keys]))[1],
     }
     for what, change in changes.items():
         engineer, _ = settle(fabric, keys)
@@ -336,7 +337,7 @@ def test_a_failed_link_changes_the_fabric_so_the_decision_is_searched_again():
     engineer, _ = settle(fabric, keys)
     a, b = engineer.pinned[keys[0]][:2]
     fabric.fail_link(a, b)
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert result.applied and result.reason == "new or broken paths" and keys[0] in result.moved
 
 
@@ -344,7 +345,7 @@ def test_a_search_cut_short_by_its_time_limit_settles_nothing():
     _, _, fabric = setup()
     engineer, kept = settle(fabric, stride4_keys(), time_limit=0.0)
     assert kept.reason == te.KEPT and engineer.settled is None
-    assert engineer.step(fabric, [(k, None) for k in stride4_keys()]).reason == te.KEPT
+    assert engineer_step(engineer, fabric, [(k, None) for k in stride4_keys()]).reason == te.KEPT
 
 
 def test_the_optimiser_keeps_only_paths_known_to_carry_traffic(monkeypatch):
@@ -362,10 +363,10 @@ def test_the_optimiser_keeps_only_paths_known_to_carry_traffic(monkeypatch):
     monkeypatch.setattr(te, "run_optimiser", spy)
     engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
     keys = stride4_keys()
-    engineer.step(fabric, [(k, None) for k in keys[:6]])
+    engineer_step(engineer, fabric, [(k, None) for k in keys[:6]])
     assert handed == [None]
     pins = dict(engineer.pinned)
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert handed[1] == [pins[k] for k in keys[:6]] + [None, None]
     assert set(engineer.pinned) == set(keys) and set(keys[6:]) <= set(result.moved)
 
@@ -378,7 +379,7 @@ def test_the_report_of_a_new_routing_is_the_metric_of_its_paths():
     keys = [FlowKey(a, b, 6, 40000 + i, 5201) for i, (a, b) in
             enumerate(rng.sample(list(itertools.permutations(hosts, 2)), 150))]
     engineer = te.TrafficEngineer("mlroute", time_limit=60.0)
-    result = engineer.step(fabric, [(k, None) for k in keys])
+    result = engineer_step(engineer, fabric, [(k, None) for k in keys])
     assert result.applied
     flows = [Flow(k.src_ip, k.dst_ip) for k in keys]
     expected = metric.report(fabric, flows, [engineer.pinned[k] for k in keys])
@@ -436,7 +437,7 @@ def test_a_decision_estimates_the_natural_demands_once(monkeypatch):
 
     estimate = te.estimate_demands
     monkeypatch.setattr(te, "estimate_demands", counted)
-    result = te.TrafficEngineer("mlroute").step(fabric, [(k, None) for k in stride4_keys()], estimate=True)
+    result = engineer_step(te.TrafficEngineer("mlroute"), fabric, [(k, None) for k in stride4_keys()], estimate=True)
     assert result.applied and calls == [8]
 
 
