@@ -98,6 +98,7 @@ class PlanState:
         self._accounting: dict[FlowKey, tuple[int, int]] = {}
         self._by_pair: dict[tuple[str, str], set[FlowKey]] = {}  # (src, dst) -> accounted flows of that pair
         self._pinned: dict[Any, tuple] = {}
+        self._pins_on: dict[frozenset, set[Any]] = {}  # a link (its two switches) -> the pins whose paths cross it
         self._touched: set[frozenset] = set()  # links the last graph change added, removed or re-ported
         self._dirty: set[int] = set()
         # per switch of the last update: (flow keys, group ids) it changed, or None for "all of it" (new)
@@ -531,11 +532,13 @@ class PlanState:
         changed = {k for k in old.keys() | pinned.keys() if old.get(k) != pinned.get(k)}
         if touched is None:
             changed |= pinned.keys()
-        elif touched:
-            changed |= {k for k, path in pinned.items() if any(frozenset(uv) in touched for uv in zip(path, path[1:]))}
+        elif touched:  # (the index is of the pins before: those whose paths changed are in ``changed`` already)
+            changed |= {k for uv in touched for k in self._pins_on.get(uv, ()) if k in pinned}
         if hosts_changed:  # a host pair's ingress rules hang on its source host
             changed |= {k for k in pinned if not isinstance(k, FlowKey)}
         self._pinned = pinned
+        for k in changed:
+            self._index_pin(k, old.get(k), pinned.get(k))
         if not changed:
             return
         counts: set[FlowKey] = set()
@@ -549,6 +552,20 @@ class PlanState:
                 counts |= self._by_pair.get((k.src_ip, k.dst_ip), set())
         for k in counts:
             self._apply_flow(k, self._accounting[k], pinned, force=True)
+
+    def _index_pin(self, key: Any, was: tuple | None, now: tuple | None) -> None:
+        """The link -> pins index follows one pin's path (a link change then finds its pins without a scan of
+        every pin: 10k pins at k=24 cost ~20 ms a failure)."""
+        if was == now:
+            return
+        for uv in zip(was or (), (was or ())[1:]):
+            pins = self._pins_on.get(frozenset(uv))
+            if pins is not None:
+                pins.discard(key)
+                if not pins:
+                    del self._pins_on[frozenset(uv)]
+        for uv in zip(now or (), (now or ())[1:]):
+            self._pins_on.setdefault(frozenset(uv), set()).add(key)
 
     def _pin_rules(self, key: Any, path: tuple) -> list[FlowRule]:
         return te_rules.pin_rules(self._hosts, self._graph, self._tiers, key, path, self.copy)
