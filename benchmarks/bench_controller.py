@@ -392,7 +392,7 @@ def bench_sflow(name, topo, n, samples_per_window, rows):
     """Issue 21: the controller's CPU per poll period in ``te.detection: sflow`` at ``n`` elephants (decoding
     the period's datagrams, the ingest, the windows' ticks with the monitor's update), against a flow-stats poll
     of the same ``n`` counting rules (the row before it)."""
-    from controller.southbound.sflow_decoder import decode
+    from controller.southbound.sflow.decoder import decode
 
     clock = [0.0]
     config = mlconfig.parse("te:\n  detection: sflow\n  poll_interval_s: 2\n")

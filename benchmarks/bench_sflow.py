@@ -9,7 +9,7 @@ frames (a 128-byte header record and an extended-switch record each), plus one c
 ethernet, port-name and OpenFlow-port records for one port). Every figure is printed with a ratio against a
 baseline measured in the same run on the same bytes, so the numbers compare across machines:
 
-- decode: ``controller.southbound.sflow_decoder.decode`` vs a bare walk that unpacks only each sample's tag and length
+- decode: ``controller.southbound.sflow.decoder.decode`` vs a bare walk that unpacks only each sample's tag and length
   (the least any decoder must do); target >= 50,000 decoded samples/s on one core.
 - estimator: ``SampleRates.add`` and ``SflowIngest.feed`` per sample vs one dict increment per sample.
 - collector: datagrams/s through a real UDP socket (decode + ingest in the receiving thread) vs the same socket
@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.southbound.sflow_agents import AgentMap  # noqa: E402
-from controller.southbound.sflow_collector import SflowCollector  # noqa: E402
-from controller.southbound.sflow_counters import CounterRates  # noqa: E402
-from controller.southbound.sflow_decoder import decode  # noqa: E402
-from controller.southbound.sflow_ingest import SflowIngest  # noqa: E402
+from controller.southbound.sflow.agents import AgentMap  # noqa: E402
+from controller.southbound.sflow.collector import SflowCollector  # noqa: E402
+from controller.southbound.sflow.counters import CounterRates  # noqa: E402
+from controller.southbound.sflow.decoder import decode  # noqa: E402
+from controller.southbound.sflow.ingest import SflowIngest  # noqa: E402
 from controller.state.flowkey import FlowKey  # noqa: E402
 from controller.state.sflow_rates import SampleRates  # noqa: E402
 from tests import sflow_datagrams as enc  # noqa: E402

@@ -16,7 +16,7 @@ from controller.decide.packet_in import ArpProbe, ArpReply, Forward
 from controller.desired.rules import COOKIE_FLOW
 from controller.southbound import framework as southbound
 from controller.southbound import ofmsg
-from controller.southbound.sflow_collector import SflowCollector
+from controller.southbound.sflow.collector import SflowCollector
 
 LOG = logging.getLogger("mlroute")
 

@@ -1,4 +1,4 @@
-"""The core's sFlow wiring (te.detection: sflow | both; controller/southbound/sflow_detection.py): datagrams from
+"""The core's sFlow wiring (te.detection: sflow | both; controller/southbound/sflow/detection.py): datagrams from
 the collector's thread into the estimator, completed windows into the flow monitor (a window is a poll), and the
 exact entries the sampled elephants being pinned get at their ingress. A mixin of ``controller.core.ControllerCore``.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller.core_state import CoreState
-from controller.southbound.sflow_decoder import Datagram
+from controller.southbound.sflow.decoder import Datagram
 from controller.state.flowkey import FlowKey
 
 

@@ -26,7 +26,7 @@ from controller.desired.recovery import Recovered
 from controller.desired.rules import Change, SwitchRules
 from controller.desired.switch_belief import SwitchBelief
 from controller.southbound.log_throttle import LogThrottle
-from controller.southbound.sflow_detection import SflowDetection
+from controller.southbound.sflow.detection import SflowDetection
 from controller.state.accounting import Accounting
 from controller.state.budget import TokenBucket
 from controller.state.capabilities import SwitchCapabilities
@@ -146,8 +146,8 @@ class CoreState:
         self._restoring: dict[int, dict[FlowKey, float]] = {}
         self.syncing = False
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
-        # te.detection: sflow | both: elephants from packet samples (sflow_detection.py); in sflow mode only the
-        # pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
+        # te.detection: sflow | both: elephants from packet samples (southbound/sflow/detection.py); in sflow mode
+        # only the pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
         self.detection = tecfg["detection"]
         self.sflow = None if self.detection == "flowstats" else SflowDetection(
             config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from controller.southbound.sflow_agents import AgentMap, sysfs_ifindex
-from controller.southbound.sflow_collector import SflowCollector
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_ingest import SflowIngest
+from controller.southbound.sflow.agents import AgentMap, sysfs_ifindex
+from controller.southbound.sflow.collector import SflowCollector
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.ingest import SflowIngest
 from controller.state.flowkey import FlowKey
 from controller.state.sflow_rates import SampleRates
 from tests.integration import harness

@@ -282,7 +282,7 @@ def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stop
     import socket
     import time
 
-    from controller.southbound.sflow_decoder import decode
+    from controller.southbound.sflow.decoder import decode
     from mlroute.experiment.emulation import free_port
     from tests.sflow_datagrams import counter_sample, datagram, if_counters_record, openflow_port_record
 

@@ -5,7 +5,7 @@ elephants, host pairs as one demand, link load from counter samples, metrics by 
 from controller import config
 from controller.core import ControllerCore
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
-from controller.southbound.sflow_decoder import decode
+from controller.southbound.sflow.decoder import decode
 from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.monitor import FlowSample

@@ -4,8 +4,8 @@
 Read from the modules' syntax trees (every ``import`` and ``from ... import``, those inside functions included),
 not by importing them, so a lazy import counts as much as one at the top. A module may import its own wing,
 any wing below it, and the top-level modules ranked at or below it; southbound and web stand side by side (the
-REST application uses the framework's WSGI glue; the sFlow detection feeds the metrics; the cluster's coordination
-sits beside them).
+REST application uses the framework's WSGI glue; the sFlow detection counts into the metrics it is handed, never
+importing the web wing; the cluster's coordination sits beside them).
 """
 
 from __future__ import annotations
@@ -110,6 +110,15 @@ def test_nothing_imports_upward():
                                 f"({target}, rank {RANK[target]}) from {own} (rank {RANK[own]})")
     assert not offences, ("imports against the direction state <- desired <- decide <- southbound / web <- core <- "
                           "app:\n" + "\n".join(offences))
+
+
+def test_southbound_does_not_import_the_web_wing():
+    """The web wing mounts REST on the framework's WSGI glue (southbound); nothing in southbound reads the web
+    wing back (the sFlow detection counts into the metrics object it is handed), so the two are no cycle."""
+    offences = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in _modules()
+                if _part(_module_name(path)) == "southbound"
+                for line, module in _imports(path.read_text(), _package(path)) if _part(module) == "web"]
+    assert not offences, offences
 
 
 def test_the_check_sees_every_import_form():

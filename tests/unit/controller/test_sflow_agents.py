@@ -1,5 +1,5 @@
-from controller.southbound.sflow_agents import AgentMap, sysfs_ifindex
-from controller.southbound.sflow_decoder import decode
+from controller.southbound.sflow.agents import AgentMap, sysfs_ifindex
+from controller.southbound.sflow.decoder import decode
 from tests import sflow_datagrams as enc
 
 

@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-from controller.southbound.sflow_agents import AgentMap
-from controller.southbound.sflow_collector import SflowCollector
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_ingest import SflowIngest
+from controller.southbound.sflow.agents import AgentMap
+from controller.southbound.sflow.collector import SflowCollector
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.ingest import SflowIngest
 from controller.state.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc
 

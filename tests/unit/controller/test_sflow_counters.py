@@ -1,7 +1,7 @@
 import pytest
 
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_decoder import decode
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.decoder import decode
 from controller.state.linkstats import links_json
 from controller.state.topology import Topology
 from tests import sflow_datagrams as enc

@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from controller.southbound.sflow_decoder import (
+from controller.southbound.sflow.decoder import (
     REASONS,
     CounterSample,
     FlowSample,

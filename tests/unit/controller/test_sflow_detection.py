@@ -2,8 +2,8 @@
 above the threshold by one standard error), host pairs busy as a whole, counters' growth onto metrics."""
 
 from controller import config
-from controller.southbound.sflow_decoder import decode
-from controller.southbound.sflow_detection import SflowDetection
+from controller.southbound.sflow.decoder import decode
+from controller.southbound.sflow.detection import SflowDetection
 from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.sflow_rates import RateEstimate, above

@@ -1,9 +1,9 @@
 import pytest
 
-from controller.southbound.sflow_agents import AgentMap
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_decoder import decode
-from controller.southbound.sflow_ingest import SflowIngest
+from controller.southbound.sflow.agents import AgentMap
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.decoder import decode
+from controller.southbound.sflow.ingest import SflowIngest
 from controller.state.flowkey import FlowKey
 from controller.state.sflow_rates import SampleRates
 from tests import sflow_datagrams as enc

@@ -1,4 +1,4 @@
-from controller.southbound.sflow_sequence import SequenceFilter
+from controller.southbound.sflow.sequence import SequenceFilter
 
 SRC = ("127.0.0.1", 0, 2, 1000)
 

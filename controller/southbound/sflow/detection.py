@@ -15,21 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from controller.southbound.sflow_agents import AgentMap, PortRef
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_decoder import Datagram
-from controller.southbound.sflow_ingest import SflowIngest
+from controller.southbound.sflow.agents import AgentMap, PortRef
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.decoder import Datagram
+from controller.southbound.sflow.ingest import SflowIngest
 from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.linkstats import links_json
 from controller.state.sflow_rates import SampleRates, above
 from controller.state.topology import Topology
-from controller.web.metrics import Metrics
 
 
 class SflowDetection:
     def __init__(self, sflow: Mapping[str, Any], threshold_bps: float, windows_needed: int, topology: Topology,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Any = None) -> None:  # (web.metrics.Metrics, handed in: southbound imports no web)
         """``sflow`` is the configuration's ``sflow:`` section; ``topology`` says which ports are host-facing
         (a sample counts where its packet entered the fabric) and which ports exist (the agent map learns only
         those)."""

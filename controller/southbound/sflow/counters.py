@@ -12,7 +12,7 @@ whatever shaping it has, so capacity should still come from the configuration wh
 
 from __future__ import annotations
 
-from controller.southbound.sflow_decoder import InterfaceCounters
+from controller.southbound.sflow.decoder import InterfaceCounters
 from controller.state.linkstats import PortRate, PortRates
 
 

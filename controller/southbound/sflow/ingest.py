@@ -17,10 +17,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from controller.southbound.sflow_agents import AgentMap, PortRef
-from controller.southbound.sflow_counters import CounterRates
-from controller.southbound.sflow_decoder import Datagram
-from controller.southbound.sflow_sequence import SequenceFilter
+from controller.southbound.sflow.agents import AgentMap, PortRef
+from controller.southbound.sflow.counters import CounterRates
+from controller.southbound.sflow.decoder import Datagram
+from controller.southbound.sflow.sequence import SequenceFilter
 from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
 from controller.state.sflow_rates import SampleRates
 

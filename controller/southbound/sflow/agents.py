@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from controller.southbound.sflow_decoder import CounterSample, Datagram, FlowSample
+from controller.southbound.sflow.decoder import CounterSample, Datagram, FlowSample
 
 PortRef = tuple[int, int]  # (dpid, OpenFlow port)
 ANY_SUB_AGENT = -1  # an entry that matches whatever sub-agent id the agent sends

@@ -16,8 +16,8 @@ import socket
 import threading
 from collections.abc import Callable
 
-from controller.southbound.sflow_agents import AgentMap
-from controller.southbound.sflow_decoder import Datagram, SflowDecodeError, decode
+from controller.southbound.sflow.agents import AgentMap
+from controller.southbound.sflow.decoder import Datagram, SflowDecodeError, decode
 
 LOG = logging.getLogger("mlroute.sflow")
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 6343
