@@ -5,9 +5,9 @@ discovery is switched on here, no other flags needed). ryu-manager loads this fi
 imports absolutely. The framework comes from ``controller.southbound.framework``, the only module that imports
 one. Each handler turns one OpenFlow or topology event into one core call; ``controller.southbound.ofmsg`` turns
 the core's values into messages and parsed replies back into values; ``controller.web.rest`` serves the REST API.
-The switches' replies (statistics, read-backs, barriers, descriptions) are ``controller.app_replies``; the loops
-(resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.app_loops``; the controller
-cluster's roles and leadership (a ``cluster:`` section) are ``controller.app_cluster``.
+The switches' replies (statistics, read-backs, barriers, descriptions) are ``controller.shell.replies``; the loops
+(resync, poll, decision, event-loop lag, sFlow) and the sending are ``controller.shell.loops``; the controller
+cluster's roles and leadership (a ``cluster:`` section) are ``controller.shell.cluster``.
 """
 
 import logging
@@ -16,12 +16,12 @@ import sys
 import time
 
 from controller import config as mlconfig
-from controller.app_cluster import ClusterShell
-from controller.app_loops import AppLoops
-from controller.app_replies import SwitchReplies
 from controller.core import ControllerCore, time_budget_s
 from controller.decide.optimiser_runner import OptimiserRunner
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
+from controller.shell.cluster import ClusterShell
+from controller.shell.loops import AppLoops
+from controller.shell.replies import SwitchReplies
 from controller.southbound import framework as southbound
 from controller.southbound import lldp_guard, lldp_loop, ofmsg
 from controller.southbound.connect_queue import ConnectQueue

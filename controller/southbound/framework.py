@@ -14,7 +14,7 @@ Both frameworks have the same module tree (``ryu.X`` is ``os_ken.X``), the same 
   API is mounted on Ryu's WSGI application (with controller/southbound/wsgi_server.py's limits); under os-ken it runs on
   controller/southbound/http_server.py (the standard library's threaded WSGI server with the same limits).
 - **Launcher.** ``ryu-manager`` exists; os-ken 4 has no ``osken-manager``. ``mlroute controller``
-  (controller/launcher.py) loads the app with either framework's app manager.
+  (controller/shell/launcher.py) loads the app with either framework's app manager.
 
 Which framework: the one already running the process (``ryu-manager`` imported ``ryu``), else
 ``MLROUTE_FRAMEWORK`` (``ryu`` or ``os-ken``), else Ryu if it is installed, else os-ken.

@@ -1,4 +1,4 @@
-"""`mlroute controller`: the OpenFlow controller on Ryu 4.34 or os-ken 4.x (controller/launcher.py)."""
+"""`mlroute controller`: the OpenFlow controller on Ryu 4.34 or os-ken 4.x (controller/shell/launcher.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported only here: the other commands never load the controller or an OpenFlow framework
-    from controller import launcher
+    from controller.shell import launcher
 
     if args.example_config:
         sys.stdout.write(launcher.example_config())

@@ -1,4 +1,4 @@
-"""controller/app_cluster.py: two MlrouteApps on the same fake switches (one FakeSwitch per controller
+"""controller/shell/cluster.py: two MlrouteApps on the same fake switches (one FakeSwitch per controller
 connection, sharing the switch's table and roles) and a real ZooKeeper (tests/zookeeper.py): the leader writes
 only once MASTER, a follower never writes, a deposed leader is fenced by the switches and writes nothing more,
 the new leader recovers from the tables without changing them, REST writes on a follower reach the leader."""
@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 from webob import Request
 
-from controller import app_cluster
+from controller.shell import cluster as app_cluster
 from controller.southbound.framework import ofp_event
 from tests import topologies
 from tests.decision_steps import te_step
@@ -481,7 +481,7 @@ def test_rest_answers_from_the_core_in_force_after_a_step_down(node, zookeeper):
 
 
 def test_the_liveness_server_is_bound_on_the_rest_host_and_published_at_the_advertised_one(caplog):
-    from controller.app_cluster import _liveness
+    from controller.shell.cluster import _liveness
 
     assert _liveness("127.0.0.1", "http://127.0.0.1:8080", None) == {}  # liveness_port: null
     given = _liveness("127.0.0.1", "http://ctl-a.example:8080", 0)

@@ -329,7 +329,7 @@ def test_a_sync_step_waits_for_barriers_once_in_all_not_once_per_switch(lab, mon
     """Switches that answer barriers late cost a step BARRIER_TIMEOUT_S in all. Before, each switch got its own
     timeout, one after the other: live at k=8 a busy Open vSwitch held a step, and the tiers of every topology
     change behind it, for over a minute."""
-    from controller import app_loops
+    from controller.shell import loops as app_loops
 
     monkeypatch.setattr(app_loops, "BARRIER_TIMEOUT_S", 0.05)
     silent = []
@@ -354,7 +354,7 @@ def test_a_core_replaced_mid_decision_still_decides_with_the_same_worker(lab):
     core.request_decision()
     core.decision_tick()
     assert runner.busy, "a decision in flight"
-    lab.app._new_core(runner, metrics=core.metrics)  # as app_cluster._step_down does
+    lab.app._new_core(runner, metrics=core.metrics)  # as shell.cluster._step_down does
     fresh = lab.app.core
     fresh.request_decision()
     deadline = time.monotonic() + 30
@@ -369,7 +369,7 @@ def test_a_stuck_decision_loop_is_reported_with_where_it_is_stuck(lab, caplog):
     """The decision loop's own warnings (worker not ready, decision late) cannot fire from a loop that is stuck:
     the lag loop's watchdog says so, with the loop's stack (a CI run's new cluster leader once decided nothing
     for a minute, leaving no trace)."""
-    from controller import app_loops
+    from controller.shell import loops as app_loops
 
     release = southbound.Event()
 

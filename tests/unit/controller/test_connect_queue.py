@@ -2,7 +2,7 @@
 answering twenty at once held every emulated path for 200-300 ms), each in the order that keeps its capacities
 known before its first sync, and a read-back's time runs from when it was asked."""
 
-from controller.core_state import READBACK_TIMEOUT_S
+from controller.core.state import READBACK_TIMEOUT_S
 from controller.southbound.connect_queue import IN_FLIGHT, ConnectQueue
 from tests import topologies
 from tests.clock import FakeClock

@@ -25,18 +25,11 @@ RANK = {
     "southbound": 3,
     "web": 3,
     "cluster": 3,  # the controller cluster: role logic and ZooKeeper coordination, beside southbound / web
-    "core": 4,
-    "core_state": 4,  # the core's state (ControllerCore's base) and the methods of its seams:
-    "core_switches": 4,  # each switch's tables (read-back, audit, refusals, table budget)
-    "core_sflow": 4,  # the sFlow wiring
-    "core_views": 4,  # what REST and the web view show
-    "launcher": 4,  # `mlroute controller`: chooses the framework, starts ryu-manager / osken-manager
+    "core": 4,  # the decision core: its event API, state, each switch's tables, the sFlow wiring, the views
+    "shell": 5,  # the framework-facing shell: replies, loops, the cluster's part, the launcher (mixins of the app)
     "app": 5,
-    "app_loops": 5,  # the app's loops and sending (a mixin of MlrouteApp)
-    "app_replies": 5,  # the switches' replies (a mixin of MlrouteApp)
-    "app_cluster": 5,  # the cluster's roles and leadership in the shell (a mixin of MlrouteApp)
 }
-WINGS = ("state", "desired", "decide", "southbound", "web", "cluster")
+WINGS = ("state", "desired", "decide", "southbound", "web", "cluster", "core", "shell")
 
 
 def _part(module: str) -> str | None:

@@ -4,7 +4,7 @@ app: what the controller believes the switch holds is what it holds, refusals ar
 
 import logging
 
-from controller.core import REFUSED_HOLD_S
+from controller.core.switches import REFUSED_HOLD_S
 from controller.desired.rules import Change, FlowRule, match
 from controller.southbound.framework import ofproto_v1_3 as ofp
 from controller.southbound.openflow_errors import CODES, TYPES, SentChanges, names

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from controller.core import LLDP_SETTLE_S, RECOVERY_MIN_S
+from controller.core.events import LLDP_SETTLE_S
+from controller.core.state import RECOVERY_MIN_S
 from controller.southbound import framework as southbound
 from tests import topologies
 from tests.clock import FakeClock

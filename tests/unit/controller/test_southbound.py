@@ -102,7 +102,7 @@ def test_only_the_southbound_layer_imports_a_framework():
 OSKEN_PYTHON = Path(os.environ.get("MLROUTE_OSKEN_PYTHON", ROOT / ".venv-osken" / "bin" / "python"))
 NO_EVENTLET = """import os, sys
 os.environ["MLROUTE_FRAMEWORK"] = "os-ken"
-import controller.app, controller.launcher, controller.web.rest, controller.southbound.http_server
+import controller.app, controller.shell.launcher, controller.web.rest, controller.southbound.http_server
 from controller.southbound import framework as southbound
 assert southbound.NAME == "os-ken" and southbound.NATIVE
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("eventlet", "greenlet", "ryu")))

@@ -1,7 +1,7 @@
 """What a switch holds, second-hand until it says so: changes pending until a barrier after them is answered,
 refusals, unanswered barriers and read-backs: the belief alone, then the app over fake switches."""
 
-from controller.core_state import BARRIER_ANSWER_S
+from controller.core.state import BARRIER_ANSWER_S
 from controller.desired.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change, match
 from controller.desired.switch_belief import SwitchBelief
 from tests import topologies

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = Path(__file__).with_name("examples")  # example configurations, installed with the package
+EXAMPLES = Path(__file__).parents[1] / "examples"  # example configurations, installed with the package
 
 
 def example_config(name: str = "mlroute.yaml") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core_switches import TABLES_USED, SwitchTables
+from controller.core.switches import TABLES_USED, SwitchTables
 from controller.state.capabilities import SwitchCapabilities
 from controller.state.flowkey import FlowKey, pair_key
 

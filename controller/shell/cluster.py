@@ -59,7 +59,7 @@ class ClusterShell:
         self.cluster_view = None  # the leader's last published view (followers' warm view)
         self._view_published = None
         self._view_version = 0
-        self._beat = None  # the lag loop's last tick (controller/app_loops.py; None: not running): a gap, a hold-up
+        self._beat = None  # the lag loop's last tick (controller/shell/loops.py; None: not running): a gap, a hold-up
         self._held = False  # writes held until ZooKeeper confirms this node still leads
         session = self.config["cluster"]["session_timeout_s"] if self.roles is not None else 0.0
         self._held_up_s = max(0.2, HELD_UP_FRACTION * session)

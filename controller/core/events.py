@@ -7,9 +7,9 @@ answers into messages, the way Faucet's valve answers faucet.py; the smoke test 
 events.
 
 Its methods come in four modules along the core's seams: this one (switches, ports and links coming and going,
-packets and flows, the TE decision, the sync), ``core_switches`` (each switch's tables: description and profile,
-read-back, audit, refusals, the table budget), ``core_sflow`` (the sFlow wiring) and ``core_views`` (what REST
-and the web view show).
+packets and flows, the TE decision, the sync), ``switches`` (each switch's tables: description and profile,
+read-back, audit, refusals, barriers, the table budget), ``sflow`` (the sFlow wiring) and ``views`` (what REST
+and the web view show), over ``state`` (what it holds).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Any
 
 import networkx as nx
 
-from controller.core_sflow import SflowWiring
+from controller.core.sflow import SflowWiring
 
 # the constants and the budget function callers know from here (the state and the switch tables define them)
-from controller.core_state import READBACK_TIMEOUT_S as READBACK_TIMEOUT_S
-from controller.core_state import RECOVERY_MIN_S as RECOVERY_MIN_S
-from controller.core_state import RESTORE_S
-from controller.core_state import time_budget_s as time_budget_s
-from controller.core_switches import REFUSED_HOLD_S as REFUSED_HOLD_S
-from controller.core_switches import SwitchTables, _rule_id, _undone
-from controller.core_views import CoreViews
+from controller.core.state import READBACK_TIMEOUT_S as READBACK_TIMEOUT_S
+from controller.core.state import RECOVERY_MIN_S as RECOVERY_MIN_S
+from controller.core.state import RESTORE_S
+from controller.core.state import time_budget_s as time_budget_s
+from controller.core.switches import REFUSED_HOLD_S as REFUSED_HOLD_S
+from controller.core.switches import SwitchTables, _rule_id, _undone
+from controller.core.views import CoreViews
 from controller.decide import te
 from controller.decide.optimiser_runner import DONE, LATE, Outcome
 from controller.decide.packet_in import Decision, Limited, PacketIn
@@ -362,7 +362,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
     def expire_jobs(self) -> list[str]:
         """Jobs whose lease ran out without a renew end as if deleted (a crashed job holds no routes): their
         flows leave, a decision follows at once. Returns their names. One controller's check; on a cluster the
-        leader removes them from ZooKeeper instead (app_cluster.py), and every core follows."""
+        leader removes them from ZooKeeper instead (shell/cluster.py), and every core follows."""
         ended = self.leases.expired(self.jobs)
         if ended:
             self.set_jobs(self.leases.live(self.jobs))
@@ -650,7 +650,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         return graph
 
     def _warm_recovery_over(self) -> None:
-        """A warm takeover (core_state.begin_recovery): once every switch of the published view is read back,
+        """A warm takeover (core.state.begin_recovery): once every switch of the published view is read back,
         this node knows what the old leader knew (links from the view; hosts, counting rules and pins from the
         tables, which the old leader wrote at most a session ago), so recovery ends now, where a restart's waits
         for LLDP and a busy poll. Every pin of the tables is an elephant at once and keeps its path while that

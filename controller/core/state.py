@@ -1,8 +1,8 @@
 """The core's state: what the controller knows and keeps (topology, hosts, flows, the traffic engineer, each
 switch's installed rules, refusals, capabilities, the plan), set up from the configuration, and the few queries
 every part of the core asks of it (the live graph, the fabric, the declared jobs, whether it is recovering).
-``controller.core.ControllerCore`` is this state with its methods (core.py, core_switches.py, core_sflow.py,
-core_views.py).
+``controller.core.ControllerCore`` is this state with its methods (core.py, core/switches.py, core/sflow.py,
+core/views.py).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class CoreState:
         return self._graph
 
     def begin_recovery(self, warm: Iterable[int] = (), tiers: TierInference | None = None) -> None:
-        """This node just took over a cluster's switches (controller/app_cluster.py): recover as after a restart
+        """This node just took over a cluster's switches (controller/shell/cluster.py): recover as after a restart
         (read back, only add rules until LLDP and the read-back have settled). ``warm``: the switches of the
         leader's published view, whose links this node already has: recovery ends as soon as every one of them
         is read back (core._warm_recovery_over), not when a restart's would. ``tiers``: the last leader's (from

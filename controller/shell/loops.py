@@ -52,7 +52,7 @@ class AppLoops:
     def _resync_loop(self):
         while True:
             self._wake.wait(timeout=1.0)
-            if self.writes_held():  # stays dirty: synced once ZooKeeper confirms the lead (app_cluster.py)
+            if self.writes_held():  # stays dirty: synced once ZooKeeper confirms the lead (shell/cluster.py)
                 southbound.sleep(0.1)
                 continue
             self._wake.clear()
@@ -105,7 +105,7 @@ class AppLoops:
     def _send_change(self, dp, change):
         """A rule change as its flow or group mod, remembered by xid: an error reply names it (openflow_errors)."""
         if not self.may_write(dp.id):
-            return  # a cluster node that does not lead it (controller/app_cluster.py)
+            return  # a cluster node that does not lead it (controller/shell/cluster.py)
         msg = ofmsg.compile_change(dp, change)
         dp.set_xid(msg)
         self.sent_changes.record(dp.id, msg.xid, change)

@@ -1,7 +1,7 @@
 """The core's dealings with each switch as a holder of tables: what it said it is (description, profile, table
 and group features), what it holds (read back at connect, audited now and then, its table fill), what it refused
 (OpenFlow errors: the belief undone, held back for a while) and what its tables have no room for (the table
-budget). A mixin of ``controller.core.ControllerCore`` over its state (``core_state.CoreState``, set up in its
+budget). A mixin of ``controller.core.ControllerCore`` over its state (``core.state.CoreState``, set up in its
 ``__init__``); these are its methods that read and keep it.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controller.core_state import BARRIER_ANSWER_S, READBACK_TIMEOUT_S, CoreState
+from controller.core.state import BARRIER_ANSWER_S, READBACK_TIMEOUT_S, CoreState
 from controller.desired import flowcopy, switch_profiles, table_budget
 from controller.desired.rules import (
     TABLE_CLASSIFY,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.core_state import CoreState
+from controller.core.state import CoreState
 from controller.southbound.sflow.decoder import Datagram
 from controller.state.flowkey import FlowKey
 
