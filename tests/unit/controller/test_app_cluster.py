@@ -22,6 +22,8 @@ from tests.lab import Lab, arp_request, pin_stride4, stop_apps, topo_event
 from tests.oftable import trace
 from tests.zookeeper import until
 
+pytestmark = pytest.mark.zookeeper  # a real ZooKeeper server: run alone (scripts/test.sh)
+
 _names = itertools.count()
 
 

@@ -24,6 +24,8 @@ from controller.cluster.liveness import LivenessServer
 from controller.cluster.zookeeper import Coordinator
 from tests.zookeeper import until
 
+pytestmark = pytest.mark.zookeeper  # a real ZooKeeper server: run alone (scripts/test.sh)
+
 ROOT = Path(__file__).resolve().parents[3]
 _names = itertools.count()
 
