@@ -3,6 +3,7 @@
 consume its real OpenFlow messages; forwarding checked by tracing packets through what the switches hold."""
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,7 @@ from controller.southbound import framework as southbound
 from controller.southbound.framework import arp, ofp_event, packet
 from controller.state.flowkey import FlowKey
 from tests import topologies
+from tests.clock import FakeClock
 from tests.decision_steps import te_step
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.lab import (
@@ -328,19 +330,33 @@ def test_with_sflow_detection_the_app_collects_datagrams_copies_nothing_and_stop
 def test_a_sync_step_waits_for_barriers_once_in_all_not_once_per_switch(lab, monkeypatch):
     """Switches that answer barriers late cost a step BARRIER_TIMEOUT_S in all. Before, each switch got its own
     timeout, one after the other: live at k=8 a busy Open vSwitch held a step, and the tiers of every topology
-    change behind it, for over a minute."""
+    change behind it, for over a minute. (The clock and the waits are the test's: each wait takes the time it
+    is given, and nothing answers.)"""
     from controller.shell import loops as app_loops
 
-    monkeypatch.setattr(app_loops, "BARRIER_TIMEOUT_S", 0.05)
+    clock = FakeClock(100.0)
+    waits = []
+
+    class SilentEvent:  # a barrier reply that never comes: the wait lasts its whole timeout
+        def set(self):
+            raise AssertionError("no switch answers")
+
+        def wait(self, timeout=None):
+            waits.append(timeout)
+            clock.advance(timeout)
+            return False
+
+    monkeypatch.setattr(app_loops, "time", SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr(app_loops.southbound, "Event", SilentEvent)
     silent = []
     for dpid in sorted(lab.switches)[:10]:
         sw = FakeSwitch(dpid)
         sw.deliver = lambda name, msg: None  # never answers (its barrier reply is lost or late)
         silent.append(sw)
-    started = time.monotonic()
+    started = clock()
     lab.app._barrier(silent)
-    waited = time.monotonic() - started
-    assert waited < 3 * 0.05, f"{waited:.2f} s for 10 silent switches (one timeout is 0.05 s)"
+    assert len(waits) == 10 and waits[0] == app_loops.BARRIER_TIMEOUT_S and waits[1:] == [0.0] * 9, waits
+    assert clock() - started == app_loops.BARRIER_TIMEOUT_S, "one timeout in all"
     assert not lab.app._barriers, "a late reply finds no event to wake"
 
 
