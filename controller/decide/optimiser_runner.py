@@ -73,7 +73,8 @@ def serve(inbox: Connection, outbox: Connection) -> None:
 
     kernels.warm()  # compiled (or loaded from numba's cache) before the first decision, not during it
     gc.freeze()  # the modules: never garbage, never scanned again
-    outbox.send(("ready",))
+    if not _answer(outbox, ("ready",)):
+        return
     kept: Any = None  # the last fabric sent (its caches warm from the decisions taken on it)
     while True:
         # What survived the last decision (the fabric and its path caches, the pins) joins the permanent
@@ -89,6 +90,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         if task is None:
             return
         fabric, inp = task
+        answer: tuple
         try:
             if isinstance(fabric, SameFabric):
                 if kept is None or kept.identity != fabric.identity:
@@ -100,9 +102,21 @@ def serve(inbox: Connection, outbox: Connection) -> None:
                     gc.unfreeze()
                     gc.collect()
                 kept = fabric
-            outbox.send((DONE, decide(replace(inp, fabric=fabric)), ""))
+            answer = (DONE, decide(replace(inp, fabric=fabric)), "")
         except Exception as exc:  # reported to the loop, which keeps the routing in force
-            outbox.send((FAILED, None, f"{type(exc).__name__}: {exc}"))
+            answer = (FAILED, None, f"{type(exc).__name__}: {exc}")
+        if not _answer(outbox, answer):
+            return
+
+
+def _answer(outbox: Connection, message: tuple) -> bool:
+    """Send ``message`` to the controller; False when it is gone (killed mid-decision: a broken pipe is its
+    end, not an error to print into its log)."""
+    try:
+        outbox.send(message)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
 
 
 # the worker's program: messages on stdin / stdout, anything printed goes to stderr

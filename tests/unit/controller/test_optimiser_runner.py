@@ -242,3 +242,31 @@ def test_a_release_while_a_task_is_being_written_does_not_write_beside_it(runner
     r._send = YieldingWrite()
     assert not r.submit(task)
     assert collisions == [] and r.worker_pid is None
+
+
+def test_a_worker_whose_controller_died_mid_decision_ends_without_a_traceback():
+    """SIGKILL of the controller while its worker decides (the chaos run's restarts): the worker's answer meets a
+    broken pipe. Before, it tried to report that too, and both tracebacks landed in the controller's log; now the
+    worker simply ends."""
+    import threading
+    from multiprocessing import Pipe
+
+    from controller.decide.optimiser_runner import SameFabric, serve
+
+    inbox_r, inbox_w = Pipe(duplex=False)
+    outbox_r, outbox_w = Pipe(duplex=False)
+    raised = []
+
+    def run():
+        try:
+            serve(inbox_r, outbox_w)
+        except BaseException as exc:  # what would reach the worker's stderr
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    assert outbox_r.recv() == ("ready",)
+    outbox_r.close()  # the controller is gone
+    inbox_w.send((SameFabric("a fabric it does not hold"), None))  # a decision that fails: FAILED, to nobody
+    worker.join(timeout=60)
+    assert not worker.is_alive() and raised == []
