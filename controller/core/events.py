@@ -610,7 +610,6 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
         sent = sum(len(s.changes) for s in steps)
         if sent:
             self.metrics.rule_changes.inc(sent)
-        self._count_belief()
         return steps
 
     def _sendable(self, steps: list[Step], ready: list[int]) -> list[Step]:

@@ -97,6 +97,10 @@ class CoreState:
         self.connected: set[int] = set()  # switches with a live OpenFlow connection
         self._connected_at: dict[int, float] = {}  # dpid -> when its connection came up
         self.belief = SwitchBelief()  # what each switch holds: sent (pending) and confirmed (switch_belief.py)
+        # counted when /metrics is scraped, not at every barrier reply, error or sync (a recount per reply was
+        # quadratic in a first install's changes); a core that replaces this one (cluster) rebinds them
+        self.metrics.rules_installed.set_function(self.belief.confirmed_flows)
+        self.metrics.rules_pending.set_function(self.belief.pending_total)
         self.installed: dict[int, SwitchRules] = self.belief.held  # dpid -> its rules as sent or read back
         self._audit_marks: dict[int, int] = {}  # dpid -> its last change sent before its audit was asked for
         # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S

@@ -78,7 +78,6 @@ class SwitchTables(CoreState):
             count = table_budget.table_counts(held).get(rule.table, 0)
             self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
         self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
-        self._count_belief()
         self.metrics.rules_refused.set(len(self.refused))
         if self._refusal_log.due((dpid, kind, why)):
             LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
@@ -276,16 +275,12 @@ class SwitchTables(CoreState):
 
     def barrier_answered(self, dpid: int, xid: int) -> None:
         """``dpid`` answered barrier ``xid``: the changes sent before it are installed (errors came first)."""
-        if self.belief.answered(dpid, xid):
-            self._count_belief()
+        self.belief.answered(dpid, xid)
 
     def barriers_due(self) -> list[int]:
         """Connected switches with changes sent after their last barrier: the shell sends each one."""
         return [d for d in self.belief.unfenced() if d in self.connected]
 
-    def _count_belief(self) -> None:
-        self.metrics.rules_installed.set(self.belief.confirmed_flows())
-        self.metrics.rules_pending.set(self.belief.pending_total())
 
     def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
         self._audit_read(dpid, self.audit.flows_read(dpid, flows))

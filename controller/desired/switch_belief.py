@@ -161,8 +161,16 @@ class SwitchBelief:
                 n += 1 if present else -1
         return n
 
+    def confirmed_flows_of(self, dpid: int) -> int:
+        """Flow entries ``dpid`` has confirmed: its held ones, each a pending change touches counted as it was
+        before it (the work is its pending changes, not its tables: a barrier reply costs what it confirms)."""
+        held = self.held.get(dpid)
+        flows = held.flows if held is not None else {}
+        return len(flows) + sum((1 if present else -1) for (kind, key), (present, _)
+                                in self._unconfirmed_presence(dpid).items()
+                                if kind == "flow" and present != (key in flows))
+
     def confirmed_flows(self) -> int:
-        """Flow entries every switch has confirmed, in all (``mlroute_rules_installed``): cheap, a barrier reply
-        updates it."""
-        return sum(sum(self.confirmed_table_counts(d).values()) if self._journals.get(d) and self._journals[d].pending
-                   else len(r.flows) for d, r in self.held.items())
+        """Flow entries every switch has confirmed, in all (``mlroute_rules_installed``, counted at a scrape)."""
+        return sum(self.confirmed_flows_of(d) if self._journals.get(d) and self._journals[d].pending else len(r.flows)
+                   for d, r in self.held.items())
