@@ -8,7 +8,7 @@ from typing import Any
 
 from controller.core.switches import TABLES_USED, SwitchTables
 from controller.state.capabilities import SwitchCapabilities
-from controller.state.flowkey import FlowKey, pair_key
+from controller.state.flowkey import PROTO_PAIR, FlowKey
 
 
 class CoreViews(SwitchTables):
@@ -49,7 +49,7 @@ class CoreViews(SwitchTables):
             return out
         for pair in sflow.elephant_pairs(st.key for st in elephants):
             rate = sflow.pair_rate_bps(pair)
-            out.append(dict(pair_key(FlowKey(pair.src_ip, pair.dst_ip, 0, 0, 0)).as_dict(), rate_bps=rate,
+            out.append(dict(FlowKey(pair.src_ip, pair.dst_ip, PROTO_PAIR, 0, 0).as_dict(), rate_bps=rate,
                             demand_bps=None, path=list(pinned[pair]) if pair in pinned else None, active=True))
         return out
 

@@ -558,14 +558,14 @@ class PlanState:
         every pin: 10k pins at k=24 cost ~20 ms a failure)."""
         if was == now:
             return
-        for uv in zip(was or (), (was or ())[1:]):
-            pins = self._pins_on.get(frozenset(uv))
+        for link in map(frozenset, zip(was or (), (was or ())[1:])):
+            pins = self._pins_on.get(link)
             if pins is not None:
                 pins.discard(key)
                 if not pins:
-                    del self._pins_on[frozenset(uv)]
-        for uv in zip(now or (), (now or ())[1:]):
-            self._pins_on.setdefault(frozenset(uv), set()).add(key)
+                    del self._pins_on[link]
+        for link in map(frozenset, zip(now or (), (now or ())[1:])):
+            self._pins_on.setdefault(link, set()).add(key)
 
     def _pin_rules(self, key: Any, path: tuple) -> list[FlowRule]:
         return te_rules.pin_rules(self._hosts, self._graph, self._tiers, key, path, self.copy)
