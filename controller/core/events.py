@@ -454,6 +454,8 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
             self.dirty = True
         self._record(result, elephants)
         self.metrics.te_decisions.inc()
+        if self.decisions.inflight is not None:
+            self.decisions.inflight.sync_round = self.syncs_started
         self.decisions.finish(result)
         if result.applied or result.elephants != previous_count:
             b, a = result.before or {}, result.after or {}
@@ -580,6 +582,7 @@ class ControllerCore(CoreViews, SflowWiring, SwitchTables):
 
     def _sync(self) -> list[Step]:
         self.dirty = False
+        self.syncs_started += 1
         if self._audited:
             self._judge_audits()
         graph = self._inputs_settled()

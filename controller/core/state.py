@@ -149,6 +149,8 @@ class CoreState:
         # dpid -> flow -> when a wipe deleted its counting rule (core._deleted_elsewhere): put back, not ended
         self._restoring: dict[int, dict[FlowKey, float]] = {}
         self.syncing = False
+        self.syncs_started = 0  # rule syncs begun: each takes the desired state as it is then
+        self.synced = 0  # the last sync whose changes the shell has sent in full
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
         # te.detection: sflow | both: elephants from packet samples (southbound/sflow/detection.py); in sflow mode
         # only the pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)

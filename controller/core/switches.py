@@ -277,6 +277,21 @@ class SwitchTables(CoreState):
         """``dpid`` answered barrier ``xid``: the changes sent before it are installed (errors came first)."""
         self.belief.answered(dpid, xid)
 
+    def sync_sent(self, started: int) -> None:
+        """The shell sent every change of the sync numbered ``started`` (``syncs_started`` when it began)."""
+        self.synced = max(self.synced, started)
+
+    def sent_since(self, sync_round: int) -> dict[int, int] | None:
+        """Once everything desired when ``sync_round`` syncs had started has been sent (a later sync sent in full,
+        or nothing changed since and no sync is under way): the belief's marks to confirm. None before."""
+        if self.synced > sync_round or (not self.dirty and self.synced == self.syncs_started):
+            return self.belief.marks()
+        return None
+
+    def confirmed_upto(self, marks: dict[int, int]) -> bool:
+        """Every change sent before ``marks`` were taken is confirmed (or refused) by its switch."""
+        return self.belief.confirmed_upto(marks)
+
     def barriers_due(self) -> list[int]:
         """Connected switches with changes sent after their last barrier: the shell sends each one."""
         return [d for d in self.belief.unfenced() if d in self.connected]

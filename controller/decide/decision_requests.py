@@ -53,6 +53,7 @@ class Decision:
     started: float | None = None
     outcome: Any = None
     done: threading.Event = field(default_factory=threading.Event)
+    sync_round: int = 0  # rule syncs started before it ended: the next one sends the rules it decided
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,19 @@ class SwitchBelief:
     def pending_total(self) -> int:
         return sum(len(j.pending) for j in self._journals.values())
 
+    def marks(self) -> dict[int, int]:
+        """Per switch, the number of the last change sent to it: what :meth:`confirmed_upto` waits for."""
+        return {d: j.seq for d, j in self._journals.items()}
+
+    def confirmed_upto(self, marks: dict[int, int]) -> bool:
+        """Every change sent before ``marks`` was taken is confirmed or refused (a switch gone or connected anew
+        since, its journal dropped or restarted below its mark, has nothing left to confirm of them)."""
+        for dpid, upto in marks.items():
+            journal = self._journals.get(dpid)
+            if journal is not None and journal.seq >= upto and journal.pending and journal.pending[0][0] <= upto:
+                return False
+        return True
+
     def _unconfirmed_presence(self, dpid: int) -> dict[tuple, tuple[bool, int | None]]:
         """Per rule a pending change touches: (present on the switch as last confirmed, its table or None for a
         group), from the first pending change of each (an add is sent for what was not held, a modify or a delete

@@ -23,6 +23,7 @@ LOG = logging.getLogger("mlroute")
 BARRIER_TIMEOUT_S = 1.0
 LAG_TICK_S = 0.1  # the event-loop lag probe's sleep
 DECISION_TICK_S = 0.02  # how often the decision loop looks at a decision in flight or queued
+IN_FORCE_POLL_S = 0.01  # how often a job event's answer looks whether its rules are confirmed
 DECISION_STALL_S = 30.0  # decisions wanted and the decision loop not come round for this long: a warning, with where
 
 
@@ -83,7 +84,9 @@ class AppLoops:
 
     def resync(self):
         """Send the core's rule changes step by step, fencing with barriers where make-before-break needs."""
-        for step in self.core.sync():
+        steps = self.core.sync()
+        started = self.core.syncs_started
+        for step in steps:
             for dpid, change in step.changes:
                 dp = self.datapaths.get(dpid)
                 if dp is not None:
@@ -93,6 +96,21 @@ class AppLoops:
             self._barrier([self.datapaths[d] for d in step.barrier_dpids if d in self.datapaths
                            and self.core.barriers(d)])
         self.confirm_sent()
+        self.core.sync_sent(started)
+
+    def wait_in_force(self, sync_round, timeout_s):
+        """Wait until the rules of a decision that ended after ``sync_round`` syncs had started are sent and
+        confirmed by every switch (a barrier after them answered), ``timeout_s`` at most; True if they were."""
+        deadline = time.monotonic() + timeout_s
+        marks = None
+        while True:
+            if marks is None:
+                marks = self.core.sent_since(sync_round)
+            if marks is not None and self.core.confirmed_upto(marks):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            southbound.sleep(IN_FORCE_POLL_S)
 
     def confirm_sent(self):
         """A barrier to every switch with changes sent after its last one: the reply confirms them (not waited

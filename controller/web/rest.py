@@ -140,8 +140,9 @@ class RestController:
 
     @route("POST", "/mlroute/jobs")
     def post_jobs(self, req, **kwargs):
-        """Replace the declared jobs (all or nothing) and answer once the decision they trigger ended (its
-        outcome as ``decision``; null if it did not end within ``rest.max_decision_wait_s``)."""
+        """Replace the declared jobs (all or nothing) and answer once the decision they trigger ended and its rules
+        are confirmed by the switches (its outcome as ``decision``; null if it did not end within
+        ``rest.max_decision_wait_s``)."""
         denied = self._authorise(req)
         if denied:
             return denied
@@ -150,13 +151,8 @@ class RestController:
             return _json(error[1], error[0])
         if self._clustered():
             return self._stored("jobs", jobs)
-        ticket = self.core.decisions.request(urgent=True)  # a job event: decided at once, coalesced
-        if isinstance(ticket, Refusal):
-            return self._refused(ticket)  # nothing applied
-        self.core.set_jobs(jobs)  # ended jobs' flows leave now; the decision starts on the new set
         LOG.info("jobs set over REST: %s", ", ".join(j["name"] for j in jobs) or "none")
-        answer = self._wait(ticket)
-        return _json({"jobs": jobs, "decision": None if isinstance(answer, Refusal) else _decision_json(answer)})
+        return self._in_force(jobs, {"jobs": jobs}, "jobs set")
 
     @route("GET", "/mlroute/jobs/{name}")
     def get_job(self, req, name, **kwargs):
@@ -192,7 +188,7 @@ class RestController:
         if self._clustered():
             return self._stored_job({"job": shown})
         LOG.info("job %s declared over REST (lease %s s)", name, "none" if lease_s is None else f"{lease_s:g}")
-        return self._in_force(jobs, {"job": shown})
+        return self._in_force(jobs, {"job": shown}, f"job {name} declared")
 
     @route("DELETE", "/mlroute/jobs/{name}")
     def delete_job(self, req, name, **kwargs):
@@ -206,7 +202,7 @@ class RestController:
         if self._clustered():
             return self._stored_job({"deleted": name})
         LOG.info("job %s deleted over REST", name)
-        return self._in_force(jobs, {"deleted": name})
+        return self._in_force(jobs, {"deleted": name}, f"job {name} deleted")
 
     @route("POST", "/mlroute/jobs/{name}/renew")
     def renew_job(self, req, name, **kwargs):
@@ -240,15 +236,28 @@ class RestController:
         except job_edits.RefusedError as refused:
             return None, _json({"error": refused.message}, refused.status)
 
-    def _in_force(self, jobs, answer):
-        """One controller: the edited list in force and the decision it triggers waited for (urgent, as for the
-        all-jobs POST: a refusal changes nothing)."""
+    def _in_force(self, jobs, answer, event):
+        """One controller: the edited list in force, the decision it triggers (urgent: a job event, decided at
+        once, coalesced; a refusal changes nothing) and that decision's rules confirmed by the switches waited
+        for, ``rest.max_decision_wait_s`` in all. A job that starts sending when its PUT is answered finds its
+        paths installed (``in_force``: false when the switches had not confirmed them in time)."""
+        asked = time.monotonic()
         ticket = self.core.decisions.request(urgent=True)
         if isinstance(ticket, Refusal):
             return self._refused(ticket)
-        self.core.set_jobs(jobs)
+        self.core.set_jobs(jobs)  # ended jobs' flows leave now; the decision starts on the new set
         outcome = self._wait(ticket)
-        return _json(dict(answer, decision=None if isinstance(outcome, Refusal) else _decision_json(outcome)))
+        if isinstance(outcome, Refusal):
+            return _json(dict(answer, decision=None))
+        decision = _decision_json(outcome)
+        decided = time.monotonic()
+        left = self.core.config["rest"]["max_decision_wait_s"] - (decided - asked)
+        decision["in_force"] = self.app.wait_in_force(ticket.decision.sync_round, left)
+        decision["in_force_ms"] = round(1e3 * (time.monotonic() - decided), 1)
+        LOG.info("%s: decision %s, its rules %s by the switches %.0f ms after it", event,
+                 "applied" if outcome.applied else "kept", "confirmed" if decision["in_force"] else "not all confirmed",
+                 decision["in_force_ms"])
+        return _json(dict(answer, decision=decision))
 
     def _stored_job(self, answer, decided=True):
         """A cluster: the edit is in ZooKeeper, every node's watch applies it and the leader routes it (202: not

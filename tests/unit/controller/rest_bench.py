@@ -39,6 +39,15 @@ class RestApp:
         if decide:
             self.core.decision_tick()
 
+    def wait_in_force(self, sync_round: int, timeout_s: float) -> bool:
+        """The resync loop's turn after a decision: no switch is connected, so it sends nothing and the
+        decision's rules are in force at once (the shell's wait: tests/unit/controller/test_in_force.py)."""
+        steps = self.core.sync()
+        assert not any(step.changes for step in steps)
+        self.core.sync_sent(self.core.syncs_started)
+        marks = self.core.sent_since(sync_round)
+        return marks is not None and self.core.confirmed_upto(marks)
+
 
 def call(app: Any, method: str, path: str, body: Any = None, token: str | None = "t",
          client: str = "10.0.0.1") -> tuple[int, Any]:
