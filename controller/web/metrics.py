@@ -8,7 +8,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-LAG_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# an event-loop lag; a job's wait for its rules
+WAIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -95,7 +96,12 @@ class Metrics:
                                      registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
-                                  "held the one Ryu thread", buckets=LAG_BUCKETS_S, registry=r)
+                                  "held the one Ryu thread", buckets=WAIT_BUCKETS_S, registry=r)
+        self.job_rules_confirmed = Histogram("mlroute_job_rules_confirmed_seconds",
+                                             "From a job event's decision ending (a REST PUT, DELETE or POST of "
+                                             "jobs) to every switch confirming its rules: time a declared job's "
+                                             "answer waited; unconfirmed in time: counted at the wait's end",
+                                             ["confirmed"], buckets=WAIT_BUCKETS_S, registry=r)
 
     def estimate_ecmp_from(self, routing_view: Callable[[], Mapping[str, Any]]) -> None:
         """ECMP's estimated max link load, read from ``routing_view()`` (the GET /mlroute/routing body: the last

@@ -254,6 +254,8 @@ class RestController:
         left = self.core.config["rest"]["max_decision_wait_s"] - (decided - asked)
         decision["in_force"] = self.app.wait_in_force(ticket.decision.sync_round, left)
         decision["in_force_ms"] = round(1e3 * (time.monotonic() - decided), 1)
+        self.core.metrics.job_rules_confirmed.labels(str(decision["in_force"]).lower()).observe(
+            decision["in_force_ms"] / 1e3)
         LOG.info("%s: decision %s, its rules %s by the switches %.0f ms after it", event,
                  "applied" if outcome.applied else "kept", "confirmed" if decision["in_force"] else "not all confirmed",
                  decision["in_force_ms"])

@@ -84,6 +84,9 @@ def test_a_put_is_answered_once_its_pairs_are_pinned_in_the_switches_tables(lab)
     assert pinned_in_the_tables(lab) == PAIRS, "answered before the rules were in the switches"
     assert decision["applied"] and decision["in_force"] is True, decision
     assert lab.app.core.belief.pending_total() == 0, "every change confirmed by a barrier reply"
+    waited = lab.app.core.metrics.registry.get_sample_value("mlroute_job_rules_confirmed_seconds_count",
+                                                             {"confirmed": "true"})
+    assert waited == 1, "the wait is in /metrics"
 
 
 def test_switches_that_confirm_nothing_leave_the_answer_saying_so(lab):
