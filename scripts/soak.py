@@ -1,7 +1,8 @@
 """Run chosen test modules N times in a row and say how many runs passed, failed and timed out, with the names
 of what failed (issue 38: a test that fails now and then is a bug to find, not a run to repeat).
 
-    scripts/soak.sh tests/unit/controller/test_zookeeper.py tests/unit/controller/test_app_cluster.py --runs 50
+    scripts/soak.sh tests/unit/controller/cluster/test_zookeeper.py tests/unit/controller/shell/test_app_cluster.py \
+        --runs 50
     scripts/soak.sh tests/integration/test_cluster.py --runs 5
     scripts/soak.sh MODULES --runs 50 --beside-unit   # with the unit phase of scripts/test.sh running beside it
 
@@ -25,11 +26,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTER_UNIT = ["tests/unit/controller/test_zookeeper.py", "tests/unit/controller/test_app_cluster.py"]
+CLUSTER_UNIT = ["tests/unit/controller/cluster/test_zookeeper.py", "tests/unit/controller/shell/test_app_cluster.py"]
 # the os-ken unit phase of scripts/test.sh (keep in step with it)
 BESIDE_UNIT = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/controller", "tests/unit/test_deployment.py",
                "tests/unit/test_monitoring.py", "tests/unit/test_script_imports.py", "tests/unit/mlroute/test_cli.py",
-               "tests/unit/mininet_topos", "--ignore=tests/unit/controller/test_recovery_kills.py",
+               "tests/unit/mininet_topos", "--ignore=tests/unit/controller/shell/test_recovery_kills.py",
                *[f"--ignore={m}" for m in CLUSTER_UNIT]]
 
 

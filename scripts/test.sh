@@ -24,14 +24,14 @@ fi
 # The cluster's unit tests run sessions of a few seconds against a real ZooKeeper: alone, first (beside the other
 # unit runs' CPU load and a second ZooKeeper, sessions expired under them: flaky). Under Ryu only: the cluster
 # is not claimed under os-ken.
-CLUSTER_UNIT=(tests/unit/controller/test_zookeeper.py tests/unit/controller/test_app_cluster.py)
+CLUSTER_UNIT=(tests/unit/controller/cluster/test_zookeeper.py tests/unit/controller/shell/test_app_cluster.py)
 echo "[test] cluster unit tests (real ZooKeeper), alone"
 .venv/bin/python -m pytest -v -p no:cacheprovider "${CLUSTER_UNIT[@]}"
 IGNORE_CLUSTER=("${CLUSTER_UNIT[@]/#/--ignore=}")
 echo "[test] unit tests under os-ken (beside the unit tests under Ryu; their output follows them)"
 OSKEN_LOG=$(mktemp)
 .venv-osken/bin/python -m pytest -q -p no:cacheprovider tests/unit/controller tests/unit/test_*.py \
-  tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/test_recovery_kills.py \
+  tests/unit/mlroute/test_cli.py tests/unit/mininet_topos --ignore=tests/unit/controller/shell/test_recovery_kills.py \
   "${IGNORE_CLUSTER[@]}" >"$OSKEN_LOG" 2>&1 &
 OSKEN_PID=$!
 echo "[test] unit tests under Ryu"

@@ -15,7 +15,7 @@ Cost: one optimiser run per distinct candidate order (k=4 fat-tree, 16 flows: un
 the polishing works); exact up to :data:`MAX_CANDIDATES` distinct orders (a job of up to 6 hosts with nothing to
 fold, or 8 hosts on 4 racks), else grouped by rack and pod with at most that many routings: at k=4..8 a PUT spends
 from a few ms to well under a second here, in the REST call (the core's turn), not in the decision loop's worker.
-Ryu-free and pure: unit-tested through the REST handlers (tests/unit/controller/test_rest_jobs.py).
+Ryu-free and pure: unit-tested through the REST handlers (tests/unit/controller/web/test_rest_jobs.py).
 """
 
 from __future__ import annotations

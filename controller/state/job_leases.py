@@ -8,7 +8,7 @@ cannot end or prolong a job), a cluster stores the list in ZooKeeper with wall-c
 that whichever node leads can judge. Jobs without a lease (the configuration's, a whole-list POST's) never
 expire.
 
-Plain data and an injected clock: unit-tested with a fake clock (tests/unit/controller/test_job_leases.py).
+Plain data and an injected clock: unit-tested with a fake clock (tests/unit/controller/state/test_job_leases.py).
 """
 
 from __future__ import annotations

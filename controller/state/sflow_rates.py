@@ -16,7 +16,7 @@ dropped, which errs on the safe side). For packets of one size and one sampling 
 (https://sflow.org/packetSamplingBasics/index.htm: error <= 196 * sqrt(1/n) percent at 95 % confidence); mixed
 packet sizes make it larger, as they should (64-byte and 1500-byte packets mixed: about 1.26 / sqrt(n)). The
 95 % interval is ``rate * (1 +- 1.96 * rel_error)``; a seeded simulation checks its coverage
-(tests/unit/controller/test_sflow_rates.py).
+(tests/unit/controller/state/test_sflow_rates.py).
 
 Windows are ``window_s`` long, aligned to multiples of it on the clock passed in (no clock is read here); the
 last ``windows`` completed ones are kept per key and the one in progress is never reported. A flow is an

@@ -84,7 +84,7 @@ def profile_holds(fab, profile, wiped=None):
     """What the profile promises of every switch, read from the switches themselves; and no OpenFlow error, but
     for flows toward a group refused at the ``wiped`` switch (BAD_OUT_GROUP): the wipe's ``del-groups`` can land
     between a read-back and the repair it sends, and the switch then rightly refuses them (the controller puts
-    the group back and them after it at once: tests/unit/controller/test_audit.py)."""
+    the group back and them after it at once: tests/unit/controller/desired/test_audit.py)."""
     for name in bridges(fab).values():
         flows = dump_flows(name)
         if profile == "small tables":

@@ -41,7 +41,7 @@ class RestApp:
 
     def wait_in_force(self, sync_round: int, timeout_s: float) -> bool:
         """The resync loop's turn after a decision: no switch is connected, so it sends nothing and the
-        decision's rules are in force at once (the shell's wait: tests/unit/controller/test_in_force.py)."""
+        decision's rules are in force at once (the shell's wait: tests/unit/controller/shell/test_in_force.py)."""
         steps = self.core.sync()
         assert not any(step.changes for step in steps)
         self.core.sync_sent(self.core.syncs_started)

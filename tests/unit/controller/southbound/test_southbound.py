@@ -14,7 +14,7 @@ from controller.southbound import framework as southbound
 from controller.southbound import ofmsg
 from controller.southbound.framework import FrameworkError, Turn, choose
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def installed(*packages):

@@ -118,7 +118,7 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
         eventlet.monkey_patch()
         from controller.decide import te
         from controller.decide.optimiser_runner import DONE, OptimiserRunner
-        from tests.unit.controller.test_optimiser_runner import setting
+        from tests.unit.controller.decide.test_optimiser_runner import setting
         fabric, elephants = setting()
         r = OptimiserRunner(budget_s=0.5)
         r.start()
@@ -135,7 +135,7 @@ def test_the_runner_works_under_eventlet_monkey_patching_as_in_ryu():
         r.close()
         print("ok", len(outcome.decision.pinned))
     """)
-    root = str(Path(__file__).resolve().parents[3])
+    root = str(Path(__file__).resolve().parents[4])
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root,
                           env={**os.environ, "PYTHONPATH": root})
     assert proc.returncode == 0, proc.stderr[-2000:]

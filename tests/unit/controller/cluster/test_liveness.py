@@ -16,7 +16,7 @@ import pytest
 from controller.cluster.liveness import LivenessServer, LivenessWatch
 from tests.zookeeper import free_port, until
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SERVE = ("import sys; from controller.cluster.liveness import LivenessServer; s = LivenessServer('127.0.0.1'); "
          "print(s.port, s.token, flush=True); s.serve()")
 

@@ -11,7 +11,7 @@ from controller.southbound import ofmsg
 from tests import topologies
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.oftable import trace
-from tests.unit.controller.test_ofmsg import install
+from tests.unit.controller.southbound.test_ofmsg import install
 
 LEARN = NewFlowCopy(mode="learn", hold_s=2)
 

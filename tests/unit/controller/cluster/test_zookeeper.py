@@ -26,7 +26,7 @@ from tests.zookeeper import until
 
 pytestmark = pytest.mark.zookeeper  # a real ZooKeeper server: run alone (scripts/test.sh)
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 _names = itertools.count()
 
 
