@@ -46,6 +46,7 @@ READBACK_TIMEOUT_S = 5.0  # a reconnecting switch that does not report its table
 BARRIER_ANSWER_S = 10.0  # a barrier unanswered this long: its changes stay unconfirmed, the switch is read back
 RESTORE_S = 10.0  # a counting rule a wipe deleted is waited for this long before polls that miss it end its flow
 RECOVERY_MIN_S = 10.0  # after start, only add rules for this long (at least 3 polls): LLDP and read-back settle
+LLDP_SETTLE_S = 5.0  # a switch up this long has had LLDP classify its ports (k=4: one full send batch, 4 s)
 
 
 def time_budget_s(config: Mapping[str, Any]) -> float:
@@ -196,6 +197,11 @@ class CoreState:
         self.warm_since = self.clock()
         if tiers is not None:  # (a follower's own knew no switch: nothing to keep of it)
             self.tiers, self._tiers_of = tiers, None
+
+    def _lldp_settled(self) -> set[int]:
+        """Connected switches up long enough for LLDP to have found their fabric links."""
+        now = self.clock()
+        return {d for d in self.connected if now - self._connected_at.get(d, now) >= LLDP_SETTLE_S}
 
     def recovering(self) -> bool:
         """Just (re)started over switches that still hold rules: learn from them before changing them."""
