@@ -1,5 +1,5 @@
 """Run chosen test modules N times in a row and say how many runs passed, failed and timed out, with the names
-of what failed (issue 38: a test that fails now and then is a bug to find, not a run to repeat).
+of what failed (a test that fails now and then is a bug to find, not a run to repeat).
 
     scripts/soak.sh tests/unit/controller/cluster/test_zookeeper.py tests/unit/controller/shell/test_app_cluster.py \
         --runs 50

@@ -1,4 +1,4 @@
-"""A declared job's ring chosen by the controller (issue 37): the launcher's host order in, the order whose ring the
+"""A declared job's ring chosen by the controller: the launcher's host order in, the order whose ring the
 network-wide metric prefers out, as a node rank per host, and the job entry declared with that ring.
 
 A job PUT with ``"choose_ring": true`` gives its hosts in the launcher's order (node rank i = host i) and,

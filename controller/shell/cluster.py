@@ -1,4 +1,4 @@
-"""The controller cluster's part of the shell (issue 22): role requests, their answers, leadership and shared state.
+"""The controller cluster's part of the shell: role requests, their answers, leadership and shared state.
 
 A mixin of MlrouteApp (controller/app.py), like app_loops. With a ``cluster:`` section every node connects to
 every switch; ``self.connections`` holds them all, ``self.datapaths`` only those this node may write to: a

@@ -1,10 +1,10 @@
 """The allowance of mlroute's improvement phases (steps 3-5), counted in work, not seconds.
 
 Why: a search that stops on a wall-clock deadline returns a different routing on a loaded machine, or with more
-worker processes beside it (issue 33: one cell of ``mlroute reproduce --quick`` gave 554 or 571 simulator events
-depending on ``--workers``). Each phase charges what it evaluates -- a candidate path of a flow (the load-vector
-search), a flow re-counted (the bottleneck search), an exact evaluation (the polishing) -- so the same input gets
-the same search, hence the same routing, on any machine at any load. The allowance grows with the instance (its
+worker processes beside it, so the same experiment gives different results on different machines. Each phase
+charges what it evaluates -- a candidate path of a flow (the load-vector search), a flow re-counted (the
+bottleneck search), an exact evaluation (the polishing) -- so the same input gets the same search, hence the same
+routing, on any machine at any load. The allowance grows with the instance (its
 candidate paths), as the construction does. A wall-clock cap stays only as a safety net: when it is what stopped
 the search, that is logged and the routing says so (``cut_by_clock``).
 """

@@ -1,4 +1,4 @@
-"""Ring choice in the simulator: the issue-37 case on a k=4 fat-tree, rank order against the chosen rings."""
+"""Ring choice in the simulator: a k=4 fat-tree, rank order against the chosen rings."""
 
 import numpy as np
 import pytest
