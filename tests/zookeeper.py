@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -93,6 +94,16 @@ class ZooKeeperServer:
                 return b"Mode:" in answer
         except OSError:
             return False
+
+    def pause(self) -> None:
+        """Frozen (SIGSTOP): it answers nothing and expires nothing until :meth:`resume`, when every session whose
+        timeout passed meanwhile expires at once (a stalled server, as a long GC pause or a frozen VM is)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """Killed (SIGKILL: a crash, as a lost quorum looks to its clients); the data stays."""

@@ -62,7 +62,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         self._graph = None
         self.connected.add(dpid)
         self._connected_at[dpid] = self.clock()
-        self._forget_refused(dpid)  # its tables are read back
+        self.belief.forget_refusals(dpid)  # its tables are read back
         self.belief.forget(dpid)
         self._forget_audit(dpid)
         self.capabilities[dpid] = SwitchCapabilities(dpid)
@@ -88,7 +88,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         self.connected.discard(dpid)
         self.belief.forget(dpid)
         self.readback.cancel(dpid)
-        self._forget_refused(dpid)  # the read-back will tell
+        self.belief.forget_refusals(dpid)  # the read-back will tell
         self._forget_audit(dpid)
         self.metrics.forget_switch(dpid)
 
@@ -209,7 +209,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         """A counting rule goes out now unless the switch refused it lately (uncounted until the hold is over),
         its flow-mod budget is spent (the paced resync sends it, after what matters more), or its table has no
         room (the flow stays on ECMP, uncounted)."""
-        if (dpid, _rule_id(rule)) in self.refused:
+        if (dpid, _rule_id(rule)) in self.belief.refusals:
             return False
         if dpid in self.pacing and self.pace(dpid) > 0:
             self.dirty = True
@@ -404,7 +404,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
     def _sendable(self, steps: list[Step], ready: list[int]) -> list[Step]:
         """The planned steps less what switches refused lately and what their tables have no room for; what is
         left is believed from now on, so an audit out does not judge it."""
-        if self.refused:
+        if self.belief.refusals:
             steps = self._without_refused(steps)
         steps = self._within_budget(steps, ready)
         if self.audit.any_out:
@@ -472,10 +472,6 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             if dpid not in only:
                 self.installed[dpid] = SwitchRules(dict(desired[dpid].flows), dict(desired[dpid].groups))
                 self.pause()
-        for (dpid, _), (_, _, change) in self.refused.items():  # ... less what the switches refused
+        for dpid, change in self.belief.withheld():  # ... less what the switches refused or have no room for
             if dpid in ready and dpid not in only:
                 apply_change(self.installed[dpid], _undone(change))
-        for dpid, held in self.over_budget.items():  # ... and what their tables have no room for
-            if dpid in ready and dpid not in only:
-                for change in held.values():
-                    apply_change(self.installed[dpid], _undone(change))

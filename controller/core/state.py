@@ -23,7 +23,7 @@ from controller.desired.audit import TableAudit
 from controller.desired.flowcopy import NewFlowCopy
 from controller.desired.plan_state import PlanState
 from controller.desired.recovery import Recovered
-from controller.desired.rules import Change, SwitchRules
+from controller.desired.rules import SwitchRules
 from controller.desired.switch_belief import SwitchBelief
 from controller.southbound.log_throttle import LogThrottle
 from controller.southbound.sflow.detection import SflowDetection
@@ -104,9 +104,6 @@ class CoreState:
         self.metrics.rules_pending.set_function(self.belief.pending_total)
         self.installed: dict[int, SwitchRules] = self.belief.held  # dpid -> its rules as sent or read back
         self._audit_marks: dict[int, int] = {}  # dpid -> its last change sent before its audit was asked for
-        # (dpid, rule id) -> (when, why, the change): refused by the switch, held back for REFUSED_HOLD_S
-        self.refused: dict[tuple[int, Any], tuple[float, str, Change]] = {}
-        self._released_early: dict[tuple[int, Any], float] = {}  # refused for want of a group, freed by its re-add
         self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
         audit = config["audit"]
@@ -117,8 +114,6 @@ class CoreState:
         self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
         # dpid -> table -> (entries it held when it answered TABLE_FULL, when): its capacity for REFUSED_HOLD_S
         self.full_at: dict[int, dict[int, tuple[int, float]]] = {}
-        # dpid -> rule id -> the change the table budget held back (not believed installed; tried every poll)
-        self.over_budget: dict[int, dict[Any, Change]] = {}
         self._small = False  # some switch has a table with a known small capacity (the budget applies)
         self.profile_entries = [switch_profiles.entry_from(v) for v in config["switches"]]
         self.profiles: dict[int, switch_profiles.Profile] = {}  # dpid -> the profile in force (once described)

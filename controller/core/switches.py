@@ -40,15 +40,12 @@ class SwitchTables(CoreState):
 
     def _forget_audit(self, dpid: int) -> None:
         self.full_at.pop(dpid, None)
-        self.over_budget.pop(dpid, None)
+        self.belief.over_budget.pop(dpid, None)
         self._polled.pop(dpid, None)
         self.audit.forget(dpid)
         self._audited.pop(dpid, None)
         self._audit_marks.pop(dpid, None)
         self._static_counts.pop(dpid, None)
-
-    def _forget_refused(self, dpid: int) -> None:
-        self.refused = {k: v for k, v in self.refused.items() if k[0] != dpid}
 
     def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
         """A switch answered a message with an error; ``change`` is the rule change it refers to, if it was one.
@@ -77,8 +74,8 @@ class SwitchTables(CoreState):
         if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
             count = table_budget.table_counts(held).get(rule.table, 0)
             self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
-        self.refused[(dpid, _rule_id(rule))] = (self.clock(), f"{kind}/{why}", change)
-        self.metrics.rules_refused.set(len(self.refused))
+        self.belief.refusal(dpid, _rule_id(rule), self.clock(), f"{kind}/{why}", change)
+        self.metrics.rules_refused.set(len(self.belief.refusals))
         if self._refusal_log.due((dpid, kind, why)):
             LOG.warning("switch %s refused %s %s (%s/%s): not believed installed, sent again in %.0f s at the "
                         "earliest; further refusals of this kind at this switch are counted in "
@@ -338,21 +335,12 @@ class SwitchTables(CoreState):
         REFUSED_HOLD_S: the group was gone, the switch can take them. Live: an edge switch's flows and groups
         wiped one after the other; the read-back between the two re-added flows toward a group deleted a moment
         later, and its hosts' upward traffic stayed cut off for the 30-s hold."""
-        if not self.refused:  # (called for every group sent: a first install sends thousands, nothing refused)
+        if not self.belief.refusals:  # (called for every group sent: a first install sends thousands, none refused)
             return
-        now = self.clock()
-        self._released_early = {k: t for k, t in self._released_early.items() if now - t < REFUSED_HOLD_S}
-        waiting = [key for key, (_, why, change) in self.refused.items()
-                   if key[0] == dpid and why == "BAD_ACTION/BAD_OUT_GROUP" and isinstance(change.rule, FlowRule)
-                   and ("group", group_id) in change.rule.actions
-                   and key not in self._released_early]  # once per hold: a switch that refuses it all the same
-        for key in waiting:  # (its group there after all) waits out the hold, no resend loop
-            del self.refused[key]
-            self._released_early[key] = now
-        if waiting:
+        if self.belief.release_waiting_for_group(dpid, group_id, self.clock(), REFUSED_HOLD_S):
             self._stale.add(dpid)  # diffed in full at the next sync, after the group's step
             self.dirty = True
-            self.metrics.rules_refused.set(len(self.refused))
+            self.metrics.rules_refused.set(len(self.belief.refusals))
 
     def _judge_audits(self) -> None:
         """Audits answered since the last sync: where the switch holds other than believed, the belief takes
@@ -364,7 +352,7 @@ class SwitchTables(CoreState):
                 self.audit.forget(dpid)
                 continue
             self.belief.first_hand(dpid, self._audit_marks.pop(dpid, 0))  # what it reported is the belief now
-            refused = {rid for (d, rid) in self.refused if d == dpid}
+            refused = self.belief.refused_ids(dpid)
             findings = self.audit.finish(dpid, belief, held)
             findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]
             if not findings:
@@ -381,24 +369,21 @@ class SwitchTables(CoreState):
     def _release_refused(self) -> None:
         """Refused changes whose hold is over are tried again, and so are those the table budget held back:
         their switches are diffed in full."""
-        for dpid in self.over_budget:
-            self._stale.add(dpid)
-            self.dirty = True
         now = self.clock()
         for tables in self.full_at.values():  # a table that said TABLE_FULL: its room is tried again
             for table in [t for t, (_, when) in tables.items() if now - when >= REFUSED_HOLD_S]:
                 del tables[table]
-        for key in [k for k, (t, _, _) in self.refused.items() if now - t >= REFUSED_HOLD_S]:
-            del self.refused[key]
-            self._stale.add(key[0])
+        again = set(self.belief.over_budget) | self.belief.release_refusals(now, REFUSED_HOLD_S)
+        if again:
+            self._stale |= again
             self.dirty = True
-        self.metrics.rules_refused.set(len(self.refused))
+        self.metrics.rules_refused.set(len(self.belief.refusals))
 
     def _without_refused(self, steps: list[Step]) -> list[Step]:
         """``steps`` less the changes switches refused lately (held back: a full table stays full)."""
         out = []
         for step in steps:
-            kept = [(d, c) for d, c in step.changes if (d, _rule_id(c.rule)) not in self.refused]
+            kept = [(d, c) for d, c in step.changes if (d, _rule_id(c.rule)) not in self.belief.refusals]
             if kept:
                 out.append(Step(step.phase, kept))
         return out
@@ -408,13 +393,14 @@ class SwitchTables(CoreState):
         held back: not believed installed, counted, tried again every poll."""
         limits = self.table_limits()
         self._small = bool(limits)
+        over_budget = self.belief.over_budget
         for dpid in ready:
-            self.over_budget.pop(dpid, None)
+            over_budget.pop(dpid, None)
         if limits:
             steps, held = table_budget.admit(steps, self.installed, limits)
             for dpid, change in held:
-                self.over_budget.setdefault(dpid, {})[_rule_id(change.rule)] = change
-        self.metrics.rules_over_budget.set(sum(len(h) for h in self.over_budget.values()))
+                over_budget.setdefault(dpid, {})[_rule_id(change.rule)] = change
+        self.metrics.rules_over_budget.set(sum(len(h) for h in over_budget.values()))
         return steps
 
 

@@ -24,8 +24,8 @@ class CoreViews(SwitchTables):
             view = caps.to_json(self.belief.confirmed_table_counts(dpid), TABLES_USED)
             view.update(connected=dpid in self.connected, groups_installed=self.belief.confirmed_groups(dpid),
                         pending=len(self.belief.pending(dpid)),
-                        refused=sum(1 for (d, _) in self.refused if d == dpid),
-                        over_budget=len(self.over_budget.get(dpid, {})),
+                        refused=len(self.belief.refused_ids(dpid)),
+                        over_budget=len(self.belief.over_budget.get(dpid, {})),
                         profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
                         limits={str(t): n for t, n in self._limits_of(dpid).items()} if dpid in self.connected
                         else {},

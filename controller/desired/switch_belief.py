@@ -9,14 +9,20 @@ names the switch to be read back; a read-back (at connect, or an audit) replaces
 switch reports and confirms every change sent before it was asked.
 
 A switch whose profile has no barriers confirms at send: nothing else could.
+
+What is held back from a switch is recorded here too: a change it refused (an error naming it), not sent again
+for a hold (a full table stays full), and the additions its table budget has no room for.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.desired.rules import Change, FlowRule, SwitchRules
+
+RuleId = tuple[str, Any]  # ("flow", key) or ("group", id): what names a rule on its switch
 
 
 @dataclass
@@ -37,6 +43,10 @@ class SwitchBelief:
         self.held: dict[int, SwitchRules] = {}  # dpid -> rules as sent (or read back), less refused ones
         self._journals: dict[int, _Journal] = defaultdict(_Journal)
         self.timeouts = 0  # barriers not answered in time, ever
+        # (dpid, rule id) -> (when, "KIND/CODE", the change): refused by the switch, held back for a while
+        self.refusals: dict[tuple[int, RuleId], tuple[float, str, Change]] = {}
+        self._released_early: dict[tuple[int, RuleId], float] = {}  # refused for want of a group, freed by its re-add
+        self.over_budget: dict[int, dict[RuleId, Change]] = {}  # dpid -> additions its tables have no room for
 
     # -- what was sent and what the switch answered --------------------------------------------------------------
     def sent(self, dpid: int, change: Change, confirmed: bool = False) -> None:
@@ -118,6 +128,44 @@ class SwitchBelief:
         confirmed = len(journal.pending) - len(keep)
         journal.pending = keep
         return confirmed
+
+    # -- held back: refused by the switch, or over its table budget ------------------------------------------------
+    def refusal(self, dpid: int, rule_id: RuleId, at: float, why: str, change: Change) -> None:
+        """``dpid`` refused ``change`` (``why``: the error's "KIND/CODE"): held back until :meth:`release_refusals`
+        frees it."""
+        self.refusals[(dpid, rule_id)] = (at, why, change)
+
+    def refused_ids(self, dpid: int) -> set[RuleId]:
+        return {rid for (d, rid) in self.refusals if d == dpid}
+
+    def release_refusals(self, now: float, hold_s: float) -> set[int]:
+        """Refusals older than ``hold_s`` end (their changes may be planned again); the switches they were of."""
+        over = [k for k, (t, _, _) in self.refusals.items() if now - t >= hold_s]
+        for key in over:
+            del self.refusals[key]
+        return {dpid for dpid, _ in over}
+
+    def release_waiting_for_group(self, dpid: int, group_id: int, now: float, hold_s: float) -> bool:
+        """Group ``group_id`` was sent to ``dpid``: the flows it refused for want of that group end their hold at
+        once (once per hold: a switch that refuses one all the same waits the hold out, no resend loop). True
+        when any did."""
+        self._released_early = {k: t for k, t in self._released_early.items() if now - t < hold_s}
+        waiting = [key for key, (_, why, change) in self.refusals.items()
+                   if key[0] == dpid and why == "BAD_ACTION/BAD_OUT_GROUP" and isinstance(change.rule, FlowRule)
+                   and ("group", group_id) in change.rule.actions and key not in self._released_early]
+        for key in waiting:
+            del self.refusals[key]
+            self._released_early[key] = now
+        return bool(waiting)
+
+    def forget_refusals(self, dpid: int) -> None:
+        """``dpid``'s tables are to be read back: what they refused before tells nothing of them now."""
+        self.refusals = {k: v for k, v in self.refusals.items() if k[0] != dpid}
+
+    def withheld(self) -> list[tuple[int, Change]]:
+        """Every change held back from its switch, refused or over budget: (dpid, change)."""
+        return [(dpid, change) for (dpid, _), (_, _, change) in self.refusals.items()] + \
+            [(dpid, change) for dpid, held in self.over_budget.items() for change in held.values()]
 
     # -- views ---------------------------------------------------------------------------------------------------
     def pending(self, dpid: int) -> list[Change]:

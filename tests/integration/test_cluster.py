@@ -1,7 +1,8 @@
 """A controller cluster live (issue 22): three real ryu-managers on Debian's ZooKeeper, every bridge of a k=4
 fat-tree (userspace Open vSwitch, jumbo frames) connected to all three. One fabric for the module, the scenarios
 in sequence: the leader SIGKILLed under 8 pinned stride elephants with a link cut 0.3 s later, the leader
-SIGSTOPped for 15 s, a job posted to a follower, ZooKeeper stopped for 20 s under load.
+SIGSTOPped for 15 s, a job posted to a follower, ZooKeeper stopped for 20 s under load, ZooKeeper paused past every
+session.
 
 Sessions are 2 s, but a SIGKILLed leader is replaced on proof that its process ended (its liveness port's
 connections closed: docs/cluster.md), not when its session expires. A 20-s ZooKeeper outage
@@ -301,4 +302,38 @@ def test_zookeeper_stopped_for_20s_under_load_nothing_changes_at_the_switches(fa
     assert not changed, changed[:2]
     assert leader(fab) is lead and cluster(lead)["generation"] == generation
     assert min(smooth) >= 0.9 * reference, (reference, after)
+    assert ping_all(fab.net) == 0
+
+
+def elephant_rates(ctl):
+    """flow -> rate (b/s) as the node's REST shows its elephants now."""
+    return {(e["src_ip"], e["dst_ip"], e["src_port"], e["dst_port"]): e["rate_bps"]
+            for e in ctl.get("/mlroute/elephants")}
+
+
+def test_zookeeper_paused_past_every_session_one_election_and_the_leader_serves_rest(fab, zookeeper):
+    """A frozen ZooKeeper expires every session at once when it resumes: one election follows (the generation
+    one more), and the node that leads then (the one before or another) answers from its live state: its
+    elephants' rates move from poll to poll and a decision asked over REST is taken (200)."""
+    flows = Iperf3Flows(fab.net, STRIDE4, seconds=45, base_port=5500)
+    try:
+        assert wait_until(lambda: (lead := leader(fab)) and pinned(lead) and lead, timeout=20)
+        generation = cluster(leader(fab))["generation"]
+        zookeeper.pause()
+        time.sleep(3 * SESSION_S)
+        zookeeper.resume()
+        back = time.time()
+        new = wait_until(lambda: leader(fab) if all((cluster(c) or {}).get("session") == "connected"
+                                                    for c in fab.controllers) else None, timeout=20)
+        assert new, [c.log()[-1500:] for c in fab.controllers]
+        print(f"\nZooKeeper paused {3 * SESSION_S:g} s: {NODES[fab.controllers.index(new)]} leads at generation "
+              f"{cluster(new)['generation']} (before: {generation}) {time.time() - back:.1f} s after it resumed")
+        assert cluster(new)["generation"] == generation + 1, "one election"
+        first = elephant_rates(new)
+        assert wait_until(lambda: (now := elephant_rates(new)) and now != first, timeout=3 * POLL_S, interval=0.5), \
+            f"the leader's elephant rates did not move: {first}"
+        answer = new.post("/mlroute/recompute", token=TOKEN)
+        assert set(answer) >= {"applied", "reason", "moved"}, answer
+    finally:
+        flows.reports()
     assert ping_all(fab.net) == 0

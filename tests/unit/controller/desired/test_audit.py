@@ -207,7 +207,7 @@ def test_flows_refused_for_a_group_wiped_after_the_read_back_follow_the_group_ba
         poll_tables(lab)
     assert sw.table == held, "every rule back, the flows toward the groups included"
     assert all_pairs_delivered(lab)
-    assert not lab.app.core.refused
+    assert not lab.app.core.belief.refusals
 
 
 def test_a_switch_wiped_while_the_controller_recovers_is_repaired_before_recovery_ends(pinned_lab):
@@ -304,10 +304,10 @@ def test_a_switch_refusing_flows_toward_a_group_it_holds_gets_no_resend_loop(pin
     for _ in range(6):
         poll_tables(lab)
     assert len(refusals) == 2, "refused, freed once by the group's re-send, refused again: then held"
-    assert (edge, ("flow", flow.key)) in core.refused
+    assert (edge, ("flow", flow.key)) in core.belief.refusals
     sw.violations.clear()  # the switch's own refusals
     sw._refusal = real  # the switch mended; the hold over (as REFUSED_HOLD_S later): the flow goes back
-    del core.refused[(edge, ("flow", flow.key))]
+    del core.belief.refusals[(edge, ("flow", flow.key))]
     core._stale.add(edge)
     core.dirty = True
     poll_tables(lab)

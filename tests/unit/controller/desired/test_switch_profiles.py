@@ -77,7 +77,7 @@ def test_a_profiles_table_capacity_is_planned_within_though_the_switch_says_more
         lab.app.resync()
         core = lab.app.core
         assert edge.errors_sent == 0 and sum(1 for r in edge.table.flows.values() if r.table == 0) <= 15
-        assert core.over_budget[EDGE] and core.installed[EDGE].flows == edge.table.flows
+        assert core.belief.over_budget[EDGE] and core.installed[EDGE].flows == edge.table.flows
         view = next(s for s in core.switches_json() if s["dpid"] == EDGE)
         assert view["profile"]["name"] == "open-vswitch+" and view["profile"]["table_capacity"] == {"0": 16}
     finally:

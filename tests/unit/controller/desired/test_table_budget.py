@@ -71,7 +71,7 @@ def test_a_switch_that_reports_a_small_table_is_never_sent_more_than_fits():
         in_table0 = sum(1 for r in edge.table.flows.values() if r.table == 0)
         assert edge.errors_sent == 0 and in_table0 <= table_budget.limit(16)
         assert core.installed[EDGE].flows == edge.table.flows  # what is believed is what it holds
-        held = core.over_budget[EDGE]
+        held = core.belief.over_budget[EDGE]
         assert held and all(c.rule.cookie in (COOKIE_FLOW, COOKIE_FLOW_MISS) for c in held.values()), \
             "guards and forwarding first: only new-flow copies wait"
         assert core.metrics.rules_over_budget._value.get() == len(held)

@@ -95,7 +95,7 @@ def test_once_the_table_has_room_the_held_back_rules_go_in():
     lab.app._send_actions(core.housekeeping().actions)
     lab.app.resync()
     lab.pump()
-    assert not core.refused and believed_is_held(lab)
+    assert not core.belief.refusals and believed_is_held(lab)
     assert core.installed[EDGE].flows == core.plan.desired[EDGE].flows
     for src in lab.ref.hosts:  # the edge's hosts reach everyone again
         for dst in lab.ref.hosts:
@@ -114,8 +114,8 @@ def test_a_group_added_that_the_switch_has_is_sent_again_as_a_modify_and_stays_b
     group = GroupRule(EDGE, 7, (1, 2))
     core.installed[EDGE] = SwitchRules({}, {7: group})
     retry = core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_GROUP_EXISTS, Change("add", group))
-    assert retry == [Change("modify", group)] and core.installed[EDGE].groups == {7: group} and not core.refused
+    assert retry == [Change("modify", group)] and core.installed[EDGE].groups == {7: group} and not core.belief.refusals
     retry = core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_UNKNOWN_GROUP, Change("modify", group))
     assert retry == [Change("add", group)]
     assert core.openflow_error(EDGE, ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_OUT_OF_GROUPS, Change("add", group)) == []
-    assert core.installed[EDGE].groups == {} and (EDGE, ("group", 7)) in core.refused
+    assert core.installed[EDGE].groups == {} and (EDGE, ("group", 7)) in core.belief.refusals
