@@ -406,17 +406,33 @@ def job_labels(flows) -> list:
 
 def job_rates(rates_vec, jobs) -> np.ndarray:
     """Per-job rate (the job's slowest flow, divided by its weight for a :class:`WeightedJob`), jobs in order
-    of first appearance; ``None`` = a job per flow."""
-    groups: dict = {}
-    out_keys = []
-    for i, j in enumerate(jobs):
-        k = ("_flow", i) if j is None else j
-        if k not in groups:
-            groups[k] = []
-            out_keys.append(k)
-        groups[k].append(i)
+    of first appearance; ``None`` = a job per flow. One reduction over the flows grouped by job, not a slice
+    per job: with 10k elephants mostly outside jobs, the polishing's comparisons spent 1.9 s of a 2.8 s k=24
+    decision taking 10k one-element minima."""
+    group, weight = _job_groups(jobs)
     r = np.asarray(rates_vec, dtype=float)
-    return np.array([r[groups[k]].min() / (k.weight if isinstance(k, WeightedJob) else 1.0) for k in out_keys])
+    if not len(r):
+        return np.zeros(0)
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    return np.minimum.reduceat(r[order], starts) / weight
+
+
+def _job_groups(jobs) -> tuple[np.ndarray, np.ndarray]:
+    """Each flow's group (numbered in order of first appearance; a flow without a job is a group of its own)
+    and each group's weight."""
+    ids: dict = {}
+    weights: list[float] = []
+    group = np.empty(len(jobs), dtype=np.int64)
+    for i, j in enumerate(jobs):
+        g = None if j is None else ids.get(j)
+        if g is None:
+            g = len(weights)
+            weights.append(j.weight if isinstance(j, WeightedJob) else 1.0)
+            if j is not None:
+                ids[j] = g
+        group[i] = g
+    return group, np.array(weights, dtype=float)
 
 
 def job_leximin_compare(a, b, jobs) -> int:

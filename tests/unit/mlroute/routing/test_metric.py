@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 
 import numpy as np
@@ -228,3 +229,16 @@ def test_assess_is_rates_and_report_of_one_routing():
     assert rep == report(fab, flows, paths)
     assert rep == report(fab, flows, paths, rates=r, ideal=estimate_demands(flows))
     assert rep["unroutable"] == 1 and r[2] == 0.0
+
+
+def test_job_rates_are_each_jobs_slowest_flow_over_its_weight_in_order_of_first_appearance():
+    rng = random.Random(3)
+    labels = [None, "a", "b", metric.WeightedJob("w", 2.5), metric.WeightedJob("v", 0.5)]
+    for _ in range(200):
+        jobs = [rng.choice(labels) for _ in range(rng.randrange(0, 40))]
+        r = [rng.choice([0.0, 0.5, float("inf"), rng.random()]) for _ in jobs]
+        groups: dict = {}
+        for i, j in enumerate(jobs):  # the definition: a job per label, a flow without one alone
+            groups.setdefault(("flow", i) if j is None else j, []).append(r[i])
+        expected = [min(v) / (k.weight if isinstance(k, metric.WeightedJob) else 1.0) for k, v in groups.items()]
+        assert job_rates(r, jobs).tolist() == expected
