@@ -32,7 +32,7 @@ class TrafficDecisions(CoreState):
         still = {ip for job in jobs for ip in job["hosts"]}
         self.monitor.job_ended({ip for job in self.jobs for ip in job["hosts"]} - still)
         self.jobs = list(jobs)
-        self.decide_now = self.dirty = True
+        self.decide_now = self.dirty = self.incremental_next = True
 
     def expire_jobs(self) -> list[str]:
         """Jobs whose lease ran out without a renew end as if deleted (a crashed job holds no routes): their
@@ -103,6 +103,7 @@ class TrafficDecisions(CoreState):
     def _decision_inputs(self) -> tuple[te.TEInput, list]:
         """What a decision starting now is taken on (over the pins in force), and its keys."""
         self.decide_now = False
+        incremental, self.incremental_next = self.incremental_next, False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
         pairs = declared_jobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
@@ -116,7 +117,7 @@ class TrafficDecisions(CoreState):
         self._decided_graph = self.live_graph()
         # the demands are estimated in the decision (in the worker, off the loop), from the elephants' hosts
         return self.te.input(self.fabric(), [(k, None) for k in keys], self.jobs_by_host(),
-                             declared_jobs.weights(self.jobs), estimate=True), keys
+                             declared_jobs.weights(self.jobs), estimate=True, incremental=incremental), keys
 
     def _decided(self, result: te.TEResult | None) -> te.TEResult:
         """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):

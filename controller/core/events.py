@@ -123,7 +123,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             host = self.topology.hosts[pkt.src_ip]
             LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
             if pkt.src_ip in self.jobs_by_host():
-                self.decide_now = True  # a declared job's host: its sends can be routed now
+                self.decide_now = self.incremental_next = True  # a declared job's host: its sends can be routed now
         self._hosts_decided(decision)
         return decision
 

@@ -90,6 +90,8 @@ class CoreState:
         self.job_file = job_file
         self._jobs: list[dict] = job_file.restore() if job_file is not None else list(config["jobs"])
         self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
+        # the next decision is a job's arrival: its newcomers may be placed beside the pins without the full search
+        self.incremental_next = False
         rest = config["rest"]
         self.decisions = DecisionRequests(clock, max_wait_s=rest["max_decision_wait_s"])  # one at a time, coalesced
         # the decision in flight's elephants before, now; the pin table in force when it started

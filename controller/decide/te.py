@@ -18,6 +18,13 @@ table (the core's) and takes decisions over; the core then plans the rules of th
   still valid and places only the others (mlroute.routing.repair) is applied unless the optimiser's routing is
   materially better (a lower max link load, or a higher minimum rate): one failed link under 10k pins on a k=16
   fat-tree moved 97 % of them.
+* A job's arrival is decided from the routing in force (``TEInput.incremental``, asked by job events): when
+  every pin still holds and the only change is newcomers (or ended flows), the newcomers are placed on links
+  with room for their non-blocking rates (no pin moves) and that is taken without the full search when
+  certified (mlroute.routing.arrival: every newcomer at its non-blocking rate, and no placement keeping the
+  pins does better). Otherwise (a collision: four full-rate 4-host rings on a k=4 fat-tree; a fabric full at
+  the non-blocking rates) the full decision runs, as the periodic one always does, so the routing in force can
+  still improve.
 * Hysteresis: once all elephants are pinned on live paths, a new routing is applied only if it is strictly
   better; ties keep the installed routing, so nothing flaps.
 * Declared jobs' sends (controller.state.jobs.HostPair) are routed like elephants before their first packet; a
@@ -47,7 +54,7 @@ from controller.desired.te_rules import Path, RouteKey
 from controller.state.jobs import HostPair
 from controller.state.tiers import TierInference
 from controller.state.topology import Topology
-from mlroute.routing import metric
+from mlroute.routing import arrival, metric
 from mlroute.routing.demand import estimate_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
@@ -56,8 +63,8 @@ from mlroute.routing.optimisers import optimise as run_optimiser
 from mlroute.routing.repair import repair
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
-__all__ = ["KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEDecision", "TEInput", "TEResult", "TESettings",
-           "TrafficEngineer", "decide", "fabric_from_topology", "in_force"]
+__all__ = ["ARRIVAL", "KEPT", "SETTLED", "Path", "RouteKey", "Settled", "TEDecision", "TEInput", "TEResult",
+           "TESettings", "TrafficEngineer", "decide", "fabric_from_topology", "in_force"]
 
 LOG = logging.getLogger("mlroute.te")
 
@@ -91,6 +98,7 @@ class TEResult:
 
 KEPT = "no improvement: routing kept"
 SETTLED = "inputs unchanged since a decision that found nothing better: routing kept"
+ARRIVAL = "newcomers placed beside the pins in force at their non-blocking rates: not searched"
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,7 @@ class TEInput:
     pinned: Mapping[RouteKey, Path]
     settled: Settled | None
     settings: TESettings
+    incremental: bool = False  # a job event: newcomers beside pins that hold may be placed without the search
 
     @property
     def identity(self) -> Any:
@@ -164,7 +173,7 @@ class TEDecision:
 def decide(task: TEInput, clock: Callable[[], float] = time.perf_counter) -> TEDecision:
     """One traffic-engineering decision: a pure function of ``task`` (nothing it is given is changed), the same
     in the optimiser's worker and in-process. ``clock`` times the optimiser (the result's ``runtime_s``)."""
-    step = _Step(task.settings, task.pinned, task.settled, clock)
+    step = _Step(task.settings, task.pinned, task.settled, clock, task.incremental)
     result = step.step(task.fabric, task.elephants, task.jobs, task.weights, task.estimate)
     if task.settled is not None and step.settled is task.settled:  # a settled period: nothing moved
         return TEDecision(task.identity, result, unchanged=True)
@@ -194,7 +203,7 @@ class TrafficEngineer:
 
     def input(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
               jobs: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
-              estimate: bool = False) -> TEInput:
+              estimate: bool = False, incremental: bool = False) -> TEInput:
         """The input of one decision (:func:`decide`) over the pins and the settled record in force.
 
         ``elephants``: (key, demand fraction or None) pairs, a key being a transport flow (FlowKey) or a declared
@@ -205,9 +214,10 @@ class TrafficEngineer:
         awareness); with jobs the objective is job-level, and ``weights`` (job name -> weight) weighs jobs in it.
         A new routing replaces the one in force only if it is at least as good in that order (strictly better
         once every elephant is pinned, with hysteresis); a worse one is never applied, first decision included.
+        ``incremental``: a job event's decision, which may place newcomers without the full search (``ARRIVAL``).
         """
         return TEInput(fabric, tuple(elephants), dict(jobs or {}), dict(weights or {}), estimate, self.pinned,
-                       self.settled, self.settings)
+                       self.settled, self.settings, incremental)
 
     def take(self, decision: TEDecision) -> None:
         """A decision's pins and settled record become the ones in force (unless it left them unchanged)."""
@@ -235,6 +245,7 @@ class _Round:
     problem: Problem
     current: list  # each flow's path in force: its valid pin, else ECMP's estimate
     valid: list[bool]  # the flow's pin holds
+    newcomer: np.ndarray  # the flow has no pin at all (nor its host pair)
     current_choice: Any
     objective: str
     job_list: Any
@@ -267,11 +278,12 @@ class _Step:
     starts from, replaced (never changed in place) as it decides."""
 
     def __init__(self, settings: TESettings, pinned: Mapping[RouteKey, Path], settled: Settled | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], incremental: bool = False) -> None:
         self.mode, self.objective, self.hysteresis = settings.mode, settings.objective, settings.hysteresis
         self.seed, self.time_limit, self.clock = settings.seed, settings.time_limit, clock
         self.pinned: Mapping[RouteKey, Path] = pinned
         self.settled = settled
+        self.incremental = incremental
         self.last: TEResult | None = None
 
     def step(self, fabric: Fabric | None, elephants: Iterable[tuple[RouteKey, float | None]],
@@ -291,8 +303,9 @@ class _Step:
               estimated: tuple[float, ...] | None = None) -> TEResult:
         """``estimated``: the natural demands of all of ``elephants`` when ``step`` estimated them (the reports'
         non-blocking rates, when every elephant is on the fabric: estimated once per decision). The steps: the
-        elephants on the fabric, a settled decision held, the routing in force, the optimiser's proposal, the
-        repair candidate beside it, acceptance, commit."""
+        elephants on the fabric, a settled decision held, the routing in force, newcomers placed without the
+        search (a job event's, when they collide with nothing), the optimiser's proposal, the repair candidate
+        beside it, acceptance, commit."""
         flows = _flows_on(fabric, elephants, jobs, weights)
         if not flows:
             self.pinned, self.settled = {}, None
@@ -311,6 +324,9 @@ class _Step:
             self.last = TEResult(False, [], now.before, now.before, 0.0, len(flows), "ecmp mode: no re-optimisation",
                                  ecmp=now.ecmp_report)
             return self.last
+        placed = self._arrival(now) if self.incremental else None
+        if placed is not None:
+            return placed
         proposal = self._repair_candidate(now, self._optimise(now))
         kept = self._acceptance(now, proposal, inputs)
         return kept if kept is not None else self._commit(now, proposal, inputs)
@@ -331,7 +347,8 @@ class _Step:
         keys = cast("list[RouteKey]", [f.key for f in flows])
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
         ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed)
-        current, valid, current_choice = in_force(problem, self.pinned, ecmp)
+        pins = _pins(flows, self.pinned)
+        current, valid, current_choice = _in_force_of(problem, pins, ecmp)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         # the reports' non-blocking rates: the estimate made in ``step`` when it was of these very flows
@@ -343,8 +360,37 @@ class _Step:
         ecmp_report = before if not any(valid) else metric.assess(
             fabric, flows, ecmp.paths, objective, ideal=ideal,
             links=None if ecmp.choice is None else problem.incidences(ecmp.choice))[1]
-        return _Round(fabric, flows, keys, problem, current, valid, current_choice, objective,
+        newcomer = np.fromiter((p is None for p in pins), dtype=bool, count=len(pins))
+        return _Round(fabric, flows, keys, problem, current, valid, newcomer, current_choice, objective,
                       metric.job_labels(flows), ideal, r_current, before, ecmp_report)
+
+    def _arrival(self, now: _Round) -> TEResult | None:
+        """Newcomers beside pins that all hold (nothing broke), placed on links with room for their
+        non-blocking rates (mlroute.routing.arrival; no pin moves), taken without the full search when certified
+        as good as any placement keeping the pins; else None: the full decision runs."""
+        valid = np.asarray(now.valid, dtype=bool)
+        if not valid.any() or valid.all() or not (valid | now.newcomer).all():
+            return None
+        t0 = self.clock()
+        relaxed = arrival.relaxed_rates(now.problem, now.current_choice, now.newcomer)
+        choice = arrival.place_beside(now.problem, now.current_choice, now.newcomer, relaxed)
+        if choice is None:
+            return None
+        changed = np.flatnonzero(now.newcomer).tolist()
+        new = list(now.current)
+        for i in changed:
+            new[i] = now.problem.sets[i].path(int(choice[i])) if choice[i] >= 0 else None
+        r_new, after = metric.assess(now.fabric, now.flows, new, now.objective, ideal=now.ideal,
+                                     links=now.problem.incidences(choice))
+        if not arrival.certified(r_new, relaxed, now.newcomer) \
+                or metric.compare(r_new, now.r_current, now.job_list, now.objective) < 0:
+            return None  # (the job order is checked: the certificate is the flow order's)
+        routed = [i for i in changed if new[i] is not None]
+        self.pinned = {**self.pinned, **{now.keys[i]: tuple(new[i]) for i in routed}}
+        self.settled = None  # the next period searches from here
+        self.last = TEResult(True, [now.keys[i] for i in routed], now.before, after, self.clock() - t0,
+                             len(now.flows), ARRIVAL, ecmp=now.ecmp_report)
+        return self.last
 
     def _optimise(self, now: _Round) -> _Proposal:
         """The optimiser's routing, assessed against what runs. It keeps flows on the paths known to carry them
@@ -436,7 +482,12 @@ def in_force(problem: Problem, pinned: Mapping[RouteKey, Sequence[int]],
     transport flow without a pin of its own: its host pair's pin, which its packets follow), else its
     ``fallback`` path (ECMP's estimate, a Routing of the same problem). Returns (paths, valid flags, the choice
     vector of those paths: each pin's option looked up once)."""
-    pins = _pins(problem.flows, pinned)
+    return _in_force_of(problem, _pins(problem.flows, pinned), fallback)
+
+
+def _in_force_of(problem: Problem, pins: Sequence[Sequence[int] | None],
+                 fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
+    """:func:`in_force` of the flows' pins (``_pins``)."""
     index = [ps.index_of(p) if p is not None else -1 for ps, p in zip(problem.sets, pins)]
     valid = [i >= 0 for i in index]
     paths = [p if ok else e for p, ok, e in zip(pins, valid, fallback.paths)]

@@ -3,6 +3,7 @@ finished elephants stop counting. The core runs without Ryu or a switch; the dat
 
 from controller import config
 from controller.core import ControllerCore
+from controller.decide import te
 from controller.decide.packet_in import PacketIn
 from controller.desired import sync
 from controller.state.flowkey import FlowKey
@@ -135,3 +136,21 @@ def test_with_the_optimiser_worker_a_job_event_is_requested_and_decided_by_the_d
         assert core.dirty  # the next resync installs it
     finally:
         runner.close()
+
+
+def test_a_job_event_decides_incrementally_and_the_next_period_searches_again():
+    # issue 33: a job declared beside running pins is placed without the full search (its rules in the switches
+    # sooner), the periodic decision after it searches from the routing in force as always
+    core, _ = make_core(config.parse(""))
+    core.set_jobs(config.validate_jobs([{"name": "first", "rings": [RINGS[0]]}], "request body"))
+    core.sync()
+    core.set_jobs(config.validate_jobs([{"name": "first", "rings": [RINGS[0]]},
+                                        {"name": "second", "rings": [RINGS[1]]}], "request body"))
+    task, _ = core._decision_inputs()
+    assert task.incremental and not core._decision_inputs()[0].incremental  # that decision only
+    core.incremental_next = True
+    old = dict(core.te.pinned)
+    result = te_step(core)
+    assert result.reason == te.ARRIVAL and set(result.moved) == set(ring_pairs([RINGS[1]]))
+    assert all(core.te.pinned[k] == p for k, p in old.items())
+    assert te_step(core).reason != te.ARRIVAL  # the period: the full decision, from the routing in force

@@ -10,6 +10,7 @@ from controller.state.monitor import FlowKey
 from controller.state.tiers import infer_tiers
 from mlroute.routing import metric
 from mlroute.routing.flow import Flow
+from mlroute.routing.optimisers import Problem
 from tests import topologies
 from tests.decision_steps import engineer_step, paths_in_force
 from tests.oftable import trace
@@ -453,3 +454,77 @@ def test_a_kept_routing_is_settled_when_its_search_ended_or_only_its_work_budget
         step = te._Step(te.TESettings(), pinned, None, lambda: 0.0)
         step._kept(result, ("inputs",), info)
         assert (step.settled is not None and step.settled.holds(("inputs",), pinned)) is settles, info
+
+
+# -- a job's arrival beside pins (issue 33): placed without the search when certified, else the full decision --
+NEWCOMER = HostPair("10.0.0.1", "10.0.0.5")  # pod 0 -> pod 1, full rate (its hosts send / receive nothing else)
+RUNNING = (HostPair("10.0.0.2", "10.0.0.9"), HostPair("10.0.0.13", "10.0.0.6"))  # share its source / dest edge
+
+
+def path_set(fabric, pair):
+    return Problem(fabric, [Flow(pair.src_ip, pair.dst_ip, key=pair)]).sets[0]
+
+
+def links_of(path):
+    return set(zip(path, path[1:]))
+
+
+def arrival(fabric, pinned, incremental=True, monkeypatch=None):
+    """The decision a job event takes when NEWCOMER's job is declared beside RUNNING pinned as ``pinned``."""
+    engineer = te.TrafficEngineer("mlroute")
+    engineer.pinned = dict(pinned)
+    searched = []
+    if monkeypatch is not None:  # record which optimisers the decision runs
+        optimise = te.run_optimiser
+
+        def recorded(mode, *args, **kwargs):
+            searched.append(mode)
+            return optimise(mode, *args, **kwargs)
+        monkeypatch.setattr(te, "run_optimiser", recorded)
+    jobs = {"10.0.0.1": "new", "10.0.0.5": "new", "10.0.0.2": "a", "10.0.0.9": "a", "10.0.0.13": "b",
+            "10.0.0.6": "b"}
+    decision = te.decide(engineer.input(fabric, [(k, None) for k in (*RUNNING, NEWCOMER)], jobs, estimate=True,
+                                        incremental=incremental))
+    return decision, searched
+
+
+def pinnings(fabric):
+    """Every pinning of RUNNING, with whether each of NEWCOMER's paths shares a link with one of them."""
+    a, b = (path_set(fabric, p) for p in RUNNING)
+    new = path_set(fabric, NEWCOMER)
+    for pa, pb in itertools.product((a.path(i) for i in range(len(a))), (b.path(i) for i in range(len(b)))):
+        blocked = all(links_of(new.path(i)) & (links_of(pa) | links_of(pb)) for i in range(len(new)))
+        yield {RUNNING[0]: pa, RUNNING[1]: pb}, blocked
+
+
+def test_an_arrival_with_room_is_placed_without_the_search_and_as_well_as_the_full_search(monkeypatch):
+    topo, _, fabric = setup()
+    assert topo.hosts["10.0.0.1"].dpid == topo.hosts["10.0.0.2"].dpid  # the premise: they share an edge
+    assert topo.hosts["10.0.0.5"].dpid == topo.hosts["10.0.0.6"].dpid
+    free = [pins for pins, blocked in pinnings(fabric) if not blocked]
+    assert free
+    for pins in free:
+        quick, searched = arrival(fabric, pins, monkeypatch=monkeypatch)
+        assert quick.result.reason == te.ARRIVAL and searched == ["ecmp"]  # no optimiser ran: ECMP's estimate only
+        assert quick.result.moved == [NEWCOMER]
+        assert all(quick.pinned[k] == p for k, p in pins.items())  # every pin in force stays where it is
+        full, _ = arrival(fabric, pins, incremental=False)
+        assert full.result.reason != te.ARRIVAL
+        flows = [Flow(k.src_ip, k.dst_ip, key=k) for k in (*RUNNING, NEWCOMER)]
+        rates = [metric.rates(fabric, flows, [d.pinned[f.key] for f in flows]) for d in (quick, full)]
+        assert metric.leximin_compare(*rates) == 0  # the full search's metric: every flow at its full rate
+        assert quick.result.after["max_link_load"] == 1 and quick.result.after["min_rate"] == 10 * MBPS
+
+
+def test_an_arrival_that_would_collide_gets_the_full_search_and_no_collision():
+    # A later job's arrival where every path of its flow shares a link with a running job's pin: placed over the
+    # pins it would collide (max link load 2, half rates), and the full search moves a running pin instead
+    _, _, fabric = setup()
+    cornered = [pins for pins, blocked in pinnings(fabric) if blocked]
+    assert cornered
+    for pins in cornered:
+        decision, _ = arrival(fabric, pins)
+        assert decision.result.reason != te.ARRIVAL and decision.result.applied
+        assert decision.result.after["max_link_load"] == 1 and decision.result.after["min_rate"] == 10 * MBPS
+        used = [links_of(p) for p in decision.pinned.values()]
+        assert not (used[0] & used[1] or used[0] & used[2] or used[1] & used[2])  # link-disjoint
