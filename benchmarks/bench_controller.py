@@ -15,7 +15,9 @@ control plane became incremental.
 
 Rows: first install (every rule sent to empty switches), a no-op resync, a new transport flow, a new host, an
 aggregation-core (spine-leaf) link failure, TE decisions (first and second period, and a new set of elephants
-on the same fabric) at 1k/10k elephants, and a
+on the same fabric) at 1k/10k elephants, a job's
+arrival beside them (a 64-host ring declared: the decision the job event takes in the optimiser's worker, and the
+full decision on the same inputs, the ratio between them printed; issue 33), and a
 flow-stats poll of 10k/100k counting rules spread over the ingress switches. The poll starts from the reply
 bytes a switch sends (OpenFlow 1.3 multipart, split at 64 KiB): Ryu's parser + the per-entry match read-out,
 or ``controller.southbound.ofstats`` where it exists; then ``FlowMonitor.update``. Targets (issue 11): link failure at
@@ -319,6 +321,47 @@ def bench_te_worker(name, core, topo, n, rows, variant="compiled"):
         runner.close()
 
 
+def arrival_ring(topo, size=64, seed=5):
+    """A declared job of ``size`` hosts in one ring (``size`` host-pair sends), hosts drawn at random."""
+    hosts = sorted(h.ip for h in topo.hosts.values())
+    return mlconfig.validate_jobs([{"name": "arriving", "rings": [random.Random(seed).sample(hosts, size)]}],
+                                  "request body")
+
+
+def bench_job_arrival(name, core, topo, n, rows, size=64):
+    """A job declared (REST PUT, an urgent decision) beside ``n`` pinned, settled elephants, decided in the
+    optimiser's worker: the decision the job event takes, and beside it the full decision (the optimiser over
+    everything, as every job event took before issue 33) on the very same inputs, its CPU the baseline."""
+    runner = OptimiserRunner(time_budget_s(core.config))
+    runner.start()
+    if not runner.wait_ready(120):
+        raise SystemExit("the optimiser worker did not start")
+    core.runner = runner
+    try:
+        core.set_jobs([])
+        set_elephants(core, topo, n, seed=3)
+        for _ in range(4):  # pinned, then settled: the steady state a job arrives into
+            if te_step(core, True).reason == te.SETTLED:
+                break
+        held = core.te.pinned, core.te.settled, core.te.last
+        spent = {}
+        for how in ("full", "arrival"):
+            core.te.pinned, core.te.settled, core.te.last = held
+            core.set_jobs(arrival_ring(topo, size))
+            core.incremental_next = how == "arrival"  # (the full decision: as if no job event asked for it)
+            before = worker_cpu_ms(runner)
+            result = te_step(core, True)
+            spent[how] = worker_cpu_ms(runner) - before, result
+        (t_full, full), (t_new, new) = spent["full"], spent["arrival"]
+        rows.append((name, f"job arrival ({size} flows, {len(held[0])} pins): full", t_full, len(full.moved)))
+        how = "placed" if new.reason == te.ARRIVAL else "searched"
+        rows.append((name, f"  as a job event decides it ({how}): {t_new / t_full:.2f}x", t_new, len(new.moved)))
+    finally:
+        core.set_jobs([])
+        core.runner = None
+        runner.close()
+
+
 def poll_messages(topo, n, poll):
     """Per ingress switch, the reply messages of poll number ``poll`` over ``n`` counting rules."""
     hosts = list(topo.hosts.values())
@@ -500,7 +543,8 @@ def main(argv=None):
     ap.add_argument("--te", default=None, help="comma-separated elephant counts (default 1000,10000)")
     ap.add_argument("--stats", default=None, help="comma-separated poll sizes (default 10000,100000)")
     ap.add_argument("--skip", default="", help="comma-separated row groups to skip: te, worker, python (the worker on "
-                                           "the pure-Python references), stats, sflow")
+                                           "the pure-Python references), arrival (a job declared beside the "
+                                           "pins), stats, sflow")
     ap.add_argument("--sflow-samples", type=int, default=4, help="samples per elephant per sFlow window in the "
                                                                    "sflow rows (2 in a 2-window period is the least "
                                                                    "that judges one)")
@@ -531,6 +575,9 @@ def main(argv=None):
                 bench_te_worker(name, core, topo, n, rows)
             if "python" not in skip:
                 bench_te_worker(name, core, topo, max(te_sizes), rows, variant="python")
+        if "arrival" not in skip:
+            for n in te_sizes:
+                bench_job_arrival(name, core, topo, n, rows)
         if "stats" not in skip:
             for n in stats_sizes:
                 bench_stats(name, core, topo, n, rows)
