@@ -475,3 +475,10 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         for dpid, change in self.belief.withheld():  # ... less what the switches refused or have no room for
             if dpid in ready and dpid not in only:
                 apply_change(self.installed[dpid], _undone(change))
+        planned: dict[int, list[Change]] = {}
+        for step in steps:  # unconfirmed until sent and confirmed (a scrape mid-sync counts them pending)
+            for dpid, change in step.changes:
+                planned.setdefault(dpid, []).append(change)
+        for dpid, changes in planned.items():
+            self.belief.planned(dpid, changes)
+            self.pause()

@@ -1,12 +1,13 @@
 """What the controller believes each switch holds, and how much of it the switch has confirmed.
 
-A rule change is *pending* from the moment it is sent until a barrier sent after it is answered: OpenFlow has
-the switch answer a barrier only once it has processed (or refused, with an error naming the change's xid) every
-message before it. The belief's ``held`` rules include pending changes, so the planner never sends them twice; the
-*confirmed* counts leave them out, so what REST and ``/metrics`` call installed is what the switch has said it
-holds. A barrier that is not answered in time leaves its changes pending (neither confirmed nor sent again) and
-names the switch to be read back; a read-back (at connect, or an audit) replaces second-hand belief by what the
-switch reports and confirms every change sent before it was asked.
+A rule change is *pending* from the moment a sync plans it (sent right after, paced) until a barrier sent after it
+is answered: OpenFlow has the switch answer a barrier only once it has processed (or refused, with an error
+naming the change's xid) every message before it. The belief's ``held`` rules include pending changes, so the
+planner never sends them twice; the *confirmed* counts leave them out, so what REST and ``/metrics`` call
+installed is what the switch has said it holds. A barrier that is not answered in time leaves its changes
+pending (neither confirmed nor sent again) and names the switch to be read back; a read-back (at connect, or an
+audit) replaces second-hand belief by what the switch reports and confirms every change sent before it was
+asked.
 
 A switch whose profile has no barriers confirms at send: nothing else could.
 
@@ -31,6 +32,7 @@ class _Journal:
 
     seq: int = 0  # changes sent to this switch so far (the next one's number is seq + 1)
     pending: list[tuple[int, Change]] = field(default_factory=list)  # (seq, change), oldest first
+    planned: dict[int, Change] = field(default_factory=dict)  # id -> a change believed (planned), not yet sent
     fences: dict[int, tuple[int, float]] = field(default_factory=dict)  # barrier xid -> (seq it covers, sent at)
 
 
@@ -49,9 +51,17 @@ class SwitchBelief:
         self.over_budget: dict[int, dict[RuleId, Change]] = {}  # dpid -> additions its tables have no room for
 
     # -- what was sent and what the switch answered --------------------------------------------------------------
+    def planned(self, dpid: int, changes: list[Change]) -> None:
+        """``changes`` are in ``held`` already, planned by a sync and sent after it (paced, step by step): until
+        each is sent and confirmed, it counts as unconfirmed."""
+        journal = self._journals[dpid]
+        for change in changes:
+            journal.planned[id(change)] = change
+
     def sent(self, dpid: int, change: Change, confirmed: bool = False) -> None:
         """A change was sent to ``dpid``; ``confirmed``: the switch has no barriers, it counts at once."""
         journal = self._journals[dpid]
+        journal.planned.pop(id(change), None)
         journal.seq += 1
         if not confirmed:
             journal.pending.append((journal.seq, change))
@@ -169,11 +179,12 @@ class SwitchBelief:
 
     # -- views ---------------------------------------------------------------------------------------------------
     def pending(self, dpid: int) -> list[Change]:
+        """``dpid``'s unconfirmed changes in the order they reach it: sent, then planned and not yet sent."""
         journal = self._journals.get(dpid)
-        return [] if journal is None else [c for _, c in journal.pending]
+        return [] if journal is None else [c for _, c in journal.pending] + list(journal.planned.values())
 
     def pending_total(self) -> int:
-        return sum(len(j.pending) for j in self._journals.values())
+        return sum(len(j.pending) + len(j.planned) for j in self._journals.values())
 
     def marks(self) -> dict[int, int]:
         """Per switch, the number of the last change sent to it: what :meth:`confirmed_upto` waits for."""
@@ -233,5 +244,8 @@ class SwitchBelief:
 
     def confirmed_flows(self) -> int:
         """Flow entries every switch has confirmed, in all (``mlroute_rules_installed``, counted at a scrape)."""
-        return sum(self.confirmed_flows_of(d) if self._journals.get(d) and self._journals[d].pending else len(r.flows)
-                   for d, r in self.held.items())
+        return sum(self.confirmed_flows_of(d) if self._unconfirmed(d) else len(r.flows) for d, r in self.held.items())
+
+    def _unconfirmed(self, dpid: int) -> bool:
+        journal = self._journals.get(dpid)
+        return journal is not None and bool(journal.pending or journal.planned)

@@ -2,11 +2,12 @@
 refusals, unanswered barriers and read-backs: the belief alone, then the app over fake switches."""
 
 from controller.core.state import BARRIER_ANSWER_S
-from controller.desired.rules import Change, FlowRule, GroupRule, SwitchRules, apply_change, match
+from controller.desired.rules import COOKIE_FLOW_MISS, Change, FlowRule, GroupRule, SwitchRules, apply_change, match
 from controller.desired.switch_belief import SwitchBelief
 from tests import topologies
 from tests.clock import FakeClock
-from tests.lab import Lab, stop_apps
+from tests.decision_steps import te_step
+from tests.lab import STRIDE4, Lab, poll, stop_apps, tcp_packet
 
 EDGE = 1000
 
@@ -71,6 +72,22 @@ def test_a_rule_gone_from_held_while_its_add_is_pending_is_not_counted_twice():
     send(belief, 1, Change("add", A))
     del belief.held[1].flows[A.key]
     assert belief.confirmed_table_counts(1) == {} and belief.confirmed_flows() == 0
+
+
+def test_changes_a_sync_planned_count_unconfirmed_until_sent_and_confirmed():
+    """A sync believes its steps at once and the shell sends them after, paced and step by step: a scrape in
+    between counts them pending, not installed."""
+    belief = SwitchBelief()
+    planned = [Change("add", A), Change("add", B)]
+    for change in planned:
+        apply_change(belief.held.setdefault(1, SwitchRules()), change)
+    belief.planned(1, planned)
+    assert belief.confirmed_flows() == 0 and belief.pending_total() == 2
+    belief.sent(1, planned[0])
+    assert belief.pending(1) == planned and belief.confirmed_flows() == 0
+    belief.sent(1, planned[1])
+    assert belief.fence(1, xid=9, now=0.0) and belief.answered(1, 9) == 2
+    assert belief.confirmed_flows() == 2 and belief.pending_total() == 0
 
 
 def test_an_unanswered_barrier_is_named_once_and_leaves_its_changes_pending():
@@ -189,4 +206,27 @@ def test_a_switch_wiped_between_its_changes_and_the_barrier_is_believed_wiped_on
     lab.pump()
     audit_round(lab)
     assert held(sw)[0] > 0 and rest_installed(lab, EDGE) == (held(sw), 0), "read back, repaired, confirmed"
+    stop_apps()
+
+
+def test_what_a_sync_planned_and_has_not_sent_yet_is_not_reported_installed():
+    """The sync believes its steps when it plans them; the shell sends them after (paced, a barrier between
+    steps). A scrape in between reports what the switches hold as installed, the rest pending."""
+    lab = Lab(topologies.fat_tree(4))
+    lab.bring_up()
+    lab.pump()
+    for key in STRIDE4:
+        src = lab.ref.hosts[key.src_ip]
+        lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
+    lab.app.resync()
+    lab.pump()
+    for seconds in (2, 4, 6):
+        poll(lab, STRIDE4, seconds)
+    assert te_step(lab.app.core, wait=True).applied
+    core = lab.app.core
+    steps = core.sync()  # planned and believed; the shell has sent none of it yet
+    planned = sum(len(step.changes) for step in steps)
+    assert planned > 0
+    assert scraped(core, "mlroute_rules_installed") == sum(len(s.table.flows) for s in lab.switches.values())
+    assert scraped(core, "mlroute_rules_pending") == planned
     stop_apps()
