@@ -102,6 +102,8 @@ class Metrics:
                                              "jobs) to every switch confirming its rules: time a declared job's "
                                              "answer waited; unconfirmed in time: counted at the wait's end",
                                              ["confirmed"], buckets=WAIT_BUCKETS_S, registry=r)
+        for confirmed in ("true", "false"):  # both series exported from the start (zero until a job event)
+            self.job_rules_confirmed.labels(confirmed)
 
     def estimate_ecmp_from(self, routing_view: Callable[[], Mapping[str, Any]]) -> None:
         """ECMP's estimated max link load, read from ``routing_view()`` (the GET /mlroute/routing body: the last
