@@ -293,7 +293,6 @@ class SwitchTables(CoreState):
         """Connected switches with changes sent after their last barrier: the shell sends each one."""
         return [d for d in self.belief.unfenced() if d in self.connected]
 
-
     def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
         self._audit_read(dpid, self.audit.flows_read(dpid, flows))
 

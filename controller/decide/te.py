@@ -348,7 +348,7 @@ class _Step:
         problem = Problem(fabric, flows)  # flows resolved to candidate paths once, for both optimisers
         ecmp = run_optimiser("ecmp", fabric, problem, seed=self.seed)
         pins = _pins(flows, self.pinned)
-        current, valid, current_choice = _in_force_of(problem, pins, ecmp)
+        current, valid, current_choice = in_force(problem, pins, ecmp)
         self.pinned = {k: tuple(p) for k, p, ok in zip(keys, current, valid) if ok and p is not None}
         objective = "job" if any(f.job for f in flows) else self.objective
         # the reports' non-blocking rates: the estimate made in ``step`` when it was of these very flows
@@ -476,18 +476,12 @@ def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> li
             else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
 
 
-def in_force(problem: Problem, pinned: Mapping[RouteKey, Sequence[int]],
+def in_force(problem: Problem, pins: Sequence[Sequence[int] | None],
              fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
-    """The routing that actually carries ``problem``'s flows: each flow's pinned path where it is still valid (a
-    transport flow without a pin of its own: its host pair's pin, which its packets follow), else its
-    ``fallback`` path (ECMP's estimate, a Routing of the same problem). Returns (paths, valid flags, the choice
-    vector of those paths: each pin's option looked up once)."""
-    return _in_force_of(problem, _pins(problem.flows, pinned), fallback)
-
-
-def _in_force_of(problem: Problem, pins: Sequence[Sequence[int] | None],
-                 fallback: Routing) -> tuple[list[Sequence[int] | None], list[bool], np.ndarray]:
-    """:func:`in_force` of the flows' pins (``_pins``)."""
+    """The routing that actually carries ``problem``'s flows: each flow's pin (``_pins``: its own, else its host
+    pair's, which a transport flow's packets follow) where it is still valid, else its ``fallback`` path (ECMP's
+    estimate, a Routing of the same problem). Returns (paths, valid flags, the choice vector of those paths: each
+    pin's option looked up once)."""
     index = [ps.index_of(p) if p is not None else -1 for ps, p in zip(problem.sets, pins)]
     valid = [i >= 0 for i in index]
     paths = [p if ok else e for p, ok, e in zip(pins, valid, fallback.paths)]

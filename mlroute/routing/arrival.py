@@ -1,9 +1,8 @@
 """Newcomers placed beside a routing in force, with the proof that no placement keeping it does better.
 
-A job declared beside 10k pinned elephants (k=24 fat-tree) cost the full search 2.4 s of the optimiser's worker,
-all of it on the job's iteration 0. The traffic engineer (controller/decide/te.py) places the newcomers here
-instead and takes that without the search when it is certified, by the metric's layer 1 (max-min fair rates are
-the leximin-largest feasible allocation):
+A job's arrival would otherwise wait for the full search over every pin in force. The traffic engineer
+(controller/decide/te.py) places the newcomers here instead and takes that without the search when it is
+certified, by the metric's layer 1 (max-min fair rates are the leximin-largest feasible allocation):
 
 * The *relaxed* rates (:func:`relaxed_rates`): the routing in force with the newcomers crossing no switch link,
   only their NICs. Every placement of the newcomers that keeps the rest adds constraints to that problem, so
