@@ -4,6 +4,7 @@ benchmarks/bench_takeover.py."""
 
 import json
 import subprocess
+import time
 
 
 def cluster(ctl, timeout=10):
@@ -64,3 +65,23 @@ def all_master(fab, ctl):
     """Open vSwitch holds ``ctl`` as the only MASTER of every bridge of the fabric."""
     m = masters(switch_roles(), fab)
     return len(m) == len(fab.net.switches) and all(ports == {ctl.of_port} for ports in m.values())
+
+
+def logged_at(ctl, text, after):
+    """When (epoch seconds) the node's log first says ``text`` after ``after``, read from the harness's stamp of
+    each line (local HH:MM:SS.mmm); None if it has not."""
+    day = time.localtime(after)
+    for line in ctl.log().splitlines():
+        if len(line) < 13 or line[2] != ":" or line[12] != " " or text not in line:
+            continue
+        try:
+            clock = time.strptime(line[:8], "%H:%M:%S")
+        except ValueError:
+            continue
+        when = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, clock.tm_hour, clock.tm_min, clock.tm_sec, 0, 0,
+                            -1)) + int(line[9:12]) / 1000
+        if when < after - 12 * 3600:  # (past midnight since ``after``)
+            when += 24 * 3600
+        if when >= after:
+            return when
+    return None

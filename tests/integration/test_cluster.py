@@ -24,9 +24,18 @@ from mlroute.routing import spec
 from mlroute.routing.flow import Flow
 from mlroute.routing.metric import report
 from mlroute.routing.optimisers import OPTIMISERS
-from tests.integration.cluster_roles import all_master, cluster, confirmed_master, leader, masters, switch_roles
+from tests.integration.cluster_roles import (
+    all_master,
+    cluster,
+    confirmed_master,
+    leader,
+    logged_at,
+    masters,
+    switch_roles,
+)
 from tests.integration.flowtables import pinned_in_the_tables
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, stride_loss, te_config, wait_until
+from tests.integration.ovs_log import ReceivedMessages
 
 SESSION_S = 2.0
 CUT_AFTER_KILL_S = 0.3  # a link cut while the old leader is dead: the new one must route around it
@@ -220,21 +229,29 @@ def test_sigstop_the_leader_for_15s_no_two_masters_and_it_writes_nothing_after(f
         changes = old.metric("mlroute_rule_changes_total")
         os.kill(old.proc.pid, signal.SIGSTOP)
         time.sleep(15)
-        os.kill(old.proc.pid, signal.SIGCONT)
-        resumed = time.time()
-        stepped_down = wait_until(lambda: (cluster(old) or {}).get("role") == "follower", timeout=10)
-        down_s = time.time() - resumed
-        new = wait_until(lambda: leader(fab), timeout=10)
-        time.sleep(3)  # its loops run a few periods more
+        with ReceivedMessages() as received:  # what the switches receive from here on, from their own log
+            os.kill(old.proc.pid, signal.SIGCONT)
+            resumed = time.time()
+            stepped_down = wait_until(lambda: (cluster(old) or {}).get("role") == "follower", timeout=10)
+            down_s = time.time() - resumed
+            new = wait_until(lambda: leader(fab), timeout=10)
+            time.sleep(3)  # its loops run a few periods more
         after = old.metric("mlroute_rule_changes_total")
     finally:
         stop.set()
         watcher.join()
+    said = logged_at(old, "no longer leading", resumed) or logged_at(old, "fenced this node", resumed)
+    writes = received.writes_from(old.of_port, after=resumed)
     print(f"\nSIGSTOP 15 s: {len(seen)} role polls, most masters on one switch {max(seen)}; the old leader a "
-          f"follower {down_s:.1f} s after SIGCONT; its rule changes {changes:.0f} -> {after:.0f}")
-    assert new is not None and new is not old and stepped_down
+          f"follower {down_s:.1f} s after SIGCONT, its log says so {(said or resumed) - resumed:.2f} s after it; "
+          f"its rule changes {changes:.0f} -> {after:.0f}; the switches received {received.received_from(old.of_port)} "
+          f"messages from it after SIGCONT, {len(writes)} of them flow, group or packet-outs {writes[:5]}")
+    assert new is not None and new is not old and stepped_down and said is not None
     assert max(seen) == 1 and seen[-1] == 1
     assert after == changes
+    # the switches' own word: nothing written by the old leader once it resumed (it holds its writes until
+    # ZooKeeper confirms a lead it no longer has), so certainly nothing after its log said it stopped leading
+    assert received.received_from(old.of_port) > 0 and writes == []
     assert all_master(fab, new)
     assert "Traceback" not in old.log()
 
