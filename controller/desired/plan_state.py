@@ -205,7 +205,7 @@ class PlanState:
             return set()
         local = _local_changes(adj, dist, removed, added + moved)
         if local is None:
-            return self._rerun(dst)
+            return self._rerun(dst, {s for uv in removed + added + moved for s in uv})
         hops = self._hops[dst]
         changed = set()
         for s in local:
@@ -215,17 +215,24 @@ class PlanState:
                 changed.add(s)
         return changed
 
-    def _rerun(self, dst: int) -> set[int]:
-        """``dst``'s BFS again (some distance changed): the switches whose next hops toward it changed."""
+    def _rerun(self, dst: int, ends: set[int]) -> set[int]:
+        """``dst``'s BFS again (some distance changed): the switches whose next hops toward it changed. A
+        switch's next hops follow from its links (``ends``: the switches whose links changed) and its own and
+        its neighbours' distances, so only those at or next to a changed distance, or at a changed link, are
+        looked at again (the others keep theirs: a fat-tree failure moves one core's distance of 720)."""
         adj, dist = self._adj, self._dist[dst]
         new = _bfs(adj, dst)
         old_hops = self._hops[dst]
+        moved = {s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s)}
         if self._compact:
-            self._redo_near(s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s))
+            self._redo_near(moved)
         self._dist[dst] = new
-        hops = {s: _hops_of(adj, new, s) for s in new if s != dst}
+        near = moved | ends
+        for s in moved:
+            near.update(adj.get(s, ()))
+        hops = {s: old_hops[s] if s not in near and s in old_hops else _hops_of(adj, new, s) for s in new if s != dst}
         self._hops[dst] = hops
-        return {s for s in old_hops.keys() | hops.keys() if old_hops.get(s) != hops.get(s)}
+        return {s for s in near if old_hops.get(s) != hops.get(s)}
 
     def _add_switch(self, dpid: int) -> None:
         rules = self.desired[dpid] = SwitchRules()
