@@ -168,9 +168,10 @@ class PlanState:
             for dst in list(self._dist):
                 for s in self._update_destination(dst, removed, added, moved):
                     self._write_host_entries(dst, s)
-            if self._compact:  # a host-facing switch next to a link or distance change may turn transit
-                for uv in self._touched:
-                    self._redo_near(uv)
+            if self._compact:  # a host-facing switch at a changed link: its fabric ports and transit flags
+                # (those next to a changed distance are _rerun's; a switch's transit flags read only its own links)
+                levels = self._levels
+                self._redo.update(s for uv in self._touched for s in uv if levels.get(s, 0) == 0)
         for s in gone:  # only now: the updates above needed the old distances through them
             self._forget_distances(s)
 
