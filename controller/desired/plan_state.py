@@ -41,7 +41,7 @@ PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an e
 
 
 def adjacency(graph: nx.Graph) -> Adjacency:
-    return {s: {n: attrs["ports"][s] for n, attrs in graph.adj[s].items()} for s in graph.nodes}
+    return {s: {n: attrs["ports"][s] for n, attrs in nbrs.items()} for s, nbrs in graph.adjacency()}
 
 
 def _bfs(adj: Adjacency, root: int) -> dict[int, int]:
