@@ -1,5 +1,6 @@
 """The incremental desired state equals the from-scratch reference (sync.desired_state) after any events."""
 
+import pickle
 import random
 
 import networkx as nx
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 from controller.desired import sync
 from controller.desired.flowcopy import CONTROLLER_COPY, MODES, NewFlowCopy
-from controller.desired.plan_state import PlanState
+from controller.desired.plan_state import PlanState, _changed_pins
 from controller.desired.rules import SwitchRules, diff_keys, diff_switch
 from controller.state.accounting import Accounting
 from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey
@@ -221,3 +222,55 @@ def test_a_host_that_falls_inside_its_prefixes_changes_only_its_own_switch():
     assert dirty == {gone.dpid}
 
 
+
+
+def test_failures_and_restores_on_a_larger_fat_tree_equal_the_full_rebuild():
+    """k=8: aggregation-core and edge-aggregation links fail one after another (some destinations' distances
+    move, some only lose a next hop) and come back, the plan equal to the reference after each."""
+    world = World(topologies.fat_tree(8))
+    state = PlanState(stagger=True, idle_timeout=IDLE)
+    check(world, state)
+    top = max(world.topo.ports)
+    core_links = [k for k in world.topo.links.values() if k.dst == top][:2]
+    below = next(k for k in world.topo.links.values() if k.dst == core_links[0].src and k.src < 2000)
+    failed = []
+    for link in (*core_links, below):
+        world.topo.port_down(link.src, link.src_port)
+        world.topo.port_down(link.dst, link.dst_port)
+        world.graph_changed()
+        check(world, state)
+        failed.append(link)
+    for link in failed:
+        world.topo.port_up(link.src, link.src_port)
+        world.topo.port_up(link.dst, link.dst_port)
+        world.topo.add_link(link.src, link.src_port, link.dst, link.dst_port)
+        world.topo.add_link(link.dst, link.dst_port, link.src, link.src_port)
+        world.graph_changed()
+        check(world, state)
+
+
+PIN_KEYS = [FlowKey(f"10.0.0.{i}", "10.0.1.1", PROTO_TCP, 1000 + i, 5201) for i in range(12)] + \
+    [HostPair(f"10.0.0.{i}", "10.0.1.1") for i in range(4)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(old=st.dictionaries(st.sampled_from(PIN_KEYS), st.tuples(st.integers(1, 3), st.integers(1, 3))),
+       edits=st.lists(st.tuples(st.sampled_from(("set", "drop", "shuffle")), st.sampled_from(PIN_KEYS),
+                                st.integers(1, 3)), max_size=6),
+       copied=st.booleans(), seed=st.integers(0, 100))
+def test_the_pins_that_changed_are_found_however_the_keys_are_ordered(old, edits, copied, seed):
+    """Pins walked in step (same keys in the same order), out of step (dropped, added, reordered), and with
+    keys equal but not the same objects (a worker's decision comes back unpickled)."""
+    new = dict(old)
+    for what, key, hop in edits:
+        if what == "set":
+            new[key] = (hop, hop)
+        elif what == "drop":
+            new.pop(key, None)
+        else:
+            items = list(new.items())
+            random.Random(seed).shuffle(items)
+            new = dict(items)
+    if copied:
+        new = pickle.loads(pickle.dumps(new))
+    assert _changed_pins(old, new) == {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
