@@ -679,14 +679,21 @@ def _local_changes(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[
 
 def _link_changes(old: Adjacency, adj: Adjacency) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
                                                               list[tuple[int, int]]]:
-    """The links (switch pairs) removed, added, and kept with other ports, from ``old`` to ``adj``."""
-    old_links, new_links = _links(old), _links(adj)
+    """The links (switch pairs) removed, added, and kept with other ports, from ``old`` to ``adj``. Only links at
+    switches whose own links differ can differ (a failure: two of 720; listing every link cost ~4 ms at k=24)."""
+    ends = sorted(s for s in old.keys() | adj.keys() if old.get(s) != adj.get(s))
+    old_links, new_links = _links(old, ends), _links(adj, ends)
     removed = [uv for uv in old_links if uv not in new_links]
     added = [uv for uv in new_links if uv not in old_links]
     moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
     return removed, added, moved
 
 
-def _links(adj: Adjacency) -> dict[tuple[int, int], tuple[int, int]]:
-    """Undirected links (u < v) with their ports at u and at v."""
-    return {(u, v): (p, adj[v][u]) for u, nbrs in adj.items() for v, p in nbrs.items() if u < v}
+def _links(adj: Adjacency, ends: Iterable[int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """Undirected links (u < v) at these switches, with their ports at u and at v."""
+    out = {}
+    for s in ends:
+        for n in adj.get(s, ()):
+            u, v = min(s, n), max(s, n)
+            out[u, v] = (adj[u][v], adj[v][u])
+    return out
