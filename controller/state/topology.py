@@ -207,7 +207,8 @@ class Topology:
     def access_ports(self, dpid: int) -> set[int]:
         """Live ports that face hosts: not fabric, and not an end of a pending link claim unless a host is bound
         there (a half-discovered fabric port must not be flooded into or make its switch look host-facing)."""
-        return {p for p in self.ports.get(dpid, ()) if self.is_access_port(dpid, p)}
+        unlinked = self.ports.get(dpid, set()) - self._link_ends.get(dpid, {}).keys()  # (a set difference in C)
+        return {p for p in unlinked if (dpid, p) not in self._pending_ends or self._has_host_at(dpid, p)}
 
     def is_access_port(self, dpid: int, port: int) -> bool:
         """``port in access_ports(dpid)``, without building the set."""
