@@ -172,7 +172,7 @@ class PlanState:
         """Keep each switch's per-fabric-port ARP rules (``forwarding.fabric_arp_rule``) equal to its links."""
         for s in adj.keys() | old.keys():
             rules = self.desired.get(s)
-            if rules is None:
+            if rules is None or old.get(s) == adj.get(s):  # (its links unchanged: most switches, in C)
                 continue
             before, after = set(old.get(s, {}).values()), set(adj.get(s, {}).values())
             for port in before - after:
