@@ -25,6 +25,7 @@ pick).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from heapq import heapify, heappop, heappush
 from itertools import islice
 from typing import Any
 
@@ -192,7 +193,7 @@ class PlanState:
             return set()
         local = _local_changes(adj, dist, removed, added + moved)
         if local is None:
-            return self._rerun(dst, {s for uv in removed + added + moved for s in uv})
+            return self._rerun(dst, removed if not added else None, {s for uv in removed + added + moved for s in uv})
         hops = self._hops[dst]
         changed = set()
         for s in local:
@@ -202,24 +203,35 @@ class PlanState:
                 changed.add(s)
         return changed
 
-    def _rerun(self, dst: int, ends: set[int]) -> set[int]:
-        """``dst``'s BFS again (some distance changed): the switches whose next hops toward it changed. A
-        switch's next hops follow from its links (``ends``: the switches whose links changed) and its own and
-        its neighbours' distances, so only those at or next to a changed distance, or at a changed link, are
-        looked at again (the others keep theirs: a fat-tree failure moves one core's distance of 720)."""
+    def _rerun(self, dst: int, removed: list[tuple[int, int]] | None, ends: set[int]) -> set[int]:
+        """``dst``'s distances again (some changed): the switches whose next hops toward it changed. Links only
+        removed (``removed``; None when some were added) move only the switches that lost every parent one hop
+        closer (``_after_removals``), else the BFS runs again. A switch's next hops follow from its links
+        (``ends``: the switches whose links changed) and its own and its neighbours' distances, so only those at
+        or next to a changed distance, or at a changed link, are looked at again (a k=24 aggregation-core
+        failure moves one core's distance of 720)."""
         adj, dist = self._adj, self._dist[dst]
-        new = hops_from(adj, (dst,))
-        old_hops = self._hops[dst]
-        moved = {s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s)}
+        if removed is not None:
+            new, moved = _after_removals(adj, dist, removed)
+        else:
+            new = hops_from(adj, (dst,))
+            moved = {s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s)}
         if self._compact:
             self._redo_near(moved)
         self._dist[dst] = new
         near = moved | ends
         for s in moved:
             near.update(adj.get(s, ()))
-        hops = {s: old_hops[s] if s not in near and s in old_hops else _hops_of(adj, new, s) for s in new if s != dst}
-        self._hops[dst] = hops
-        return {s for s in near if old_hops.get(s) != hops.get(s)}
+        hops, changed = self._hops[dst], set()  # (in place: the order of these dicts is never read)
+        for s in near:
+            h = _hops_of(adj, new, s) if s in new and s != dst else None
+            if hops.get(s) != h:
+                changed.add(s)
+                if h is None:
+                    del hops[s]
+                else:
+                    hops[s] = h
+        return changed
 
     def _add_switch(self, dpid: int) -> None:
         rules = self.desired[dpid] = SwitchRules()
@@ -615,12 +627,62 @@ class PlanState:
             self.pause()
 
 
+def _after_removals(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]]) -> tuple[
+        dict[int, int], set[int]]:
+    """BFS distances toward one switch (``dist``) after these links were removed (and the switches gone from
+    ``adj``), with the switches whose distance changed: the values a BFS over ``adj`` gives, not its order.
+    Only switches that lost every parent one hop closer move (``_lost``); they are placed again outward from
+    the switches that kept their distance."""
+    lost = _lost(adj, dist, removed)
+    new = {s: d for s, d in dist.items() if s not in lost}
+    best = [(min(new[n] for n in adj[s] if n in new) + 1, s) for s in lost
+            if any(n in new for n in adj.get(s, ()))]
+    heapify(best)
+    while best:
+        d, s = heappop(best)
+        if s in new:
+            continue
+        new[s] = d
+        for n in adj[s]:
+            if n in lost and n not in new:
+                heappush(best, (d + 1, n))
+    return new, lost
+
+
+def _lost(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]]) -> set[int]:
+    """The switches left without a parent one hop closer: the far ends of removed links and switches gone,
+    then their children, looked at in order of distance (a parent's verdict is final before its children
+    ask)."""
+    todo = [(d, s) for s, d in dist.items() if s not in adj]
+    for u, v in removed:
+        du, dv = dist.get(u), dist.get(v)
+        if du is not None and dv is not None and du != dv:
+            todo.append((du, u) if du > dv else (dv, v))
+    heapify(todo)
+    lost: set[int] = set()
+    looked: set[int] = set()
+    while todo:
+        d, s = heappop(todo)
+        if s in looked:
+            continue
+        looked.add(s)
+        nbrs = adj.get(s, {})
+        if any(dist.get(n) == d - 1 and n not in lost for n in nbrs):
+            continue  # another parent one hop closer: it stays
+        lost.add(s)
+        for n in nbrs:
+            if dist.get(n) == d + 1:
+                heappush(todo, (d + 1, n))
+    return lost
+
+
 def _changed_pins(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> set[Any]:
     """The keys whose pin differs between ``old`` and ``new``. A decision lists the pins it keeps in the order
     it found them, so both are walked in step: a key at the same place in both is compared there, without
     hashing (a flow key hashes in Python: looking up 10k pins in both cost ~8 ms of every link event's sync);
     the keys out of step are looked up."""
-    changed, apart = set(), []
+    changed: set[Any] = set()
+    apart: list[Any] = []
     for (k, was), (key, now) in zip(old.items(), new.items()):
         if k is key or k == key:
             if was != now:
