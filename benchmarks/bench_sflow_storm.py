@@ -17,19 +17,8 @@ import tempfile
 import time
 
 from mlroute.experiment import emulation
-from mlroute.experiment.traffic import Iperf3Flows, received_mbps
+from mlroute.experiment.traffic import Iperf3Flows, NewFlowStorm, received_mbps
 
-STORM = ("import socket, sys, time\n"
-         "dst, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])\n"
-         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-         "start, sent = time.time(), 0\n"
-         "while time.time() - start < seconds:\n"
-         "    due = int((time.time() - start) * rate)\n"
-         "    while sent < due:\n"
-         "        s.sendto(b'x', (dst, 1024 + sent % 60000))\n"
-         "        sent += 1\n"
-         "    time.sleep(0.001)\n"
-         "print(sent)\n")
 RATE, BEFORE_S, AFTER_S = 20000, 8, 6
 
 
@@ -50,8 +39,7 @@ def run(setting, storm_s, workdir):
         emulation.wait_until(lambda: emulation.ping_all(net) == 0 or None, timeout=30, interval=0)
         flows = Iperf3Flows(net, [("h2", "h10")], seconds=BEFORE_S + storm_s + AFTER_S)
         time.sleep(BEFORE_S)
-        storm = net.get("h1").popen([sys.executable, "-c", STORM, net.get("h9").IP(), str(RATE), str(storm_s)])
-        sent = int(storm.communicate(timeout=storm_s + 30)[0].decode().strip() or 0)
+        sent = NewFlowStorm(net.get("h1"), net.get("h9").IP(), RATE, storm_s).sent()
         loss = emulation.ping_all(net)
         report = flows.reports()[0] or {}
         mbps = received_mbps(report)

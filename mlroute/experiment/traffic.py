@@ -105,6 +105,31 @@ def steady_mbps(report: dict | None, warmup_s: float) -> float:
     return sum(rates) / len(rates) / 1e6 if rates else 0.0
 
 
+class NewFlowStorm:
+    """One host sending another one new UDP 5-tuple per packet (the destination port cycles through 60,000), at
+    ``rate`` packets a second for ``seconds``, from the host's namespace: a new-flow storm."""
+
+    SCRIPT = ("import socket, sys, time\n"
+              "dst, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])\n"
+              "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+              "start, sent = time.time(), 0\n"
+              "while time.time() - start < seconds:\n"
+              "    due = int((time.time() - start) * rate)\n"
+              "    while sent < due:\n"
+              "        s.sendto(b'x', (dst, 1024 + sent % 60000))\n"
+              "        sent += 1\n"
+              "    time.sleep(0.001)\n"
+              "print(sent)\n")
+
+    def __init__(self, host: Any, dst_ip: str, rate: int, seconds: float) -> None:
+        self.seconds = seconds
+        self.proc = host.popen([sys.executable, "-c", self.SCRIPT, dst_ip, str(rate), str(seconds)])
+
+    def sent(self, grace_s: float = 30) -> int:
+        """Waits for the storm to end (at most ``grace_s`` past its length): the packets it sent."""
+        return int(self.proc.communicate(timeout=self.seconds + grace_s)[0].decode().strip() or 0)
+
+
 class RingAllReduce:
     """Ring all-reduce jobs between emulated hosts: one worker process per rank
     (``python -m mlroute.experiment.ring_worker``), each sending ``step_bytes`` to its successor and

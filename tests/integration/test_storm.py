@@ -5,30 +5,18 @@ switch stops copying and learning its 5-tuples), under sFlow it is one pair dema
 >= 0.9 of their rate before the storm in every 5-s window, no switch disconnects (inactivity probes answered),
 and every host reaches every other during and right after the storm."""
 
-import sys
 import time
 
 import pytest
 
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.emulation import enable_sflow, free_port, sflow_config
-from mlroute.experiment.traffic import Iperf3Flows, received_mbps, steady_mbps
+from mlroute.experiment.traffic import Iperf3Flows, NewFlowStorm, received_mbps, steady_mbps
 from tests.integration.harness import ping_all, te_config, wait_until
 
 PAIRS = [("h5", "h13"), ("h6", "h14"), ("h7", "h15"), ("h8", "h16")]  # pods 1 -> 3
 STORMER, TARGET = "h1", "h9"  # pod 0 -> pod 2
 RATE, STORM_S, BEFORE_S, WINDOW_S = 20000, 30, 12, 5
-STORM = ("import socket, sys, time\n"
-         "dst, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])\n"
-         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-         "start, sent = time.time(), 0\n"
-         "while time.time() - start < seconds:\n"
-         "    due = int((time.time() - start) * rate)\n"
-         "    while sent < due:\n"
-         "        s.sendto(b'x', (dst, 1024 + sent % 60000))\n"  # one new 5-tuple per packet
-         "        sent += 1\n"
-         "    time.sleep(0.001)\n"
-         "print(sent)\n")
 
 
 @pytest.mark.parametrize("detection", ["flowstats", "sflow"])
@@ -42,13 +30,12 @@ def test_new_flow_storm_from_one_host_to_another_pod(fabric_factory, detection):
     flows = Iperf3Flows(fab.net, PAIRS, seconds=BEFORE_S + STORM_S + 8)
     try:
         time.sleep(BEFORE_S)
-        storm = fab.net.get(STORMER).popen([sys.executable, "-c", STORM, fab.net.get(TARGET).IP(), str(RATE),
-                                            str(STORM_S)])
+        storm = NewFlowStorm(fab.net.get(STORMER), fab.net.get(TARGET).IP(), RATE, STORM_S)
         time.sleep(STORM_S / 2)
         demands = fab.controller.get("/mlroute/elephants")
         failed = []
         during = ping_all(fab.net, failed=failed)
-        sent = int(storm.communicate(timeout=STORM_S + 30)[0].decode().strip() or 0)
+        sent = storm.sent()
         after = ping_all(fab.net)
     finally:
         reports = flows.reports()
