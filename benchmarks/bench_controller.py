@@ -54,12 +54,14 @@ from controller.decide.optimiser_runner import OptimiserRunner  # noqa: E402
 from controller.decide.packet_in import PacketIn  # noqa: E402
 from controller.desired import forwarding, sync, te_rules  # noqa: E402
 from controller.desired.rules import ETH_ARP, TABLE_FORWARD, diff_switch  # noqa: E402
+from controller.southbound import ofmsg  # noqa: E402  (Ryu's parser: imported before anything is timed)
 from controller.state.flowkey import PROTO_TCP, FlowKey  # noqa: E402
 from controller.state.monitor import FlowState  # noqa: E402
 from controller.state.tiers import infer_tiers  # noqa: E402
 from mlroute.routing import kernels  # noqa: E402
 from tests import topologies  # noqa: E402
 from tests.decision_steps import te_step  # noqa: E402
+from tests.fakeswitch import FakeSwitch  # noqa: E402
 from tests.flowstats_bytes import counting_entry, replies  # noqa: E402
 
 try:  # the fast flow-stats parser (issue 11); absent on older trees, where Ryu's parser is all there is
@@ -371,8 +373,6 @@ def bench_job_arrival(name, core, topo, n, rows, size=64):
 def flow_mods(steps) -> int:
     """The OpenFlow messages of ``steps`` compiled and serialised as the shell sends them (southbound/ofmsg.py,
     one fake datapath per switch): how many."""
-    from controller.southbound import ofmsg
-    from tests.fakeswitch import FakeSwitch
     switches: dict[int, FakeSwitch] = {}
     for step in steps:
         for dpid, change in step.changes:
@@ -394,7 +394,6 @@ def poll_messages(topo, n, poll):
 
 def poll_with_ryu(core, messages):
     """The reply path before issue 11: Ryu parses every entry (OFPMatch objects), the shell reads the fields."""
-    from controller.southbound import ofmsg
     from controller.southbound.framework import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
     from controller.state.monitor import StatsAssembler, sample_from_stat
 
