@@ -475,3 +475,58 @@ def bottleneck_screen(a, b, nlinks, up_i, dn_i, u, v, c):
             cost = (cold[la] if lu == m - 1 else 0) + (cold[lb] if ld == m - 1 else 0)
             promising[r, t] = cost < gain[r]
     return loads, m, hj, promising
+
+
+@njit(cache=True)
+def edge_colours(xs, ys, n_left, n_right, k):
+    """``bipartite_colouring.BipartiteColouring``: edges inserted in order, each given the first colour free at
+    both ends, else colour a (the first free at its left end) after flipping the alternating (a, b)-path from its
+    right end (b: the first free there); the same operations on arrays instead of lists of lists."""
+    n = len(xs)
+    left = np.full((n_left, k), -1, dtype=np.int64)
+    right = np.full((n_right, k), -1, dtype=np.int64)
+    colour = np.full(n, -1, dtype=np.int64)
+    path = np.empty(n, dtype=np.int64)
+    for e in range(n):
+        x, y = xs[e], ys[e]
+        done = False
+        for c in range(k):
+            if left[x, c] < 0 and right[y, c] < 0:
+                left[x, c] = e
+                right[y, c] = e
+                colour[e] = c
+                done = True
+                break
+        if done:
+            continue
+        a = 0
+        while left[x, a] >= 0:
+            a += 1
+        b = 0
+        while right[y, b] >= 0:
+            b += 1
+        m = 0
+        side_right, v, c = True, y, a
+        while True:
+            f = right[v, c] if side_right else left[v, c]
+            if f < 0:
+                break
+            path[m] = f
+            m += 1
+            v = xs[f] if side_right else ys[f]
+            side_right = not side_right
+            c = b if c == a else a
+        for t in range(m):
+            f = path[t]
+            left[xs[f], colour[f]] = -1
+            right[ys[f], colour[f]] = -1
+        for t in range(m):
+            f = path[t]
+            cf = b if colour[f] == a else a
+            colour[f] = cf
+            left[xs[f], cf] = f
+            right[ys[f], cf] = f
+        left[x, a] = e
+        right[y, a] = e
+        colour[e] = a
+    return colour

@@ -129,6 +129,12 @@ class PathSet:
     def hops(self) -> int:
         return self.up.shape[1]
 
+    @property
+    def turn_group(self) -> Hashable:
+        """Equal for path sets of one fabric whose ``turn`` arrays are equal (the same join of up-path tables
+        with equal turning switches): a lookup by turning switch can be done once per group."""
+        return self._jkey if self.kind == "inter" else (self.kind, self.src_leaf)
+
     def links(self) -> np.ndarray:
         return np.hstack((self.up, self.down))
 

@@ -76,6 +76,7 @@ def warm() -> bool:
         promising(*args, np.ones(5), np.zeros(5), 0.1, np.zeros(1, dtype=np.int64), rows, 4, positional)
     level_loads(np.array([[0, 1]], dtype=np.int64), np.array([0.5]), 0.4, 2)
     cmp_presorted(np.array([0.5, np.inf]), np.array([0.5, np.inf]))
+    edge_colours(np.array([0, 0], dtype=np.int64), np.array([0, 1], dtype=np.int64), 1, 2, 2)
     return True
 
 
@@ -184,6 +185,16 @@ def promising(flows, mat, choice, free, n_ge, threshold: float, set_id, option_r
     assert k is not None, "promising without the compiled kernels"
     return k.promising(flows, mat, choice, free, n_ge, float(threshold), set_id, *option_rows, dummy,
                        bool(positional))
+
+
+def edge_colours(xs, ys, n_left: int, n_right: int, k: int) -> np.ndarray:
+    """``bipartite_colouring``'s edge-by-edge colouring compiled (the fat-tree colouring's, 10k edges a
+    decision at k=24): the colour of every edge ``xs[e]``-``ys[e]`` with ``k`` colours, edges inserted in order
+    (every vertex's degree at most ``k``)."""
+    k_ = _kernels()
+    assert k_ is not None, "edge_colours without the compiled kernels"
+    return k_.edge_colours(np.ascontiguousarray(xs, dtype=np.int64), np.ascontiguousarray(ys, dtype=np.int64),
+                           int(n_left), int(n_right), int(k))
 
 
 def _compile():

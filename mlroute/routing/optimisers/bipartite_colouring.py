@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlroute.routing import kernels
+
 
 class BipartiteColouring:
     """A proper partial edge colouring with ``k`` colours of a bipartite multigraph (left/right vertices)."""
@@ -98,10 +100,7 @@ def edge_colouring(left: np.ndarray, right: np.ndarray, k: int | None = None) ->
     k = delta if k is None else k
     if k < delta:
         raise ValueError(f"{k} colours cannot properly colour a graph of maximum degree {delta}")
-    col = BipartiteColouring(len(dl), len(dr), k)
-    for x, y in zip(left.tolist(), right.tolist()):
-        col.colour_edge(col.add_edge(x, y))
-    return np.array(col.colour, dtype=np.int64)
+    return _colour_in_order(left, right, len(dl), len(dr), k)
 
 
 def equitable_colouring(left: np.ndarray, right: np.ndarray, k: int) -> np.ndarray:
@@ -123,9 +122,15 @@ def equitable_colouring(left: np.ndarray, right: np.ndarray, k: int) -> np.ndarr
     order_r = np.argsort(right, kind="stable")
     rank_r = np.empty(len(right), dtype=np.int64)
     rank_r[order_r] = np.arange(len(right)) - np.repeat(np.concatenate(([0], np.cumsum(dr)[:-1])), dr)
-    xs = (bl[left] + rank_l // k).tolist()
-    ys = (br[right] + rank_r // k).tolist()
-    col = BipartiteColouring(int(cl.sum()), int(cr.sum()), k)
-    for x, y in zip(xs, ys):
+    return _colour_in_order(bl[left] + rank_l // k, br[right] + rank_r // k, int(cl.sum()), int(cr.sum()), k)
+
+
+def _colour_in_order(xs: np.ndarray, ys: np.ndarray, n_left: int, n_right: int, k: int) -> np.ndarray:
+    """Every edge xs[e]-ys[e] coloured by :meth:`BipartiteColouring.colour_edge`, in order (compiled where
+    numba is available: ``kernels.edge_colours``, the same colours)."""
+    if kernels.enabled():
+        return kernels.edge_colours(xs, ys, n_left, n_right, k)
+    col = BipartiteColouring(n_left, n_right, k)
+    for x, y in zip(xs.tolist(), ys.tolist()):
         col.colour_edge(col.add_edge(x, y))
     return np.array(col.colour, dtype=np.int64)

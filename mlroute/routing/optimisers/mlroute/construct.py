@@ -120,17 +120,13 @@ def _pods(fab, pods: list, groups: list[frozenset], cores: set, half: int) -> tu
 def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
     """``fattree_colouring`` for a fat-tree learned by the controller (switch ids are DPIDs, in any order)."""
     fab = prob.fabric
-    structure = fattree_structure(fab)
-    if structure is None:
+    tables = _structure_tables(fab)
+    if tables is None:
         return None
-    pod_of, agg_of, core_of, half = structure
+    pod, agg_at, core_at, half = tables
     idx = prob.inter
-    src_leaves = [prob._src_leaves[i] for i in idx.tolist()]
-    dst_leaves = [prob._dst_leaves[i] for i in idx.tolist()]
-    src = np.array([fab.leaf_pos[x] for x in src_leaves], dtype=np.int64)
-    dst = np.array([fab.leaf_pos[x] for x in dst_leaves], dtype=np.int64)
-    pod_s = np.array([pod_of[x] for x in src_leaves], dtype=np.int64)
-    pod_d = np.array([pod_of[x] for x in dst_leaves], dtype=np.int64)
+    src, dst = prob.src_pos[idx], prob.dst_pos[idx]
+    pod_s, pod_d = pod[src], pod[dst]
     agg = equitable_colouring(src, dst, half)
     core_j = np.zeros(len(idx), dtype=np.int64)
     inter_pod = np.flatnonzero(pod_s != pod_d)
@@ -138,15 +134,55 @@ def _learned_fattree_colouring(prob: Problem) -> np.ndarray | None:
         sel = inter_pod[agg[inter_pod] == a]
         if len(sel):
             core_j[sel] = equitable_colouring(pod_s[sel], pod_d[sel], half)
-    choice = prob.initial_choice()
-    pos = fab.node_pos
     # in an intact fat-tree one path turns at each switch above a pair of leaves: its aggregation switch
     # (same pod) or core, so the option is found by its turning switch
-    for n, i in enumerate(idx.tolist()):
-        a = int(agg[n])
-        turn = agg_of[(pod_s[n], a)] if pod_s[n] == pod_d[n] else core_of[(a, int(core_j[n]))]
-        q = prob.sets[i].turning_at(pos[turn])
-        if q < 0:
-            return None
-        choice[i] = q
+    q = _turning_options(prob, idx, np.where(pod_s == pod_d, agg_at[pod_s, agg], core_at[agg, core_j]))
+    if q is None:
+        return None
+    choice = prob.initial_choice()
+    choice[idx] = q
     return choice
+
+
+def _structure_tables(fab):
+    """:func:`fattree_structure` as arrays of node positions, kept with the fabric's other derived facts (its memo
+    is cleared when an element fails or returns): (pod of each leaf position, aggregation switch of (pod, index),
+    core of (aggregation index, core index), k/2), or None."""
+    if "fattree_tables" not in fab._memo:
+        structure = fattree_structure(fab)
+        out = None
+        if structure is not None:
+            pod_of, agg_of, core_of, half = structure
+            pos = fab.node_pos
+            pod = np.array([pod_of[leaf] for leaf in fab.leaves], dtype=np.int64)
+            agg_at = np.array([[pos[agg_of[(p, a)]] for a in range(half)] for p in range(2 * half)], dtype=np.int64)
+            core_at = np.array([[pos[core_of[(a, j)]] for j in range(half)] for a in range(half)], dtype=np.int64)
+            out = (pod, agg_at, core_at, half)
+        fab._memo["fattree_tables"] = out
+    return fab._memo["fattree_tables"]
+
+
+def _turning_options(prob: Problem, idx: np.ndarray, turn: np.ndarray) -> np.ndarray | None:
+    """The option of each flow ``idx[n]`` that turns at node position ``turn[n]`` (``PathSet.turning_at``), or
+    None when some flow has none or several: looked up per group of path sets with equal turning switches."""
+    sid = prob.set_id[idx]
+    uniq, inv = np.unique(sid, return_inverse=True)
+    groups: dict = {}
+    reps: list[np.ndarray] = []
+    gid = np.empty(len(uniq), dtype=np.int64)
+    for n, s in enumerate(uniq.tolist()):
+        ps = prob.unique_sets[s]
+        g = groups.get(ps.turn_group)
+        if g is None:
+            g = groups[ps.turn_group] = len(reps)
+            reps.append(ps.turn)
+        gid[n] = g
+    flow_group = gid[inv]
+    q = np.empty(len(idx), dtype=np.int64)
+    for g, turns in enumerate(reps):
+        sel = np.flatnonzero(flow_group == g)
+        lo = np.searchsorted(turns, turn[sel], "left")
+        if np.any(np.searchsorted(turns, turn[sel], "right") - lo != 1):
+            return None
+        q[sel] = lo
+    return q

@@ -184,3 +184,18 @@ def test_bottleneck_screen_is_the_reference():
         want = _bottleneck_screen(a, b, nlinks, up_i, dn_i, u, v, c)
         assert got[1] == want[1] and np.array_equal(got[0], want[0])
         assert np.array_equal(got[2], want[2]) and np.array_equal(got[3], want[3])
+
+
+def test_the_edge_colouring_is_the_reference(reference):
+    from mlroute.routing.optimisers.bipartite_colouring import edge_colouring, equitable_colouring
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n_left, n_right = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+        n = int(rng.integers(0, 120))
+        left, right = rng.integers(0, n_left, size=n), rng.integers(0, n_right, size=n)
+        k = int(rng.integers(1, 6))
+        got = equitable_colouring(left, right, k), edge_colouring(left, right)
+        with reference():
+            want = equitable_colouring(left, right, k), edge_colouring(left, right)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))

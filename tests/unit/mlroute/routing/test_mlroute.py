@@ -108,3 +108,23 @@ def test_fixpoints_are_common_and_a_search_cut_short_is_none():
         said += optimise("mlroute", fab, flows, time_limit=60).info["fixpoint"]
         assert not optimise("mlroute", fab, flows, time_limit=0.0).info["fixpoint"]
     assert said >= 15
+
+
+def test_the_learned_colouring_finds_each_option_by_its_turning_switch():
+    from mlroute.routing.optimisers.base import Problem
+    from mlroute.routing.optimisers.mlroute.construct import _learned_fattree_colouring, _structure_tables
+
+    learned, n = learned_fattree(k=6)
+    rng = np.random.default_rng(2)
+    flows = [Flow(f"h{a}", f"h{b}") for a, b in rng.integers(0, n, size=(300, 2)) if a != b]
+    prob = Problem(learned, flows)
+    choice = _learned_fattree_colouring(prob)
+    pod, agg_at, core_at, _ = _structure_tables(learned)
+    pos = learned.node_pos
+    for i in prob.inter.tolist():  # the option found is the one that turns at its own turning switch
+        ps = prob.sets[i]
+        assert ps.turning_at(pos[ps.path(int(choice[i]))[len(ps.path(0)) // 2]]) == choice[i]
+    turn = np.full(len(prob.inter), agg_at[0, 0])  # a switch above few of the pairs: no option turns there
+    from mlroute.routing.optimisers.mlroute.construct import _turning_options
+
+    assert _turning_options(prob, prob.inter, turn) is None
