@@ -183,27 +183,32 @@ def _option_link(table, base, p, rows, c, col, dummy):
 
 @njit(cache=True)
 def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
-    """(best improving option of flow ``f`` or -1, its gain, its new max)."""
+    """(best improving option of flow ``f`` or -1, its gain, its new max). An option stops being read once its
+    new max reaches the current path's largest load: its gain (old max - new max, the old max at most that
+    load) cannot be positive, so it can be neither the best nor an improving one."""
     kk = mat.shape[1]
     s = set_id[f]
     p, rows, base = set_opts[s], set_rows[s], set_base[s]
     cur = mat[f]
     best_q, best_g, best_new = -1, 0, 0
-    cur_old = -1
-    if mode == 0:  # disjoint options: the current path's max load, the same for every option
-        for col in range(kk):
-            if loads[cur[col]] > cur_old:
-                cur_old = loads[cur[col]]
+    cur_max = -1  # (the padding link's load is 0)
+    for col in range(kk):
+        if loads[cur[col]] > cur_max:
+            cur_max = loads[cur[col]]
     for c in range(p):
         if c == choice[f]:
             continue
         newmax = -1
-        oldmax = cur_old
-        if mode == 0:
+        oldmax = cur_max
+        hopeless = False
+        if mode == 0:  # disjoint options: the old max is the current path's max load, the same for every option
             for col in range(kk):
                 v = loads[_option_link(table, base, p, rows, c, col, dummy)] + 1
                 if v > newmax:
                     newmax = v
+                    if newmax >= cur_max:
+                        hopeless = True
+                        break
         elif mode == 1:  # graded: a shared link sits in the same column
             oldmax = -1
             for col in range(kk):
@@ -212,6 +217,9 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
                     continue
                 if loads[q] + 1 > newmax:
                     newmax = loads[q] + 1
+                    if newmax >= cur_max:
+                        hopeless = True
+                        break
                 if cur[col] != dummy and loads[cur[col]] > oldmax:
                     oldmax = loads[cur[col]]
         else:
@@ -226,6 +234,9 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
                             break
                 if not shared and loads[q] + 1 > newmax:
                     newmax = loads[q] + 1
+                    if newmax >= cur_max:
+                        hopeless = True
+                        break
                 x = cur[col]
                 inside = x == dummy
                 if not inside:
@@ -235,6 +246,8 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
                             break
                 if not inside and loads[x] > oldmax:
                     oldmax = loads[x]
+        if hopeless:
+            continue
         g = oldmax - newmax
         if g > 0 and (best_q < 0 or g > best_g or (g == best_g and newmax < best_new)):
             best_q, best_g, best_new = c, g, newmax

@@ -199,3 +199,30 @@ def test_the_edge_colouring_is_the_reference(reference):
         with reference():
             want = equitable_colouring(left, right, k), edge_colouring(left, right)
         assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("fabric, n", [(Fabric.clos(8, 4, 4), 120), (Fabric.fattree(6), 300),
+                                       (_non_graded_fabric(), 60)])
+def test_the_move_evaluation_finds_the_moves_of_the_reference(reference, fabric, n):
+    """Every flow's best move, and the screen, on random routings (the compiled one stops reading an option
+    once it cannot improve: the same answers)."""
+    from mlroute.routing.optimisers.mlroute.search import _first_improving, _kernel_mode
+
+    rng = np.random.default_rng(6)
+    for seed in range(4):
+        prob = Problem(fabric, _flows(fabric, n, seed))
+        choice = prob.initial_choice()
+        choice[prob.inter] = rng.integers(0, prob.n_opts[prob.inter])
+        mat, loads = prob.link_matrix(choice), prob.loads(choice)
+        graded = fabric.is_graded()
+        for i in prob.inter.tolist():
+            block = np.array([i], dtype=np.int64)
+            got = _first_improving(prob, block, mat, choice, loads, graded)
+            with reference():
+                assert _first_improving(prob, block, mat, choice, loads, graded) == got
+        flows = prob.inter
+        screened = kernels.improving(flows, mat, choice, loads, prob.set_id, prob.option_rows(), prob.dummy,
+                                     _kernel_mode(prob))
+        with reference():
+            want = [_first_improving(prob, np.array([i]), mat, choice, loads, graded)[1] >= 0 for i in flows.tolist()]
+        assert screened.tolist() == want and 0 < sum(want) < len(want)
