@@ -151,18 +151,25 @@ def water_fill_events(flat, starts, caps, dem, rate, active, fload, rel_tol, tin
             active[i] = False
 
 
+@njit(cache=True, inline="always")
+def _row_at(base, down, up, p, r):
+    """Where row ``r`` of a path set starts in the option table (``Problem.option_rows``)."""
+    return (base if r < up else down) + r * p
+
+
 @njit(cache=True)
-def greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loads):
+def greedy_place(order, set_id, set_base, set_down, set_up, set_opts, set_rows, table, choice, loads):
     cost = np.empty(int(set_opts.max()) if len(set_opts) else 0, np.int64)
     for i in order:
         s = set_id[i]
-        p, rows, base = set_opts[s], set_rows[s], set_base[s]
+        p, rows, base, down, up = set_opts[s], set_rows[s], set_base[s], set_down[s], set_up[s]
         if p == 0 or rows == 0:
             continue
+        off = _row_at(base, down, up, p, 0)
         for c in range(p):
-            cost[c] = loads[table[base + c]]
+            cost[c] = loads[table[off + c]]
         for r in range(1, rows):
-            off = base + r * p
+            off = _row_at(base, down, up, p, r)
             for c in range(p):
                 v = loads[table[off + c]]
                 if v > cost[c]:
@@ -172,23 +179,24 @@ def greedy_place(order, set_id, set_base, set_opts, set_rows, table, choice, loa
             if cost[c] < cost[best]:
                 best = c
         for r in range(rows):
-            loads[table[base + r * p + best]] += 1
+            loads[table[_row_at(base, down, up, p, r) + best]] += 1
         choice[i] = best
 
 
 @njit(cache=True, inline="always")
-def _option_link(table, base, p, rows, c, col, dummy):
-    return table[base + col * p + c] if col < rows else dummy
+def _option_link(table, base, down, up, p, rows, c, col, dummy):
+    return table[_row_at(base, down, up, p, col) + c] if col < rows else dummy
 
 
 @njit(cache=True)
-def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+def _best_option(f, mat, choice, loads, set_id, set_base, set_down, set_up, set_opts, set_rows, table, dummy,
+                 mode):
     """(best improving option of flow ``f`` or -1, its gain, its new max). An option stops being read once its
     new max reaches the current path's largest load: its gain (old max - new max, the old max at most that
     load) cannot be positive, so it can be neither the best nor an improving one."""
     kk = mat.shape[1]
     s = set_id[f]
-    p, rows, base = set_opts[s], set_rows[s], set_base[s]
+    p, rows, base, down, up = set_opts[s], set_rows[s], set_base[s], set_down[s], set_up[s]
     cur = mat[f]
     best_q, best_g, best_new = -1, 0, 0
     cur_max = -1  # (the padding link's load is 0)
@@ -203,7 +211,7 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
         hopeless = False
         if mode == 0:  # disjoint options: the old max is the current path's max load, the same for every option
             for col in range(kk):
-                v = loads[_option_link(table, base, p, rows, c, col, dummy)] + 1
+                v = loads[_option_link(table, base, down, up, p, rows, c, col, dummy)] + 1
                 if v > newmax:
                     newmax = v
                     if newmax >= cur_max:
@@ -212,7 +220,7 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
         elif mode == 1:  # graded: a shared link sits in the same column
             oldmax = -1
             for col in range(kk):
-                q = _option_link(table, base, p, rows, c, col, dummy)
+                q = _option_link(table, base, down, up, p, rows, c, col, dummy)
                 if q == cur[col]:
                     continue
                 if loads[q] + 1 > newmax:
@@ -225,7 +233,7 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
         else:
             oldmax = -1
             for col in range(kk):
-                q = _option_link(table, base, p, rows, c, col, dummy)
+                q = _option_link(table, base, down, up, p, rows, c, col, dummy)
                 shared = q == dummy
                 if not shared:
                     for x in range(kk):
@@ -241,7 +249,7 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
                 inside = x == dummy
                 if not inside:
                     for y in range(kk):
-                        if _option_link(table, base, p, rows, c, y, dummy) == x:
+                        if _option_link(table, base, down, up, p, rows, c, y, dummy) == x:
                             inside = True
                             break
                 if not inside and loads[x] > oldmax:
@@ -255,44 +263,45 @@ def _best_option(f, mat, choice, loads, set_id, set_base, set_opts, set_rows, ta
 
 
 @njit(cache=True)
-def first_improving(block, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+def first_improving(block, mat, choice, loads, set_id, set_base, set_down, set_up, set_opts, set_rows, table, dummy,
+                    mode):
     """The first flow of ``block`` with an improving move, and its best option (see ``kernels``)."""
     for b in range(len(block)):
-        q, _, _ = _best_option(block[b], mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy,
-                               mode)
+        q, _, _ = _best_option(block[b], mat, choice, loads, set_id, set_base, set_down, set_up, set_opts, set_rows,
+                               table, dummy, mode)
         if q >= 0:
             return b, q
     return len(block), -1
 
 
 @njit(cache=True)
-def improving(flows, mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy, mode):
+def improving(flows, mat, choice, loads, set_id, set_base, set_down, set_up, set_opts, set_rows, table, dummy, mode):
     """Which of ``flows`` have an improving move."""
     out = np.zeros(len(flows), np.bool_)
     for b in range(len(flows)):
-        q, _, _ = _best_option(flows[b], mat, choice, loads, set_id, set_base, set_opts, set_rows, table, dummy,
-                               mode)
+        q, _, _ = _best_option(flows[b], mat, choice, loads, set_id, set_base, set_down, set_up, set_opts, set_rows,
+                               table, dummy, mode)
         out[b] = q >= 0
     return out
 
 
 @njit(cache=True)
-def promising(flows, mat, choice, free, n_ge, threshold, set_id, set_base, set_opts, set_rows, table, dummy,
-              positional):
+def promising(flows, mat, choice, free, n_ge, threshold, set_id, set_base, set_down, set_up, set_opts, set_rows, table,
+              dummy, positional):
     """Which of ``flows`` have another option whose share score is above ``threshold``."""
     kk = mat.shape[1]
     out = np.zeros(len(flows), np.bool_)
     for b in range(len(flows)):
         f = flows[b]
         s = set_id[f]
-        p, rows, base = set_opts[s], set_rows[s], set_base[s]
+        p, rows, base, down, up = set_opts[s], set_rows[s], set_base[s], set_down[s], set_up[s]
         cur = mat[f]
         for c in range(p):
             if c == choice[f]:
                 continue
             score = np.inf
             for col in range(kk):
-                q = _option_link(table, base, p, rows, c, col, dummy)
+                q = _option_link(table, base, down, up, p, rows, c, col, dummy)
                 if q == dummy:
                     continue
                 if positional:

@@ -64,8 +64,8 @@ def warm() -> bool:
                       np.array([0, 0], dtype=np.int64), np.array([1, 1], dtype=np.int64), np.zeros(2, dtype=np.int64))
     water_fill_rounds(flat, np.array([0, 0, 1], dtype=np.int64), np.array([1.0, 1.0]), np.array([np.inf, 0.3]),
                       np.zeros(2), np.ones(2, dtype=bool), np.zeros(2), 8)
-    rows = (np.array([0], dtype=np.int64), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
-            np.array([0, 1, 2, 3], dtype=np.int64))
+    rows = (np.array([0], dtype=np.int64), np.array([0], dtype=np.int64), np.array([1], dtype=np.int64),
+            np.array([2], dtype=np.int64), np.array([2], dtype=np.int64), np.array([0, 1, 2, 3], dtype=np.int64))
     greedy_place(np.array([0], dtype=np.int64), np.array([0], dtype=np.int64), rows, np.zeros(1, dtype=np.int64),
                  np.zeros(5, dtype=np.int64))
     args = (np.array([0], dtype=np.int64), np.array([[0, 2]], dtype=np.int64), np.zeros(1, dtype=np.int64))
@@ -164,8 +164,7 @@ def first_improving(block, mat, choice, loads, set_id, option_rows, dummy: int, 
     index (``np.lexsort((newmax, -gain))[0]``). ``option_rows``: ``Problem.option_rows()``."""
     k = _kernels()
     assert k is not None, "first_improving without the compiled kernels"
-    base, opts, rows, table = option_rows
-    b, q = k.first_improving(block, mat, choice, loads, set_id, base, opts, rows, table, dummy, mode)
+    b, q = k.first_improving(block, mat, choice, loads, set_id, *option_rows, dummy, mode)
     return int(b), int(q)
 
 

@@ -335,3 +335,25 @@ def test_a_choice_vectors_incidences_are_those_of_its_paths(instance, rnd):
     got = prob.incidences(choice)
     want = _routing_csr(fab, flows, prob.paths(choice))
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@settings(max_examples=60, deadline=None)
+@given(any_instance, st.integers(0, 2**31))
+def test_the_option_rows_hold_every_option_of_every_path_set(inst, seed):
+    """``Problem.option_rows`` stores each leaf's tables once: every row still reads back the set's own links,
+    and the link matrix built from it is the one built from the option table."""
+    fab, flows = inst
+    prob = Problem(fab, flows)
+    base, down, up, opts, rows, table = prob.option_rows()
+    for s, ps in enumerate(prob.unique_sets):
+        if len(ps) and rows[s]:
+            links = np.hstack((ps.up, ps.down))
+            for r in range(int(rows[s])):
+                start = (base[s] if r < up[s] else down[s]) + r * opts[s]
+                assert np.array_equal(table[start:start + opts[s]], links[:, r])
+    choice = prob.initial_choice()
+    choice[prob.inter] = np.random.default_rng(seed).integers(0, prob.n_opts[prob.inter])
+    from_rows = prob.link_matrix(choice)
+    prob.option_table()
+    prob._mat_memo = None
+    assert np.array_equal(from_rows, prob.link_matrix(choice))
