@@ -55,7 +55,7 @@ from controller.state.jobs import HostPair
 from controller.state.tiers import TierInference
 from controller.state.topology import Topology
 from mlroute.routing import arrival, metric
-from mlroute.routing.demand import estimate_demands
+from mlroute.routing.demand import estimate_demands, estimate_pair_demands
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import Problem, Routing
@@ -291,7 +291,7 @@ class _Step:
         demands = None
         elephants = list(elephants)
         if estimate:
-            demands = tuple(float(x) for x in estimate_demands([Flow(k.src_ip, k.dst_ip) for k, _ in elephants]))
+            demands = tuple(estimate_pair_demands([(k.src_ip, k.dst_ip) for k, _ in elephants]).tolist())
             elephants = [(k, d) for (k, _), d in zip(elephants, demands)]
         result = self._step(fabric, elephants, jobs, weights, demands)
         if demands is not None:

@@ -552,3 +552,67 @@ def edge_colours(xs, ys, n_left, n_right, k):
         right[y, a] = e
         colour[e] = a
     return colour
+
+
+@njit(cache=True)
+def hedera_demands(s_start, s_members, r_start, r_members, n, max_rounds, abs_tol):
+    """``demand._estimate``: senders and receivers as groups of flow indices (CSR, groups and members in the
+    reference's dictionary order), the same passes and the same float operations in the same order."""
+    demand = np.zeros(n)
+    converged = np.zeros(n, np.bool_)
+    limited = np.zeros(n, np.bool_)
+    for _ in range(max_rounds):
+        changed = False
+        for g in range(len(s_start) - 1):
+            d_f = 0.0
+            n_u = 0
+            for j in range(s_start[g], s_start[g + 1]):
+                i = s_members[j]
+                if converged[i]:
+                    d_f += demand[i]
+                else:
+                    n_u += 1
+            if n_u:
+                left = 1.0 - d_f
+                e_s = (0.0 if 0.0 > left else left) / n_u  # max(left, 0.0) as Python takes it
+                for j in range(s_start[g], s_start[g + 1]):
+                    i = s_members[j]
+                    if not converged[i] and abs(demand[i] - e_s) > abs_tol:
+                        demand[i] = e_s
+                        changed = True
+        for g in range(len(r_start) - 1):
+            lo, hi = r_start[g], r_start[g + 1]
+            d_t = 0.0
+            for j in range(lo, hi):
+                d_t += demand[r_members[j]]
+            if d_t <= 1.0 + abs_tol:
+                continue
+            for j in range(lo, hi):
+                limited[r_members[j]] = True
+            e_s = 1.0 / (hi - lo)
+            d_s = 0.0
+            while True:
+                n_r = 0
+                moved = False
+                for j in range(lo, hi):
+                    i = r_members[j]
+                    if limited[i]:
+                        if demand[i] < e_s - abs_tol:
+                            d_s += demand[i]
+                            limited[i] = False
+                            moved = True
+                        else:
+                            n_r += 1
+                if not moved or n_r == 0:
+                    break
+                e_s = (1.0 - d_s) / n_r
+            for j in range(lo, hi):
+                i = r_members[j]
+                if limited[i]:
+                    if abs(demand[i] - e_s) > abs_tol or not converged[i]:
+                        changed = True
+                    demand[i] = e_s
+                    converged[i] = True
+        if not changed:
+            break
+    return demand

@@ -77,6 +77,8 @@ def warm() -> bool:
     level_loads(np.array([[0, 1]], dtype=np.int64), np.array([0.5]), 0.4, 2)
     cmp_presorted(np.array([0.5, np.inf]), np.array([0.5, np.inf]))
     edge_colours(np.array([0, 0], dtype=np.int64), np.array([0, 1], dtype=np.int64), 1, 2, 2)
+    one = np.array([0, 1], dtype=np.int64)
+    hedera_demands(one, one[:1], one, one[:1], 1, 10)
     return True
 
 
@@ -194,6 +196,16 @@ def edge_colours(xs, ys, n_left: int, n_right: int, k: int) -> np.ndarray:
     assert k_ is not None, "edge_colours without the compiled kernels"
     return k_.edge_colours(np.ascontiguousarray(xs, dtype=np.int64), np.ascontiguousarray(ys, dtype=np.int64),
                            int(n_left), int(n_right), int(k))
+
+
+def hedera_demands(s_start, s_members, r_start, r_members, n: int, max_rounds: int) -> np.ndarray:
+    """``demand._estimate`` compiled (Hedera's estimator, 17 ms in Python for 10k elephants): flow indices grouped
+    by sender (``s_members[s_start[g]:s_start[g + 1]]``) and by receiver, in the reference's order."""
+    k = _kernels()
+    assert k is not None, "hedera_demands without the compiled kernels"
+    return k.hedera_demands(*(np.ascontiguousarray(x, dtype=np.int64) for x in (s_start, s_members, r_start,
+                                                                             r_members)),
+                            int(n), int(max_rounds), ABS_TOL)
 
 
 def _compile():

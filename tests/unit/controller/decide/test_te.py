@@ -432,12 +432,14 @@ def test_a_decision_estimates_the_natural_demands_once(monkeypatch):
     _, _, fabric = setup()
     calls = []
 
-    def counted(flows, *args, **kwargs):
-        calls.append(len(flows))
-        return estimate(flows, *args, **kwargs)
+    def counted(estimate):
+        def run(flows, *args, **kwargs):
+            calls.append(len(flows))
+            return estimate(flows, *args, **kwargs)
+        return run
 
-    estimate = te.estimate_demands
-    monkeypatch.setattr(te, "estimate_demands", counted)
+    for name in ("estimate_demands", "estimate_pair_demands"):  # of flows, or of their (src, dst) pairs
+        monkeypatch.setattr(te, name, counted(getattr(te, name)))
     result = engineer_step(te.TrafficEngineer("mlroute"), fabric, [(k, None) for k in stride4_keys()], estimate=True)
     assert result.applied and calls == [8]
 

@@ -226,3 +226,18 @@ def test_the_move_evaluation_finds_the_moves_of_the_reference(reference, fabric,
         with reference():
             want = [_first_improving(prob, np.array([i]), mat, choice, loads, graded)[1] >= 0 for i in flows.tolist()]
         assert screened.tolist() == want and 0 < sum(want) < len(want)
+
+
+def test_the_demand_estimate_is_the_reference(reference):
+    from mlroute.routing.demand import _estimate
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        hosts = int(rng.integers(2, 30))
+        n = int(rng.integers(1, 150))
+        pairs = [(f"h{a}", f"h{b}") for a, b in rng.integers(0, hosts, size=(n, 2))]
+        rounds = int(rng.choice([1, 2, 10_000]))
+        got = _estimate(pairs, rounds)
+        with reference():
+            want = _estimate(pairs, rounds)
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
