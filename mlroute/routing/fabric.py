@@ -54,11 +54,12 @@ class _UpSet:
     _names: tuple | None = field(default=None, repr=False)
 
     def names(self, node_list: list) -> tuple[list[tuple], list[tuple]]:
-        """(each row's switch names leaf -> turn, the same turn -> leaf), built once for every pair that joins
-        this set: an option's path is two list reads and a concatenation, not a walk over node positions."""
+        """(each row's switch names leaf -> turn, the same turn -> leaf without the turning switch), built once
+        for every pair that joins this set: an option's path is two list reads and a concatenation, not a walk
+        over node positions."""
         if self._names is None:
             up = [tuple(node_list[x] for x in row) for row in self.nodes.tolist()]
-            self._names = (up, [t[::-1] for t in up])
+            self._names = (up, [t[-2::-1] for t in up])
         return self._names
 
     def select(self, name: str, idx, jkey):
@@ -157,7 +158,7 @@ class PathSet:
             up, _ = self._a.names(names)
             _, down = self._b.names(names)
             ia, ib = self._ia, self._ib
-            hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])][1:]
+            hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])]
         return hit
 
     def _turn_list(self) -> list[int]:

@@ -86,7 +86,7 @@ class Problem:
         return c
 
     def paths(self, choice) -> list:
-        return [ps.path(int(c)) if c >= 0 else None for ps, c in zip(self.sets, choice)]
+        return [ps.path(c) if c >= 0 else None for ps, c in zip(self.sets, np.asarray(choice).tolist())]
 
     def choice_from_paths(self, paths) -> np.ndarray:
         """Option index of each given path (-1 where the path is missing or no longer a candidate)."""

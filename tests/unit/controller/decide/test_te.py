@@ -530,3 +530,12 @@ def test_an_arrival_that_would_collide_gets_the_full_search_and_no_collision():
         assert decision.result.after["max_link_load"] == 1 and decision.result.after["min_rate"] == 10 * MBPS
         used = [links_of(p) for p in decision.pinned.values()]
         assert not (used[0] & used[1] or used[0] & used[2] or used[1] & used[2])  # link-disjoint
+
+
+def test_a_flow_keys_repr_is_the_dataclass_repr():
+    """ECMP's estimate hashes the key's repr: the written-out one is the one the dataclass would generate."""
+    from dataclasses import fields, make_dataclass
+
+    generated = make_dataclass("FlowKey", [(f.name, f.type) for f in fields(FlowKey)], frozen=True)
+    for key in (FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201), FlowKey("a'b", 'c"d', 0, 0, 0)):
+        assert repr(key) == repr(generated(*(getattr(key, f.name) for f in fields(FlowKey))))
