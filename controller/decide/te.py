@@ -445,7 +445,8 @@ class _Step:
         """The proposal is the routing in force: its pins (an unroutable flow, with no live path at all, is left
         unpinned: ECMP's groups are all it has), and settled when the optimiser returns it from itself."""
         new = proposal.new
-        moved = [k for k, p in zip(now.keys, new) if p is not None and self.pinned.get(k) != tuple(p)]
+        pinned = self.pinned
+        moved = [k for k, p in zip(now.keys, new) if p is not None and (not pinned or pinned.get(k) != tuple(p))]
         self.pinned = {k: tuple(p) for k, p in zip(now.keys, new) if p is not None}
         after, runtime, n = proposal.proposed, proposal.runtime, len(now.flows)
         reason = "new or broken paths" if not now.all_valid else "better objective"
@@ -471,6 +472,8 @@ class _Step:
 
 def _pins(flows: Sequence[Flow], pinned: Mapping[RouteKey, Sequence[int]]) -> list[Sequence[int] | None]:
     """Each flow's pin, or its host pair's (which its packets follow), or None."""
+    if not pinned:  # a new set of elephants: nothing to look up (10k keys and host pairs hashed: 7 ms)
+        return [None] * len(flows)
     # the controller's flows carry their RouteKey as ``key`` and host IPs as ``src`` / ``dst``
     return [pinned[cast(RouteKey, f.key)] if f.key in pinned
             else pinned.get(HostPair(cast(str, f.src), cast(str, f.dst))) for f in flows]
