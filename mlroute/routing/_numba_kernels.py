@@ -616,3 +616,14 @@ def hedera_demands(s_start, s_members, r_start, r_members, n, max_rounds, abs_to
         if not changed:
             break
     return demand
+
+
+@njit(cache=True)
+def fill_link_matrix(flows, ch, set_id, set_base, set_down, set_up, set_opts, set_rows, table, out):
+    """Row ``flows[j]`` of ``out`` := the links of option ``ch[j]`` of its path set (``Problem._link_matrix``)."""
+    for j in range(len(flows)):
+        i, c = flows[j], ch[j]
+        s = set_id[i]
+        p, base, down, up = set_opts[s], set_base[s], set_down[s], set_up[s]
+        for col in range(set_rows[s]):
+            out[i, col] = table[_row_at(base, down, up, p, col) + c]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlroute.routing import kernels
 from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 
@@ -182,10 +183,13 @@ class Problem:
             ok = ch >= 0
             out[idx[ok]] = table[offsets[self.set_id[idx[ok]]] + ch[ok]]
             return out
-        base, down, up, opts, rows, table = self.option_rows()  # the same links, one column at a time
         idx = self.inter
         ch = np.asarray(choice)[idx]
         idx, ch = idx[ch >= 0], ch[ch >= 0]
+        if kernels.enabled():
+            kernels.fill_link_matrix(idx, ch, self.set_id, self.option_rows(), out)
+            return out
+        base, down, up, opts, rows, table = self.option_rows()  # the same links, one column at a time
         s = self.set_id[idx]
         at_up, at_down, n_up, stride, width = base[s] + ch, down[s] + ch, up[s], opts[s], rows[s]
         for col in range(self.K):

@@ -241,3 +241,17 @@ def test_the_demand_estimate_is_the_reference(reference):
         with reference():
             want = _estimate(pairs, rounds)
         assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("fabric, n", [(Fabric.clos(8, 4, 4), 120), (Fabric.fattree(6), 300),
+                                       (_non_graded_fabric(), 60)])
+def test_the_link_matrix_is_the_reference(reference, fabric, n):
+    rng = np.random.default_rng(8)
+    for seed in range(4):
+        flows = _flows(fabric, n, seed)
+        choice = Problem(fabric, flows).initial_choice()
+        inter = Problem(fabric, flows).inter
+        choice[inter] = rng.integers(-1, Problem(fabric, flows).n_opts[inter])
+        got = Problem(fabric, flows).link_matrix(choice)
+        with reference():
+            assert np.array_equal(Problem(fabric, flows).link_matrix(choice), got)
