@@ -96,6 +96,20 @@ def rate_levels(rates: np.ndarray, limit: int) -> list[float]:
     return out
 
 
+def option_links_mask(prob: Problem, flows: np.ndarray) -> np.ndarray:
+    """Mask of the fabric links (``dummy`` excluded) of every option of ``flows``, read from the option rows."""
+    mask = np.zeros(prob.dummy + 1, dtype=bool)
+    base, down, up, opts, rows, table = prob.option_rows()
+    s = np.unique(prob.set_id[flows])
+    n_up, n_all = up[s] * opts[s], rows[s] * opts[s]
+    starts = np.concatenate((base[s], down[s] + n_up))  # each set's up rows, then its down rows
+    lens = np.concatenate((n_up, n_all - n_up))
+    first = np.cumsum(lens) - lens
+    mask[table[np.repeat(starts - first, lens) + np.arange(int(lens.sum()))]] = True
+    mask[prob.dummy] = False
+    return mask
+
+
 def _over_cap(prob: Problem, tmat: np.ndarray, cap: int | None) -> bool:
     """True if a trial routing puts more than ``cap`` flows on some fabric link."""
     if cap is None:
@@ -145,14 +159,24 @@ class _Polish:
         self.tried: set = set()
         self.helpers_left = HELPER_TRIES
         self.loads = prob.loads(matrix=mat)  # flows per switch link: each <= cap, which every kept move keeps
-        rows, caps, dem = prob.rate_inputs(choice, mat)
-        self.state = RateState(rows, caps, np.full(len(rates), np.inf) if dem is None else dem, rates)
-        # Levels whose last pass kept no move, with the fabric links their outcome reads (every option of the
-        # flows at the level). Without the helper moves a level's pass reads only the rates on those links, the
-        # flows at the level and their paths, and every move it tried is in ``tried``: until a kept move
-        # changes one of these, another pass would try nothing and keep nothing, so it is skipped.
+        self._state: RateState | None = None  # built at the first trial (a polishing may try no move at all)
+        # Levels whose last pass kept no move, with the flows at the level: the fabric links their outcome reads
+        # are every option of those flows (``_watched``, built when a kept move first asks). Without the helper
+        # moves a level's pass reads only the rates on those links, the flows at the level and their paths, and
+        # every move it tried is in ``tried``: until a kept move changes one of these, another pass would try
+        # nothing and keep nothing, so it is skipped.
         self.dead: dict[float, np.ndarray] = {}
+        self._watch: dict[float, np.ndarray] = {}
         self.skip_dead = len(prob.inter) > HELPER_MAX_FLOWS
+
+    @property
+    def state(self) -> RateState:
+        """The incremental rates of the routing in force (made from the routing the polishing started with:
+        before the first trial no move is kept)."""
+        if self._state is None:
+            rows, caps, dem = self.prob.rate_inputs(self.choice, self.mat)
+            self._state = RateState(rows, caps, np.full(len(self.rates), np.inf) if dem is None else dem, self.rates)
+        return self._state
 
     def time_left(self) -> bool:
         return self.budget.left()
@@ -170,21 +194,16 @@ class _Polish:
             if self._level(slow, lam):
                 return True
             if self.skip_dead and self.time_left():  # a pass cut short by the budget proves nothing
-                self.dead[lam] = self._watched(slow[np.abs(self.rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)])
+                self.dead[lam] = slow[np.abs(self.rates[slow] - lam) <= REL_TOL * max(lam, ABS_TOL)]
+                self._watch.pop(lam, None)
         return False
 
-    def _watched(self, at: np.ndarray) -> np.ndarray:
-        """Mask of the fabric links of every option of the flows ``at``."""
-        mask = np.zeros(self.dummy + 1, dtype=bool)
-        offsets, table = self.prob.option_table()
-        for f in at.tolist():
-            if table is not None:
-                o = int(offsets[self.prob.set_id[f]])
-                mask[table[o:o + int(self.prob.n_opts[f])]] = True
-            else:
-                mask[self.prob.option_links(f)] = True
-        mask[self.dummy] = False
-        return mask
+    def _watched(self, lam: float) -> np.ndarray:
+        """Mask of the fabric links of every option of the flows of the dead level ``lam``."""
+        hit = self._watch.get(lam)
+        if hit is None:
+            hit = self._watch[lam] = option_links_mask(self.prob, self.dead[lam])
+        return hit
 
     def _forget_dead(self, old_rates: np.ndarray, old_row: np.ndarray, i: int) -> None:
         """A move was kept: revive the dead levels whose inputs it changed (see ``dead``). At level ``lam`` a
@@ -205,7 +224,7 @@ class _Polish:
                 del self.dead[lam]
                 continue
             thr = lam * (1 - REL_TOL)
-            watch = self.dead[lam]
+            watch = self._watched(lam)
             if watch[moved].any() or (i_low < thr and watch[i_links].any()) or watch[rows[lower < thr]].any():
                 del self.dead[lam]
 

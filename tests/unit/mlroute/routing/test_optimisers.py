@@ -357,3 +357,19 @@ def test_the_option_rows_hold_every_option_of_every_path_set(inst, seed):
     prob.option_table()
     prob._mat_memo = None
     assert np.array_equal(from_rows, prob.link_matrix(choice))
+
+
+@settings(max_examples=40, deadline=None)
+@given(any_instance, st.integers(0, 2**31))
+def test_the_links_of_the_options_of_some_flows(inst, seed):
+    from mlroute.routing.optimisers.mlroute.polish import option_links_mask
+
+    fab, flows = inst
+    prob = Problem(fab, flows)
+    movable = prob.inter[prob.n_opts[prob.inter] > 0]
+    some = movable[np.random.default_rng(seed).random(len(movable)) < 0.5]
+    want = np.zeros(prob.dummy + 1, dtype=bool)
+    for f in some.tolist():
+        want[prob.option_links(f)] = True
+    want[prob.dummy] = False
+    assert np.array_equal(option_links_mask(prob, some), want)
