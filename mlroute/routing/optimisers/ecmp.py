@@ -11,6 +11,7 @@ from mlroute.routing.optimisers.base import Problem, stable_hash
 def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_limit=None):
     prob = flows if isinstance(flows, Problem) else Problem(fabric, flows)
     choice = prob.initial_choice()
-    for i in prob.inter.tolist():
-        choice[i] = stable_hash(prob.flows[i], seed) % int(prob.n_opts[i])
+    inter, flows = prob.inter, prob.flows
+    if len(inter):  # (Python ints: a 64-bit hash modulo the option count, as per flow before)
+        choice[inter] = [stable_hash(flows[i], seed) % n for i, n in zip(inter.tolist(), prob.n_opts[inter].tolist())]
     return prob.routing(choice, "ecmp", objective, seed=seed)
