@@ -159,25 +159,26 @@ def _row_at(base, down, up, p, r):
 
 @njit(cache=True)
 def greedy_place(order, set_id, set_base, set_down, set_up, set_opts, set_rows, table, choice, loads):
-    cost = np.empty(int(set_opts.max()) if len(set_opts) else 0, np.int64)
+    """Each flow on the first option with the least max load over its links. An option stops being read once its
+    max reaches the best so far: it could not be strictly less, and the first of equal options is kept."""
     for i in order:
         s = set_id[i]
         p, rows, base, down, up = set_opts[s], set_rows[s], set_base[s], set_down[s], set_up[s]
         if p == 0 or rows == 0:
             continue
-        off = _row_at(base, down, up, p, 0)
+        best, best_cost = 0, -1
         for c in range(p):
-            cost[c] = loads[table[off + c]]
-        for r in range(1, rows):
-            off = _row_at(base, down, up, p, r)
-            for c in range(p):
-                v = loads[table[off + c]]
-                if v > cost[c]:
-                    cost[c] = v
-        best = 0
-        for c in range(1, p):
-            if cost[c] < cost[best]:
-                best = c
+            m = loads[table[_row_at(base, down, up, p, 0) + c]]
+            if best_cost >= 0 and m >= best_cost:
+                continue
+            for r in range(1, rows):
+                v = loads[table[_row_at(base, down, up, p, r) + c]]
+                if v > m:
+                    m = v
+                    if best_cost >= 0 and m >= best_cost:
+                        break
+            if best_cost < 0 or m < best_cost:
+                best, best_cost = c, m
         for r in range(rows):
             loads[table[_row_at(base, down, up, p, r) + best]] += 1
         choice[i] = best
