@@ -154,10 +154,9 @@ class PathSet:
         one = self._one
         hit = one.get(i)
         if hit is None:  # one option at a time: a routing reads one or two options of most sets
-            names = self.fabric.node_list
-            up, _ = self._a.names(names)
-            _, down = self._b.names(names)
-            ia, ib = self._ia, self._ib
+            a, b, ia, ib = self._a, self._b, self._ia, self._ib
+            up = (a._names or a.names(self.fabric.node_list))[0]
+            down = (b._names or b.names(self.fabric.node_list))[1]
             hit = one[i] = up[i if ia is None else int(ia[i])] + down[i if ib is None else int(ib[i])]
         return hit
 
