@@ -130,29 +130,24 @@ class Problem:
         if self._rows is None:
             sets = self.unique_sets
             n = len(sets)
-            opts = np.fromiter((len(ps) for ps in sets), dtype=np.int64, count=n)
-            up = np.fromiter((ps.up.shape[1] if len(ps) else 0 for ps in sets), dtype=np.int64, count=n)
-            rows = np.fromiter((ps.up.shape[1] + ps.down.shape[1] if len(ps) else 0 for ps in sets),
-                               dtype=np.int64, count=n)
-            base = np.zeros(n, dtype=np.int64)
-            down = np.zeros(n, dtype=np.int64)
-            at: dict[int, int] = {}  # id of a stored table -> its offset (the sets keep the tables alive)
-            parts: list[np.ndarray] = []
-            size = 0
-            for s, (ps, z) in enumerate(zip(sets, (opts * rows).tolist())):
-                if not z:
-                    continue
-                offsets = []
-                for x in (ps.upT, ps.downT):
-                    o = at.get(id(x))
-                    if o is None:
-                        o = at[id(x)] = size
-                        parts.append(x.ravel())
-                        size += x.size
-                    offsets.append(o)
-                base[s] = offsets[0]
-                down[s] = offsets[1] - int(up[s] * opts[s])
-            table = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+            opts = np.fromiter(map(len, sets), dtype=np.int64, count=n)
+            up = np.array([ps.up.shape[1] for ps in sets], dtype=np.int64).reshape(n)
+            rows = up + np.array([ps.down.shape[1] for ps in sets], dtype=np.int64).reshape(n)
+            up[opts == 0] = 0
+            rows[opts == 0] = 0
+            # every set's up table, then every set's down table: each distinct array stored once (by identity:
+            # the sets keep them alive), in any order (the offsets say where)
+            halves = [ps.upT for ps in sets] + [ps.downT for ps in sets]
+            ids = np.fromiter(map(id, halves), dtype=np.int64, count=2 * n)
+            _, first, which = np.unique(ids, return_index=True, return_inverse=True)
+            blocks = [halves[i] for i in first.tolist()]
+            sizes = np.fromiter((b.size for b in blocks), dtype=np.int64, count=len(blocks))
+            at = (np.cumsum(sizes) - sizes)[which.reshape(-1)]
+            used = opts * rows > 0
+            base = np.where(used, at[:n], 0)
+            down = np.where(used, at[n:] - up * opts, 0)
+            table = np.concatenate([b.ravel() for b in blocks]).astype(np.int64, copy=False) if blocks else \
+                np.zeros(0, dtype=np.int64)
             self._rows = (base, down, up, opts, rows, table)
         return self._rows
 
