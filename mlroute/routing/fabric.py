@@ -117,9 +117,10 @@ class PathSet:
             self.upT = self.downT = z
             self.turn = np.zeros(0, dtype=np.int64)
         else:
-            self.turn = a.select("turn", ia, jkey)
-            self.up = a.select("up", ia, jkey)
-            self.down = b.select("down", ib, jkey)
+            # (a whole table, the common case: its own arrays, without a cache lookup each)
+            self.turn = a.turn if ia is None else a.select("turn", ia, jkey)
+            self.up = a.up if ia is None else a.select("up", ia, jkey)
+            self.down = b.down if ib is None else b.select("down", ib, jkey)
             self.upT = a.select("upT", ia, jkey)
             self.downT = b.select("downT", ib, jkey)
 

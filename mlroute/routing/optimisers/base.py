@@ -59,14 +59,7 @@ class Problem:
         self._src_leaves, self._dst_leaves = src, dst
         self.src_pos = np.fromiter((lp[s] for s in src), dtype=np.int64, count=n)
         self.dst_pos = np.fromiter((lp[d] for d in dst), dtype=np.int64, count=n)
-        cache: dict = {}
-        sets = []
-        for s, d in zip(src, dst):
-            ps = cache.get((s, d))
-            if ps is None:
-                ps = cache[(s, d)] = fabric.pathset(s, d)
-            sets.append(ps)
-        self.sets = sets
+        self.sets = sets = list(map(fabric.pathset, src, dst))  # (the fabric caches them)
         uniq: dict = {}
         self.set_id = np.fromiter((uniq.setdefault(id(ps), len(uniq)) for ps in sets), dtype=np.int64, count=n)
         self.unique_sets = list({id(ps): ps for ps in sets}.values())
