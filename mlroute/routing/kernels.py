@@ -6,9 +6,11 @@ levels, ``metric._water_fill_events``), the paper's greedy (each flow placed und
 left, ``greedy.greedy_choice``), the load-vector search's move evaluation and screen (``optimisers.mlroute.search``:
 a block of flows x 144 candidate paths), the polishing's per-level link sums and screen, and the leximin
 comparison of sorted rate vectors (it can stop at the first difference). Compiled they run 10-20x faster: the
-decision at k=24 went from 1.5-2.5 s to 0.7-1.0 s (docs/scaling.md). The simulator fills tens of thousands of
-small components per run, where numpy's per-round temporaries cost more than the arithmetic: the level-by-level
-rounds of ``metric._water_fill_csr`` are compiled too (ECMP on the paper's largest quick cell: 28 -> 11 s).
+decision at k=24 went from 1.5-2.5 s to 0.7-1.0 s (docs/scaling.md). A new set of elephants also runs the
+fat-tree colouring's edge colouring, Hedera's demand estimate and the link matrix of a choice here. The
+simulator fills tens of thousands of small components per run, where numpy's per-round temporaries cost more
+than the arithmetic: the level-by-level rounds of ``metric._water_fill_csr`` are compiled too (ECMP on the
+paper's largest quick cell: 28 -> 11 s).
 
 Same result to the bit: each kernel performs the same IEEE operations in the same order as its reference
 (the heap pops entries in the same order because no key is in it twice, so the order of pops is the total order
