@@ -94,10 +94,12 @@ def _screen(prob: Problem, cand: np.ndarray, mat: np.ndarray, loads: np.ndarray,
     sidx = prob.fabric.spine_link_index()
     if sidx is not None:  # uniform 2-tier: option c of every inter-ToR flow is live spine c
         up, dn = sidx
-        u, v = prob.src_pos[cand], prob.dst_pos[cand]
         lu, ld = loads[up], loads[dn]  # (leaves, S)
-        best = np.maximum(lu[u], ld[v]).min(1) + 1  # the current option cannot win: its max is curmax
-        return best < curmax
+        # once per pair of ToRs (flows of rings share them: a few hundred pairs for thousands of flows)
+        leaves = lu.shape[0]
+        pair, at = np.unique(prob.src_pos[cand] * leaves + prob.dst_pos[cand], return_inverse=True)
+        best = np.maximum(lu[pair // leaves], ld[pair % leaves]).min(1) + 1  # the current option cannot win:
+        return best[at.reshape(-1)] < curmax  # its max is curmax
     chunks = _option_chunks(prob, cand)
     if chunks is None:
         return np.ones(len(cand), dtype=bool)

@@ -373,3 +373,25 @@ def test_the_links_of_the_options_of_some_flows(inst, seed):
         want[prob.option_links(f)] = True
     want[prob.dummy] = False
     assert np.array_equal(option_links_mask(prob, some), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(clos_instance(), st.integers(0, 2**31))
+def test_the_two_tier_screen_is_the_per_flow_test(inst, seed):
+    """The load-vector search's screen on a uniform 2-tier fabric, computed once per pair of ToRs: for each flow,
+    is some spine's max load + 1 below the largest load on its path?"""
+    from mlroute.routing.optimisers.mlroute.search import _screen
+
+    fab, flows = inst
+    prob = Problem(fab, flows)
+    if fab.spine_link_index() is None or not len(prob.inter):
+        return
+    choice = prob.initial_choice()
+    choice[prob.inter] = np.random.default_rng(seed).integers(0, prob.n_opts[prob.inter])
+    mat, loads = prob.link_matrix(choice), prob.loads(choice)
+    cand = prob.inter
+    curmax = loads[mat[cand]].max(1)
+    up, dn = fab.spine_link_index()
+    want = [int(np.maximum(loads[up[prob.src_pos[i]]], loads[dn[prob.dst_pos[i]]]).min()) + 1 < m
+            for i, m in zip(cand.tolist(), curmax.tolist())]
+    assert _screen(prob, cand, mat, loads, choice, curmax).tolist() == want
