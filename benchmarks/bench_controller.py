@@ -154,8 +154,8 @@ def cpu(fn, *args, yields=None):
 
 def new_flow(core, key, dpid, port):
     """A new-flow copy arrives and the resync loop runs: the counting rule is sent at once or by the resync."""
-    sent = core.new_transport_flow(key, dpid, port)
-    return len(sent or ()) + changes(core.sync())
+    sent, _ = core.new_transport_flow(key, dpid, port)
+    return len(sent) + changes(core.sync())
 
 
 def changes(steps):

@@ -111,6 +111,7 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
             lease_clock=time.monotonic, wall=time.time, rules=mlconfig.job_rules())
         self.core = ControllerCore(CONFIG, time.monotonic, metrics=metrics, pause=lambda: southbound.sleep(0),
                                    runner=runner, lease_clock=time.time if clustered else None, job_file=job_file)
+        self.resync_owed = True  # (a resync the loops owe the core: shell/loops.py's wake)
         self.core.metrics.estimate_ecmp_from(self.core.routing_json)  # evaluated when /metrics is scraped
         ignored = self.core.metrics.lldp_ignored
         guard = lldp_guard.LldpGuard(self.core.topology, lambda why: ignored.labels(why).inc(), time.monotonic)
@@ -140,7 +141,7 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
             dp.send_msg(request)
         self.connecting.want(dp.id, dp)
         self.ask_connected()
-        self.wake()
+        self.wake(resync=True)
 
     def _read_tables(self, dp, xids):
         """Ask a switch for mlroute's flow rules and its groups; the replies' xids go to ``xids``."""
@@ -157,8 +158,7 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
         if self.datapaths.get(dpid, ev.switch.dp) is not ev.switch.dp:
             return  # the old connection of a switch that has already reconnected
         self.datapaths.pop(dpid, None)
-        self.core.switch_left(dpid)
-        self.wake()
+        self.wake(self.core.switch_left(dpid))
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def datapath_dead(self, ev):
@@ -181,14 +181,12 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
     @set_ev_cls(topo_event.EventLinkAdd)
     def link_add(self, ev):
         s, d = ev.link.src, ev.link.dst
-        self.core.link_added(s.dpid, s.port_no, d.dpid, d.port_no)
-        self.wake()
+        self.wake(self.core.link_added(s.dpid, s.port_no, d.dpid, d.port_no))
 
     @set_ev_cls(topo_event.EventLinkDelete)
     def link_delete(self, ev):
         s, d = ev.link.src, ev.link.dst
-        self.core.link_deleted(s.dpid, s.port_no, d.dpid, d.port_no)
-        self.wake()
+        self.wake(self.core.link_deleted(s.dpid, s.port_no, d.dpid, d.port_no))
 
     @set_ev_cls([topo_event.EventPortAdd, topo_event.EventPortModify, topo_event.EventPortDelete])
     def port_change(self, ev):
@@ -197,8 +195,7 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
             self._cluster_port(ev.port.dpid, ev.port.port_no, live)
             if ev.port.dpid not in self.datapaths:
                 return  # the core knows only the switches this node leads
-        self.core.port_changed(ev.port.dpid, ev.port.port_no, live)
-        self.wake()
+        self.wake(self.core.port_changed(ev.port.dpid, ev.port.port_no, live))
 
     # -- packets and replies ---------------------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
@@ -212,8 +209,9 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
         self.core.metrics.packet_in.labels(kind).inc()
         if pkt is None:
             return  # LLDP is Ryu's topology app's business; anything else is not ours
-        self._send_actions(self.core.packet(pkt).actions, msg.data)
-        self.wake()
+        decision = self.core.packet(pkt)
+        self._send_actions(decision.actions, msg.data)
+        self.wake(decision.changed)
 
     def _new_transport_flow(self, msg):
         try:
@@ -222,20 +220,22 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
             LOG.warning("switch %s: undecodable new-flow packet-in skipped", msg.datapath.id)
             return
         self.core.metrics.packet_in.labels("newflow").inc()
-        for change in self.core.new_transport_flow(key, msg.datapath.id, msg.match["in_port"]):
+        changes, resync = self.core.new_transport_flow(key, msg.datapath.id, msg.match["in_port"])
+        for change in changes:
             self._send_change(msg.datapath, change)
-        self.wake()
+        self.wake(resync)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def flow_removed(self, ev):
         if ev.msg.cookie != COOKIE_FLOW:
             return
+        resync = False
         try:
-            self.core.counting_rule_removed(ev.msg.datapath.id, ofmsg.stats_fields(ev.msg),
-                                            deleted=ev.msg.reason == ev.msg.datapath.ofproto.OFPRR_DELETE)
+            resync = self.core.counting_rule_removed(ev.msg.datapath.id, ofmsg.stats_fields(ev.msg),
+                                                     deleted=ev.msg.reason == ev.msg.datapath.ofproto.OFPRR_DELETE)
         except (KeyError, TypeError, ValueError) as exc:
             LOG.warning("switch %s: flow-removed without a usable 5-tuple: %r", ev.msg.datapath.id, exc)
-        self.wake()
+        self.wake(resync)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_handler(self, ev):

@@ -32,7 +32,8 @@ class TrafficDecisions(CoreState):
         still = {ip for job in jobs for ip in job["hosts"]}
         self.monitor.job_ended({ip for job in self.jobs for ip in job["hosts"]} - still)
         self.jobs = list(jobs)
-        self.decide_now = self.dirty = self.incremental_next = True
+        self.incremental_next = True
+        self.request_decision()
 
     def expire_jobs(self) -> list[str]:
         """Jobs whose lease ran out without a renew end as if deleted (a crashed job holds no routes): their
@@ -102,7 +103,6 @@ class TrafficDecisions(CoreState):
 
     def _decision_inputs(self) -> tuple[te.TEInput, list]:
         """What a decision starting now is taken on (over the pins in force), and its keys."""
-        self.decide_now = False
         incremental, self.incremental_next = self.incremental_next, False
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
@@ -122,12 +122,10 @@ class TrafficDecisions(CoreState):
     def _decided(self, result: te.TEResult | None) -> te.TEResult:
         """The decision in flight ended (``result`` None: it failed or ran late, the routing in force stays):
         recorded, logged, and handed to every request it answers."""
-        previous_count, elephants, previous_pins = self._started
+        previous_count, elephants, _ = self._started
         if result is None:
             result = te.TEResult(False, elephants=elephants, reason="no decision (the optimiser failed or ran "
                                  "late): routing in force kept")
-        if self.te.pinned is not previous_pins and self.te.pinned != previous_pins:
-            self.dirty = True
         self._record(result, elephants)
         self.metrics.te_decisions.inc()
         if self.decisions.inflight is not None:

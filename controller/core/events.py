@@ -56,8 +56,10 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
     """What the controller knows (``CoreState``, set up from the validated configuration) and decides."""
 
     # -- switches, ports, links ---------------------------------------------------------------------------------
-    def switch_connected(self, dpid: int, live_ports: Iterable[int]) -> None:
-        """A switch (re)connected: its tables are read back before anything is sent to it."""
+    def switch_connected(self, dpid: int, live_ports: Iterable[int]) -> bool:
+        """A switch (re)connected: its tables are read back before anything is sent to it. Like every event
+        here that returns a bool: whether the desired state may have changed (the shell resyncs; switches whose
+        held rules changed outside a sync are the belief's stale ones, decisions wanted are queued)."""
         self.topology.add_switch(dpid, live_ports)
         self._graph = None
         self.connected.add(dpid)
@@ -68,7 +70,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         self.capabilities[dpid] = SwitchCapabilities(dpid)
         self.readback.start(dpid, None)  # asked for in its turn: readback_asked
         LOG.info("switch %s connected (%d live ports)", dpid, len(self.topology.ports[dpid]))
-        self.dirty = True
+        return True
 
     def readback_asked(self, dpid: int) -> None:
         """Its tables were asked for now (switches are asked a few at a time, connect_queue.py): the read-back's
@@ -76,13 +78,13 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         if self.readback.pending(dpid):
             self.readback.start(dpid, self.clock())
 
-    def switch_left(self, dpid: int) -> None:
+    def switch_left(self, dpid: int) -> bool:
         """The switch's OpenFlow connection is gone. It is not a topology change: the switch keeps forwarding
         with the rules it holds (fail mode secure), so its ports, links and hosts stay and nobody else's routes
         move; only link and port events of connected switches remove links (``link_deleted``)."""
         self.connection_lost(dpid)
         LOG.info("switch %s disconnected: keeping its links and hosts while it forwards on its own", dpid)
-        self.dirty = True
+        return True
 
     def connection_lost(self, dpid: int) -> None:
         self.connected.discard(dpid)
@@ -92,30 +94,33 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         self._forget_audit(dpid)
         self.metrics.forget_switch(dpid)
 
-    def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
-        if self.topology.add_link(src, src_port, dst, dst_port):
-            self._graph = None
-            self.dirty = True
+    def link_added(self, src: int, src_port: int, dst: int, dst_port: int) -> bool:
+        if not self.topology.add_link(src, src_port, dst, dst_port):
+            return False
+        self._graph = None
+        return True
 
-    def link_deleted(self, src: int, src_port: int, dst: int, dst_port: int) -> None:
+    def link_deleted(self, src: int, src_port: int, dst: int, dst_port: int) -> bool:
         if src not in self.connected or dst not in self.connected:
-            return  # discovery cannot see through a disconnected switch; its port events will tell on reconnect
-        if self.topology.remove_link(src, src_port, dst, dst_port):
-            LOG.info("link %s:%s -> %s:%s down", src, src_port, dst, dst_port)
-            self._graph = None
-            self.dirty = True
+            return False  # discovery cannot see through a disconnected switch; its port events tell on reconnect
+        if not self.topology.remove_link(src, src_port, dst, dst_port):
+            return False
+        LOG.info("link %s:%s -> %s:%s down", src, src_port, dst, dst_port)
+        self._graph = None
+        return True
 
-    def port_changed(self, dpid: int, port: int, live: bool) -> None:
+    def port_changed(self, dpid: int, port: int, live: bool) -> bool:
         if live:
             self.topology.port_up(dpid, port)
         else:
             self.topology.port_down(dpid, port)
         self._graph = None
-        self.dirty = True
+        return True
 
     # -- packets and flows --------------------------------------------------------------------------------------
     def packet(self, pkt: PacketIn) -> Decision:
-        """An ARP/IPv4 packet-in: learn its sender, answer ARP (the shell sends the decision's actions)."""
+        """An ARP/IPv4 packet-in: learn its sender, answer ARP (the shell sends the decision's actions; hosts
+        changed, ``decision.changed``: it resyncs)."""
         decision = self.packet_in.handle(pkt)
         if pkt.src_ip:
             self.ageing.heard_from(pkt.src_ip, pkt.dpid, pkt.in_port, pkt.eth_src)
@@ -123,13 +128,15 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             host = self.topology.hosts[pkt.src_ip]
             LOG.info("host %s (%s) at switch %s port %s", host.ip, host.mac, host.dpid, host.port)
             if pkt.src_ip in self.jobs_by_host():
-                self.decide_now = self.incremental_next = True  # a declared job's host: its sends can be routed now
+                self.incremental_next = True  # a declared job's host: its sends can be routed now
+                self.request_decision()
         self._hosts_decided(decision)
         return decision
 
     def housekeeping(self) -> Decision:
         """Periodic: settle pending host moves by the clock (probes to resend, moves confirmed), probe silent
-        hosts and forget those that did not answer (host_ageing.py); the shell sends the decision's actions."""
+        hosts and forget those that did not answer (host_ageing.py); the shell sends the decision's actions and
+        resyncs when hosts changed (``decision.changed``)."""
         decision = self.packet_in.tick()
         self._release_refused()
         probes, expired = self.ageing.tick()
@@ -140,7 +147,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
                          "unanswered", host.ip, host.mac, host.dpid, host.port, self.ageing.age_after_s,
                          self.ageing.probes)
                 self.metrics.hosts_aged.inc()
-                self.dirty = True
+                decision.forgotten.append(host)
         self._hosts_decided(decision)
         return decision
 
@@ -156,8 +163,6 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             self.metrics.packet_in.labels("refused_claim").inc()
         for limited in decision.limited:
             self._host_limited(limited)
-        if decision.changed:
-            self.dirty = True
 
     def _host_limited(self, limited: Limited) -> None:
         """A new address refused by the learning limits: counted, logged once per port per minute."""
@@ -168,74 +173,76 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
                         "are counted in mlroute_hosts_refused_total, logged again in %.0f s", limited.why, c.dpid,
                         c.port, c.ip, c.mac, self._limited_log.period_s)
 
-    def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> list[Change]:
+    def new_transport_flow(self, key: FlowKey, dpid: int, in_port: int) -> tuple[list[Change], bool]:
         """First packet of a TCP/UDP flow at its ingress: its counting rule, to send at once (not with the next
-        resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow."""
+        resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow. With
+        whether a resync is wanted (the rule left to it, or the flow's host pair counted whole from now on)."""
         self.ageing.heard_from(key.src_ip, dpid, in_port)
-        counted = self._account(key, dpid, in_port)
+        counted, whole = self._account(key, dpid, in_port)
         if counted is None:
-            return []
+            return [], whole
         held = self.installed.get(dpid)
         if held is None or self.recovering() or self.syncing:  # (a sync paused mid-way would overwrite it)
-            self.dirty = True  # the switch's tables are not known yet: the resync will add it
-            return []
+            return [], True  # the switch's tables are not known yet: the resync adds it
         graph = self.live_graph() if self.te.pinned else nx.Graph()
         rule = te_rules.counting_rule(graph, counted, dpid, in_port, self.te.pinned,
                                       self.config["te"]["flow_idle_timeout_s"])
-        if not self._may_send_counting_rule(dpid, held, rule):
-            return []
+        if (dpid, _rule_id(rule)) in self.belief.refusals:
+            return [], whole  # refused lately: uncounted until the hold is over
+        if dpid in self.pacing and self.pace(dpid) > 0:
+            return [], True  # its flow-mod budget is spent: the paced resync sends it, after what matters more
+        if not self._room_for_counting_rule(dpid, held, rule):
+            return [], whole
         change = Change("modify" if rule.key in held.flows else "add", rule)
         held.add_flow(rule)
         self.metrics.rule_changes.inc()
-        return [change]
+        return [change], whole
 
-    def _account(self, key: FlowKey, dpid: int, in_port: int) -> FlowKey | None:
+    def _account(self, key: FlowKey, dpid: int, in_port: int) -> tuple[FlowKey | None, bool]:
         """The key a new flow's copy is counted by from now on (its 5-tuple, or its host pair: ``_counted_as``,
         or past the new-flow budget), or None when nothing changes: a copy already in flight, a flow of a pair
-        counted whole, or a flow left on ECMP uncounted (past the budget and the pair caps)."""
+        counted whole, or a flow left on ECMP uncounted (past the budget and the pair caps); with whether a host
+        pair is counted whole from now on (a resync installs its rule)."""
+        whole = False
         if key not in self.accounting:
-            key = self._counted_as(key, dpid, in_port)
+            key, whole = self._counted_as(key, dpid, in_port)
         if key in self.accounting:
-            return key if self.accounting.observe(key, dpid, in_port) else None
+            return (key if self.accounting.observe(key, dpid, in_port) else None), whole
         if not (key.is_pair or self.new_flow_budget.take()):  # past the budget: its host pair counted whole
+            new = pair_key(key) not in self.accounting
             pair = self._whole_pair(key, dpid, in_port, "the new-flow budget (te.new_flows_per_s) is spent")
             if pair is None:
                 self.metrics.packet_in.labels("newflow_over_budget").inc()
-                return None
-            key = pair
-        return key if self.accounting.observe(key, dpid, in_port) else None
+                return None, whole
+            key, whole = pair, whole or new
+        return (key if self.accounting.observe(key, dpid, in_port) else None), whole
 
-    def _may_send_counting_rule(self, dpid: int, held: SwitchRules, rule: FlowRule) -> bool:
-        """A counting rule goes out now unless the switch refused it lately (uncounted until the hold is over),
-        its flow-mod budget is spent (the paced resync sends it, after what matters more), or its table has no
-        room (the flow stays on ECMP, uncounted)."""
-        if (dpid, _rule_id(rule)) in self.belief.refusals:
-            return False
-        if dpid in self.pacing and self.pace(dpid) > 0:
-            self.dirty = True
-            return False
-        room = self._limits_of(dpid).get(rule.table) if self.full_at or self._small else None
+    def _room_for_counting_rule(self, dpid: int, held: SwitchRules, rule: FlowRule) -> bool:
+        """Whether the counting rule's table has room (else the flow stays on ECMP, uncounted)."""
+        room = self._limits_of(dpid).get(rule.table) if self.belief.full or self._small else None
         if room is not None and rule.key not in held.flows and not table_budget.has_room(held, rule.table, room):
             self.metrics.flows_uncounted.labels("table_full").inc()
             return False
         return True
 
-    def _counted_as(self, key: FlowKey, dpid: int, in_port: int) -> FlowKey:
+    def _counted_as(self, key: FlowKey, dpid: int, in_port: int) -> tuple[FlowKey, bool]:
         """The key a new flow is counted by: its own 5-tuple, or its host pair where the ingress table is too
         tight for one entry per flow (table_budget.tight: the last entries count whole pairs) or the pair opens
-        new flows faster than te.pair_new_flows_per_s (pair_rates.py; within the pair caps)."""
+        new flows faster than te.pair_new_flows_per_s (pair_rates.py; within the pair caps); and whether that
+        pair is counted whole from now on by this flow (its rule goes in with a resync)."""
         held = self.installed.get(dpid)
-        if held is not None and (self.full_at or self._small):
+        if held is not None and (self.belief.full or self._small):
             room = self._limits_of(dpid).get(TABLE_CLASSIFY)
             if room is not None and table_budget.tight(held, TABLE_CLASSIFY, room):
                 pair = pair_key(key)
                 if pair not in self.accounting:
                     self.metrics.flows_by_pair.inc()
-                return pair
+                return pair, False
         if self.pair_rates.new_flow(key.src_ip, key.dst_ip):
-            return self._whole_pair(key, dpid, in_port, "it opens new flows faster than te.pair_new_flows_per_s") \
-                or key
-        return key
+            new = pair_key(key) not in self.accounting
+            whole = self._whole_pair(key, dpid, in_port, "it opens new flows faster than te.pair_new_flows_per_s")
+            return (key, False) if whole is None else (whole, new)
+        return key, False
 
     def _whole_pair(self, key: FlowKey, dpid: int, in_port: int, why: str) -> FlowKey | None:
         """``key``'s host pair, counted whole from now on at this ingress (one rule for all its flows, above the
@@ -255,15 +262,14 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         for k in folded:
             self.accounting.removed(k, dpid)
         if folded:
-            self._stale.add(dpid)  # diffed whole: rules sent since the last sync are not in the plan yet
+            self.belief.mark_stale(dpid)  # diffed whole: rules sent since the last sync are not in the plan yet
         if self._pair_log.due((dpid, in_port)):
             LOG.info("host pair %s -> %s counted whole at switch %s port %s (%s); %d of its flows' rules folded "
                      "in; further pairs at this port are counted in mlroute_flows_counted_by_pair_total",
                      pair.src_ip, pair.dst_ip, dpid, in_port, why, len(folded))
-        self.dirty = True
         return pair
 
-    def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any], deleted: bool = False) -> None:
+    def counting_rule_removed(self, dpid: int, fields: Mapping[str, Any], deleted: bool = False) -> bool:
         """The switch removed a counting rule (idle timeout): the flow leaves accounting. ``fields`` are the
         rule's match fields (flowkey.MATCH_FIELDS); ValueError / KeyError / TypeError if they name no flow.
         ``deleted``: removed by a delete, not by a timeout; one mlroute did not send (it still believes the rule
@@ -271,16 +277,17 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         its rule is put back (``_deleted_elsewhere``)."""
         key = key_from_fields(fields)
         if deleted and self._deleted_elsewhere(dpid, key, fields.get("in_port")):
-            return
+            return False  # (the switch is stale: resynced)
         self.recovered.forget(key)  # a pin read back for it is moot (it stayed in the list, checked every poll)
-        if self.accounting.removed(key, dpid):
-            sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
-            state = self.monitor.flows.get(key)
-            if state is not None and state.sampled:
-                self._sflow_pinned.discard(key)  # samples still tell its rate; still pinned, it gets one again
-            elif self.monitor.forget(key) and state is not None and state.elephant:
-                self.decide_now = True  # an elephant ended: the others may use what it leaves, now
-            self.dirty = True
+        if not self.accounting.removed(key, dpid):
+            return False
+        sync.forget_counting_rule(self.installed.get(dpid), key, fields.get("in_port"))
+        state = self.monitor.flows.get(key)
+        if state is not None and state.sampled:
+            self._sflow_pinned.discard(key)  # samples still tell its rate; still pinned, it gets one again
+        elif self.monitor.forget(key) and state is not None and state.elephant:
+            self.request_decision()  # an elephant ended: the others may use what it leaves, now
+        return True
 
     def _deleted_elsewhere(self, dpid: int, key: FlowKey, in_port: int | None) -> bool:
         """A counting rule deleted while mlroute believes it installed: not the flow's end but a wipe. The
@@ -296,9 +303,8 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             return False  # mlroute deleted it (or never had it)
         del held.flows[rule_key]
         self._restoring.setdefault(dpid, {})[key] = self.clock()
-        self._stale.add(dpid)
+        self.belief.mark_stale(dpid)
         self.audit.urgent(dpid)
-        self.dirty = True
         return True
 
     def _restoring_at(self, dpid: int, samples: list[FlowSample]) -> set[FlowKey]:
@@ -367,13 +373,12 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
                 gc.enable()
 
     def _sync(self) -> list[Step]:
-        self.dirty = False
         self.syncs_started += 1
         if self._audited:
             self._judge_audits()
         graph = self._inputs_settled()
         flows = self.accounting.take_changed()
-        stale, self._stale = self._stale, set()
+        stale = self.belief.take_stale()
         changed = self.plan.update(self.topology, graph, self.tiers, self.accounting, self.te.pinned, flows,
                                    copy=self.flow_copy)
         desired = self.plan.desired  # equals sync.desired_state(...) of these inputs (the property test)
@@ -392,8 +397,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
             keep = self.recovered.forwarding if self.tiers is None or not self.tiers.is_clos else ()
             # keeps what the switches hold, for now, except rules into ports that are down
             steps = sync.additions_only(steps, self.installed, keep, self.topology.ports)
-            self._stale |= set(ready) | changed  # the rest follows once recovery is over
-            self.dirty = True
+            self.belief.mark_stale(*ready, *changed)  # the rest follows once recovery is over
         else:
             self._believe(steps, ready, only, desired)
         sent = sum(len(s.changes) for s in steps)
@@ -425,14 +429,11 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         fresh = graph is not self._settled_graph  # (a decision or a packet-in may have read it first)
         self._settled_graph = graph
         self.settle_tiers(graph)
-        if self.decide_now or fresh and sync.pinned_paths_broken(self.te.pinned, graph):
-            # a job event, or a failure under an elephant: decide now, not at the next period (the decision loop
-            # takes the request; without a worker it is decided here, and this sync installs it)
-            self.decide_now = False
-            self.request_decision()
-            if self.runner is None:
-                self.decision_tick()
-                self.dirty = False
+        if fresh and sync.pinned_paths_broken(self.te.pinned, graph):
+            self.request_decision()  # a failure under an elephant: decided now, not at the next period
+        if self.runner is None and self.decisions.queued is not None:
+            # the decision loop takes a request; without a worker it is decided here too, and this sync installs it
+            self.decision_tick()
         if self.sflow is not None:
             self._sflow_pins()
         return graph
@@ -456,7 +457,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         before = len(self.te.pinned)
         self._restore_pins(keys)
         kept = len(self.te.pinned) - before
-        self.decide_now = True
+        self.request_decision()
         LOG.info("cluster takeover: every switch read back %.2f s after it began: recovery over, %d pinned elephants "
                  "kept, %d to route again", now - self.warm_since, kept, len(keys) - kept)
 

@@ -89,7 +89,6 @@ class CoreState:
         self.leases = JobLeases(lease_clock or clock)  # per-job REST declarations' leases (in the job entries)
         self.job_file = job_file
         self._jobs: list[dict] = job_file.restore() if job_file is not None else list(config["jobs"])
-        self.decide_now = False  # a job event (jobs declared, a declared host learned, an elephant ended)
         # the next decision is a job's arrival: its newcomers may be placed beside the pins without the full search
         self.incremental_next = False
         rest = config["rest"]
@@ -114,8 +113,6 @@ class CoreState:
         self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
         self._short_log = LogThrottle(lambda: self.clock())
         self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
-        # dpid -> table -> (entries it held when it answered TABLE_FULL, when): its capacity for REFUSED_HOLD_S
-        self.full_at: dict[int, dict[int, tuple[int, float]]] = {}
         self._small = False  # some switch has a table with a known small capacity (the budget applies)
         self.profile_entries = [switch_profiles.entry_from(v) for v in config["switches"]]
         self.profiles: dict[int, switch_profiles.Profile] = {}  # dpid -> the profile in force (once described)
@@ -128,11 +125,10 @@ class CoreState:
         self.recovered = Recovered()  # what the switches' tables say (restart: hosts, counting rules, pins)
         self.recovery_ends = clock() + max(RECOVERY_MIN_S, 3 * tecfg["poll_interval_s"])
         self.found_state = False  # some switch already held mlroute rules when read back
-        self.dirty = False
         # the desired state, kept per event (plan_state.py): the live graph is rebuilt only after a topology
         # event, the plan is told which accounting keys changed, and only the switches whose desired rules
-        # changed (or whose installed state changed outside sync: _stale) are diffed, so an event costs what
-        # it changes
+        # changed (or whose installed state changed outside a sync: the belief's stale ones) are diffed, so an
+        # event costs what it changes
         self.flow_copy = NewFlowCopy.from_config(tecfg)  # per switch once it says what it is (flowcopy.py)
         self.plan = PlanState(stagger=tecfg["ecmp_stagger"], idle_timeout=tecfg["flow_idle_timeout_s"],
                               pause=pause, copy=self.flow_copy)
@@ -140,7 +136,6 @@ class CoreState:
         self._graph: nx.Graph | None = None
         self._settled_graph: nx.Graph | None = None  # the live graph the last sync planned on
         self._tiers_of: tuple[nx.Graph, frozenset[int]] | None = None  # the graph and host switches tiers are of
-        self._stale: set[int] = set()
         self._worker_waited_since: float | None = None  # decisions wanted, the optimiser worker not ready
         self.warm: set[int] = set()  # a warm takeover's switches not all read back yet (begin_recovery)
         self.warm_since = 0.0

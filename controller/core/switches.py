@@ -39,7 +39,7 @@ class SwitchTables(CoreState):
     """What the core knows of each switch's tables, and how it keeps that belief honest."""
 
     def _forget_audit(self, dpid: int) -> None:
-        self.full_at.pop(dpid, None)
+        self.belief.full.pop(dpid, None)
         self.belief.over_budget.pop(dpid, None)
         self._polled.pop(dpid, None)
         self.audit.forget(dpid)
@@ -73,7 +73,7 @@ class SwitchTables(CoreState):
             self._group_gone(dpid, rule)
         if why == "TABLE_FULL" and isinstance(rule, FlowRule):  # what it holds is what that table takes
             count = table_budget.table_counts(held).get(rule.table, 0)
-            self.full_at.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
+            self.belief.full.setdefault(dpid, {})[rule.table] = (count + table_budget.headroom(count), self.clock())
         self.belief.refusal(dpid, _rule_id(rule), self.clock(), f"{kind}/{why}", change)
         self.metrics.rules_refused.set(len(self.belief.refusals))
         if self._refusal_log.due((dpid, kind, why)):
@@ -86,7 +86,8 @@ class SwitchTables(CoreState):
                          sw_desc: str | None = None) -> str | None:
         """A switch's OpenFlow description arrived: with ``te.flow_copy: auto`` an Open vSwitch marks new flows
         seen itself, any other switch copies them with plain OpenFlow 1.3. Returns an error to log when the
-        configured policy cannot work on that switch."""
+        configured policy cannot work on that switch. (Its profile, copy policy and spreading shape the plan:
+        the shell resyncs after it.)"""
         caps = self.capabilities.setdefault(dpid, SwitchCapabilities(dpid))
         caps.manufacturer, caps.hardware, caps.software = mfr_desc, hw_desc, sw_desc
         had = self.selects(dpid)
@@ -102,7 +103,6 @@ class SwitchTables(CoreState):
                                         else profile.flow_copy == "learn")
         if copy is not self.flow_copy:
             self.flow_copy = copy
-            self.dirty = True
         if self.flow_copy.mode == "auto":
             LOG.info("switch %s (%s / %s): profile %s, new flows copied %s", dpid, mfr_desc, hw_desc, profile.name,
                      "once (Open vSwitch learn)" if copy.learns(dpid) else "with plain OpenFlow 1.3")
@@ -132,7 +132,7 @@ class SwitchTables(CoreState):
         if rules is not None and dpid in self.connected:
             self.installed[dpid] = rules
             self.belief.first_hand(dpid)
-            self._stale.add(dpid)
+            self.belief.mark_stale(dpid)
             self.found_state = self.found_state or bool(rules.flows)
             for key, in_port in self.recovered.read(dpid, rules.flows.values()).items():
                 if key not in self.accounting:
@@ -141,7 +141,6 @@ class SwitchTables(CoreState):
             self.audit.checked(dpid)
             LOG.info("switch %s: %d mlroute rules and %d groups read back", dpid, len(rules.flows),
                      len(rules.groups))
-            self.dirty = True
 
     def readback_overdue(self) -> list[int]:
         """Switches that did not report their tables in time: the shell wipes mlroute's rules there."""
@@ -151,8 +150,7 @@ class SwitchTables(CoreState):
                         READBACK_TIMEOUT_S)
             self.installed[dpid] = SwitchRules()
             self.belief.first_hand(dpid)  # (wiped: nothing believed, nothing pending)
-            self._stale.add(dpid)
-            self.dirty = True
+            self.belief.mark_stale(dpid)
         return late
 
     def table_features(self, dpid: int, max_entries: Mapping[int, int]) -> None:
@@ -183,27 +181,27 @@ class SwitchTables(CoreState):
     def _spreading_changed(self, dpid: int, had: bool) -> None:
         if self.selects(dpid) != had:
             LOG.info("switch %s: ECMP by %s", dpid, "SELECT groups" if not had else "plain entries (no groups)")
-            self._stale.add(dpid)
-            self.dirty = True
+            self.belief.mark_stale(dpid)
 
-    def table_stats(self, dpid: int, active: Mapping[int, int]) -> None:
+    def table_stats(self, dpid: int, active: Mapping[int, int]) -> bool:
         """The switch's table stats (polled): its fill, and whether a table holds fewer entries than the
-        controller's permanent rules there (a table wiped while connected: audit it now)."""
+        controller's permanent rules there (a table wiped while connected: audit it now; True, the shell's
+        resync loop comes round to start it)."""
         caps = self.capabilities.get(dpid)
         if caps is None or dpid not in self.connected:
-            return
+            return False
         caps.active, caps.active_at = {t: n for t, n in active.items() if t in TABLES_USED}, self.clock()
         self.metrics.table_entries_of(dpid, caps.active)
         if dpid not in self.installed or self.readback.pending(dpid) or self.audit.out(dpid):
-            return
+            return False
         short = table_short(caps.active, self._permanent_counts(dpid))
         if short:
             self.audit.urgent(dpid)
-            self.dirty = True
             if self._short_log.due(dpid):
                 LOG.warning("switch %s: %s %s fewer entries than mlroute installed there: reading it back now",
                             dpid, "table" if len(short) == 1 else "tables", ", ".join(map(str, short)) +
                             (" holds" if len(short) == 1 else " hold"))
+        return bool(short)
 
     def _permanent_counts(self, dpid: int) -> dict[int, int]:
         """Per table, the believed rules without an idle timeout (a counting rule may have just timed out).
@@ -235,7 +233,7 @@ class SwitchTables(CoreState):
         profile = self.profiles.get(dpid)
         for table, n in profile.table_capacity.items() if profile is not None else ():
             capacity[table] = min(n, capacity.get(table, n))
-        for table, (held, _) in self.full_at.get(dpid, {}).items():
+        for table, (held, _) in self.belief.full.get(dpid, {}).items():
             capacity[table] = min(held, capacity.get(table, held))
         return {t: table_budget.limit(n) for t, n in capacity.items()
                 if t in TABLES_USED and n < table_budget.UNBOUNDED}
@@ -278,10 +276,12 @@ class SwitchTables(CoreState):
         """The shell sent every change of the sync numbered ``started`` (``syncs_started`` when it began)."""
         self.synced = max(self.synced, started)
 
-    def sent_since(self, sync_round: int) -> dict[int, int] | None:
+    def sent_since(self, sync_round: int, resync_owed: bool) -> dict[int, int] | None:
         """Once everything desired when ``sync_round`` syncs had started has been sent (a later sync sent in full,
-        or nothing changed since and no sync is under way): the belief's marks to confirm. None before."""
-        if self.synced > sync_round or (not self.dirty and self.synced == self.syncs_started):
+        or nothing changed since, ``resync_owed`` false and no switch stale, and no sync is under way): the
+        belief's marks to confirm. None before."""
+        if self.synced > sync_round or (not resync_owed and not self.belief.any_stale
+                                        and self.synced == self.syncs_started):
             return self.belief.marks()
         return None
 
@@ -293,16 +293,18 @@ class SwitchTables(CoreState):
         """Connected switches with changes sent after their last barrier: the shell sends each one."""
         return [d for d in self.belief.unfenced() if d in self.connected]
 
-    def audit_flows(self, dpid: int, flows: list[FlowRule]) -> None:
-        self._audit_read(dpid, self.audit.flows_read(dpid, flows))
+    def audit_flows(self, dpid: int, flows: list[FlowRule]) -> bool:
+        """An audit's flow read-back; True once the audit is whole (judged by the next resync)."""
+        return self._audit_read(dpid, self.audit.flows_read(dpid, flows))
 
-    def audit_groups(self, dpid: int, groups: list[GroupRule]) -> None:
-        self._audit_read(dpid, self.audit.groups_read(dpid, groups))
+    def audit_groups(self, dpid: int, groups: list[GroupRule]) -> bool:
+        return self._audit_read(dpid, self.audit.groups_read(dpid, groups))
 
-    def _audit_read(self, dpid: int, held: SwitchRules | None) -> None:
-        if held is not None and dpid in self.installed:
-            self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
-            self.dirty = True
+    def _audit_read(self, dpid: int, held: SwitchRules | None) -> bool:
+        if held is None or dpid not in self.installed:
+            return False
+        self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
+        return True
 
     def change_sent(self, dpid: int, change: Change) -> None:
         """The shell sent a rule change: pending until the switch answers a barrier sent after it (``barriers_due``),
@@ -325,9 +327,8 @@ class SwitchTables(CoreState):
         for gid in gone:
             del held.groups[gid]
         if gone:
-            self._stale.add(dpid)
+            self.belief.mark_stale(dpid)
             self.audit.urgent(dpid)
-            self.dirty = True
 
     def _release_waiting_for(self, dpid: int, group_id: int) -> None:
         """Flows ``dpid`` refused because group ``group_id`` was missing are sent again after it, not held
@@ -337,8 +338,7 @@ class SwitchTables(CoreState):
         if not self.belief.refusals:  # (called for every group sent: a first install sends thousands, none refused)
             return
         if self.belief.release_waiting_for_group(dpid, group_id, self.clock(), REFUSED_HOLD_S):
-            self._stale.add(dpid)  # diffed in full at the next sync, after the group's step
-            self.dirty = True
+            self.belief.mark_stale(dpid)  # diffed in full at the next sync, after the group's step
             self.metrics.rules_refused.set(len(self.belief.refusals))
 
     def _judge_audits(self) -> None:
@@ -357,7 +357,7 @@ class SwitchTables(CoreState):
             if not findings:
                 continue
             findings.apply(belief)
-            self._stale.add(dpid)
+            self.belief.mark_stale(dpid)
             self._static_counts.pop(dpid, None)
             for kind, n in findings.counts().items():
                 if n:
@@ -369,13 +369,12 @@ class SwitchTables(CoreState):
         """Refused changes whose hold is over are tried again, and so are those the table budget held back:
         their switches are diffed in full."""
         now = self.clock()
-        for tables in self.full_at.values():  # a table that said TABLE_FULL: its room is tried again
+        for tables in self.belief.full.values():  # a table that said TABLE_FULL: its room is tried again
             for table in [t for t, (_, when) in tables.items() if now - when >= REFUSED_HOLD_S]:
                 del tables[table]
         again = set(self.belief.over_budget) | self.belief.release_refusals(now, REFUSED_HOLD_S)
         if again:
-            self._stale |= again
-            self.dirty = True
+            self.belief.mark_stale(*again)
         self.metrics.rules_refused.set(len(self.belief.refusals))
 
     def _without_refused(self, steps: list[Step]) -> list[Step]:

@@ -111,11 +111,12 @@ class Decision:
     moved: list[Host] = field(default_factory=list)  # Hosts whose pending move was confirmed (probe unanswered)
     refused: list[Refused] = field(default_factory=list)  # Refused claims, reported once per REFUSAL_HOLD_S: log them
     limited: list[Limited] = field(default_factory=list)  # new addresses past the learning limits: count them
+    forgotten: list[Host] = field(default_factory=list)  # Hosts aged out (silent, probes unanswered)
 
     @property
     def changed(self) -> bool:
         """Hosts changed: the forwarding plan must be recomputed."""
-        return self.learned or bool(self.moved)
+        return self.learned or bool(self.moved) or bool(self.forgotten)
 
 
 @dataclass

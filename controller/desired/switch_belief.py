@@ -12,7 +12,8 @@ asked.
 A switch whose profile has no barriers confirms at send: nothing else could.
 
 What is held back from a switch is recorded here too: a change it refused (an error naming it), not sent again
-for a hold (a full table stays full), and the additions its table budget has no room for.
+for a hold (a full table stays full), the additions its table budget has no room for and the tables that said
+they are full; and which switches hold something the last plan did not put there (stale: diffed whole next).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class SwitchBelief:
         self.refusals: dict[tuple[int, RuleId], tuple[float, str, Change]] = {}
         self._released_early: dict[tuple[int, RuleId], float] = {}  # refused for want of a group, freed by its re-add
         self.over_budget: dict[int, dict[RuleId, Change]] = {}  # dpid -> additions its tables have no room for
+        # dpid -> table -> (entries it held when it answered TABLE_FULL, when): that table's capacity for a while
+        self.full: dict[int, dict[int, tuple[int, float]]] = {}
+        self._stale: set[int] = set()  # switches whose held rules changed outside a sync (see :meth:`mark_stale`)
 
     # -- what was sent and what the switch answered --------------------------------------------------------------
     def planned(self, dpid: int, changes: list[Change]) -> None:
@@ -138,6 +142,22 @@ class SwitchBelief:
         confirmed = len(journal.pending) - len(keep)
         journal.pending = keep
         return confirmed
+
+    # -- changed outside a sync -------------------------------------------------------------------------------------
+    def mark_stale(self, *dpids: int) -> None:
+        """What these switches hold changed outside a sync (read back, audited, a wipe, a group lost, held-back
+        changes released, their way of spreading changed): the next sync diffs them whole, not only where the
+        plan changed."""
+        self._stale.update(dpids)
+
+    @property
+    def any_stale(self) -> bool:
+        return bool(self._stale)
+
+    def take_stale(self) -> set[int]:
+        """The stale switches, for the sync that diffs them whole now; none after."""
+        stale, self._stale = self._stale, set()
+        return stale
 
     # -- held back: refused by the switch, or over its table budget ------------------------------------------------
     def refusal(self, dpid: int, rule_id: RuleId, at: float, why: str, change: Change) -> None:

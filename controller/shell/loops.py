@@ -31,8 +31,13 @@ class AppLoops:
     """The loops and the sending of MlrouteApp (controller/app.py)."""
 
     # -- loops -----------------------------------------------------------------------------------------------
-    def wake(self, decide=False):
-        if self.core.dirty:
+    def wake(self, resync=False, decide=False):
+        """The loops, told what an event requires: a resync (``resync``: the desired state may have changed; or a
+        switch the belief holds stale), a decision (``decide``; or one queued or in flight). What is owed stays
+        owed until the resync loop takes it."""
+        if resync:
+            self.resync_owed = True
+        if self.resync_owed or self.core.belief.any_stale:
             self._wake.set()
         if decide or self.core.decisions.busy:
             self._decide.set()
@@ -45,7 +50,7 @@ class AppLoops:
             self._decide.clear()
             try:
                 if self.core.decision_tick() is not None:
-                    self.wake()
+                    self.wake(resync=True)  # its pins, if they changed
             except Exception:
                 LOG.exception("TE decision failed; continuing")
                 southbound.sleep(0.5)
@@ -53,20 +58,21 @@ class AppLoops:
     def _resync_loop(self):
         while True:
             self._wake.wait(timeout=1.0)
-            if self.writes_held():  # stays dirty: synced once ZooKeeper confirms the lead (shell/cluster.py)
+            if self.writes_held():  # stays owed: synced once ZooKeeper confirms the lead (shell/cluster.py)
                 southbound.sleep(0.1)
                 continue
             self._wake.clear()
             try:
                 self._wipe_unread()
-                if self.core.dirty:
+                if self.resync_owed or self.core.belief.any_stale:
+                    self.resync_owed = False  # (events while it runs owe another)
                     self.resync()
                 self.confirm_sent()  # (changes sent outside a resync too: new flows' counting rules)
                 self.ask_connected()  # (a switch that did not answer frees its turn)
                 self.start_audits()
             except Exception:
                 LOG.exception("resync failed; will retry")
-                self.core.dirty = True
+                self.resync_owed = True
                 southbound.sleep(0.5)
 
     def start_audits(self):
@@ -105,7 +111,7 @@ class AppLoops:
         marks = None
         while True:
             if marks is None:
-                marks = self.core.sent_since(sync_round)
+                marks = self.core.sent_since(sync_round, self.resync_owed)
             if marks is not None and self.core.confirmed_upto(marks):
                 return True
             if time.monotonic() >= deadline:
@@ -210,11 +216,12 @@ class AppLoops:
                     if dpid in self.datapaths:
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
-                self._send_actions(self.core.housekeeping().actions)  # host-move probes and their timeouts
+                hosts = self.core.housekeeping()
+                self._send_actions(hosts.actions)  # host-move probes and their timeouts
                 self._expire_jobs()
                 self.core.request_decision()  # taken by the decision loop
                 self.core.metrics.set_link_utilisation(self.links_json())
-                self.wake(decide=True)
+                self.wake(resync=hosts.changed, decide=True)
             except Exception:
                 LOG.exception("poll failed; continuing")
 

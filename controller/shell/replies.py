@@ -29,13 +29,14 @@ class SwitchReplies:
             return  # more parts to come
         if readback:
             rules = [ofmsg.rule_from_stats(dpid, s) for s in entries]
+            audited = False
             if self._audit_xids.pop(msg.xid, None) is not None:
-                self.core.audit_flows(dpid, rules)
+                audited = self.core.audit_flows(dpid, rules)
             else:
                 self._readback_xids.pop(msg.xid, None)
-                self.core.flows_read_back(dpid, rules)
+                self.core.flows_read_back(dpid, rules)  # (the switch is stale once read back whole)
                 self._answered_connect(dpid)
-            return self.wake()
+            return self.wake(resync=audited)
         self.core.flow_stats(dpid, entries)
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
@@ -56,11 +57,12 @@ class SwitchReplies:
         entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
         if entries is None:
             return
+        audited = False
         if self._audit_xids.pop(msg.xid, None) == dpid:
-            self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
+            audited = self.core.audit_groups(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
         elif self._readback_xids.pop(msg.xid, None) == dpid:
             self.core.groups_read_back(dpid, [ofmsg.group_from_desc(dpid, g) for g in entries])
-        self.wake()
+        self.wake(resync=audited)
 
     @set_ev_cls([ofp_event.EventOFPTableFeaturesStatsReply, ofp_event.EventOFPTableStatsReply], MAIN_DISPATCHER)
     def table_reply(self, ev):
@@ -69,12 +71,13 @@ class SwitchReplies:
         entries = self.assembler.feed(dpid, msg.xid, list(msg.body), bool(msg.flags & ofmsg.REPLY_MORE))
         if entries is None:
             return
+        audit_now = False
         if isinstance(ev, ofp_event.EventOFPTableStatsReply):
-            self.core.table_stats(dpid, ofmsg.table_counts(entries))
+            audit_now = self.core.table_stats(dpid, ofmsg.table_counts(entries))
         else:
             self.core.table_features(dpid, ofmsg.table_capacities(entries))
             self._answered_connect(dpid)
-        self.wake()
+        self.wake(resync=audit_now)
 
     @set_ev_cls(ofp_event.EventOFPGroupFeaturesStatsReply, MAIN_DISPATCHER)
     def group_features_reply(self, ev):
@@ -92,4 +95,4 @@ class SwitchReplies:
         problem = self.core.switch_described(ev.msg.datapath.id, *ofmsg.description(ev.msg.body))
         if problem:
             LOG.error("%s", problem)
-        self.wake()
+        self.wake(resync=True)  # its profile, copy policy and spreading shape the plan

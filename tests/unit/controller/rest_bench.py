@@ -45,7 +45,7 @@ class RestApp:
         steps = self.core.sync()
         assert not any(step.changes for step in steps)
         self.core.sync_sent(self.core.syncs_started)
-        marks = self.core.sent_since(sync_round)
+        marks = self.core.sent_since(sync_round, resync_owed=False)
         return marks is not None and self.core.confirmed_upto(marks)
 
 

@@ -85,11 +85,11 @@ def test_an_elephant_whose_counting_rule_is_removed_leaves_and_triggers_a_decisi
     te_step(core)
     assert key in core.te.pinned
     src = core.topology.hosts[key.src_ip]
-    core.counting_rule_removed(src.dpid, {"ip_proto": 6, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
-                                          "tcp_src": 40000, "tcp_dst": 5201, "in_port": src.port})
-    assert key not in core.monitor.flows and core.decide_now and core.dirty
+    resync = core.counting_rule_removed(src.dpid, {"ip_proto": 6, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip,
+                                                   "tcp_src": 40000, "tcp_dst": 5201, "in_port": src.port})
+    assert key not in core.monitor.flows and core.decisions.queued is not None and resync
     core.sync()  # the resync decides at once, without waiting for the next poll
-    assert not core.decide_now and key not in core.te.pinned
+    assert core.decisions.queued is None and key not in core.te.pinned
 
 
 def test_setting_jobs_ends_the_old_ones_and_routes_the_new_at_once():
@@ -99,7 +99,7 @@ def test_setting_jobs_ends_the_old_ones_and_routes_the_new_at_once():
     core.set_jobs(config.validate_jobs([{"name": "old", "hosts": ["10.0.0.1"]}], "request body"))
     core.set_jobs(config.validate_jobs([{"name": "new", "rings": [RINGS[1]]}], "request body"))
     assert key not in core.monitor.flows  # its job ended: it leaves pattern memory at once
-    assert core.decide_now
+    assert core.decisions.queued is not None  # a decision asked for at once
     core.sync()
     assert set(core.te.pinned) == set(ring_pairs([RINGS[1]]))
 
@@ -112,7 +112,7 @@ def test_a_declared_host_learned_late_triggers_a_decision():
     assert HostPair(RINGS[0][0], RINGS[0][1]) not in core.te.pinned  # unknown host: not routable yet
     core.packet(PacketIn(dpid=host.dpid, in_port=host.port, eth_src=host.mac, eth_dst="ff:ff:ff:ff:ff:ff",
                          eth_type=0x0806, arp_op=1, src_ip=host.ip, dst_ip=RINGS[0][1]))
-    assert core.decide_now
+    assert core.decisions.queued is not None  # a decision asked for at once
     core.sync()
     assert HostPair(RINGS[0][0], RINGS[0][1]) in core.te.pinned
 
@@ -133,7 +133,6 @@ def test_with_the_optimiser_worker_a_job_event_is_requested_and_decided_by_the_d
         decided = core.decisions.decisions
         te_step(core, wait=True)  # the decision loop's ticks (blocking here): the same queued decision
         assert core.decisions.decisions == decided + 1 and set(core.te.pinned) == set(ring_pairs())
-        assert core.dirty  # the next resync installs it
     finally:
         runner.close()
 

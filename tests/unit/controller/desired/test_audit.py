@@ -308,7 +308,6 @@ def test_a_switch_refusing_flows_toward_a_group_it_holds_gets_no_resend_loop(pin
     sw.violations.clear()  # the switch's own refusals
     sw._refusal = real  # the switch mended; the hold over (as REFUSED_HOLD_S later): the flow goes back
     del core.belief.refusals[(edge, ("flow", flow.key))]
-    core._stale.add(edge)
-    core.dirty = True
+    core.belief.mark_stale(edge)
     poll_tables(lab)
     assert sw.table.flows.get(flow.key) == flow and all_pairs_delivered(lab)

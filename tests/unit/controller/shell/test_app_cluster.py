@@ -128,9 +128,9 @@ def test_a_deposed_leader_is_fenced_by_the_switches_and_the_new_one_recovers_wit
     before = {d: sw.flow_mods for d, sw in a.switches.items()}
     # a writes (a new flow's counting rule, a resync): the switches refuse it as SLAVE and a steps down
     dpid = next(iter(a.switches))
-    a.app.core.dirty = True
+    a.app.resync_owed = True
     a.app.core.installed[dpid].flows.clear()  # it believes a switch lost its rules: it would re-add them
-    a.app.core._stale.add(dpid)
+    a.app.core.belief.mark_stale(dpid)
     a.app.resync()
     a.pump()
     assert not a.app.roles.leading and not a.app.datapaths
@@ -184,9 +184,9 @@ def _write_once_deposed(lab):
     """``lab``, deposed without knowing it, writes (it believes a switch lost its rules and re-adds them): the
     switches refuse it as SLAVE and it steps down, starting over with a fresh core."""
     dpid = next(iter(lab.switches))
-    lab.app.core.dirty = True
+    lab.app.resync_owed = True
     lab.app.core.installed[dpid].flows.clear()
-    lab.app.core._stale.add(dpid)
+    lab.app.core.belief.mark_stale(dpid)
     lab.app.resync()
     lab.pump()
 
@@ -293,7 +293,7 @@ def test_a_leader_held_up_past_a_third_of_its_session_writes_nothing_until_zooke
     a.app._cluster_beat()
     assert a.app.may_write(dpid)
     a.app._beat = time.monotonic() - a.app._held_up_s - 0.5  # the lag loop did not tick: a SIGSTOP, a stall
-    a.app.core.dirty = True
+    a.app.resync_owed = True
     assert not a.app.may_write(dpid) and a.app.writes_held()
     assert a.app.coordinator.confirm()  # still the lock holder
     a.app._confirm_lead()

@@ -28,21 +28,24 @@ def lab(tmp_path, monkeypatch):
     assert lab.app.core.runner.wait_ready(60)
     threads = []
 
-    def decide(decide=False):
+    def decide(resync=False, decide=False):
         """The decision loop, as the REST call wakes it: the decision taken to its end (its worker waited for:
         an unpatched threading.Event would not let a green thread take it)."""
         core, runner = lab.app.core, lab.app.core.runner
-        core.decision_tick()
+        ended = core.decision_tick()
         while decide and core.decisions.busy:
             waited = runner.wait(runner.deadline_s) if runner.busy else None
-            core.decision_tick(waited)
+            ended = core.decision_tick(waited) or ended
+        if resync or ended is not None:  # (the decision loop wakes the resync loop when a decision ended)
+            lab.app.resync_owed = True
 
     def run(answering=True):
         """The resync loop (it wakes when a decision changed the desired rules), and the switches' replies
         delivered while ``answering``."""
         def resyncs():
             while True:
-                if lab.app.core.dirty:
+                if lab.app.resync_owed or lab.app.core.belief.any_stale:
+                    lab.app.resync_owed = False
                     lab.app.resync()
                 southbound.sleep(0.005)
 

@@ -74,7 +74,6 @@ def test_a_rule_a_full_table_refuses_is_not_believed_installed_counted_and_held_
     assert len(lines) == 1 and "switch 1000 refused add" in lines[0] and "TABLE_FULL" in lines[0], lines
     mods = edge.flow_mods
     for _ in range(3):  # resyncs within the hold send none of them again
-        core.dirty = True
         lab.app.resync()
         lab.pump()
     assert edge.flow_mods == mods and edge.errors_sent == refused

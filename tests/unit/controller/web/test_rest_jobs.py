@@ -58,7 +58,7 @@ def test_a_renew_runs_the_lease_again_and_get_shows_what_is_left():
     decisions = app.core.decisions.decisions
     status, body = call(app, "POST", "/mlroute/jobs/ring0/renew")
     assert status == 200 and body["job"]["expires_in_s"] == 30.0 and "expires_at" not in body["job"]
-    assert app.core.decisions.decisions == decisions and not app.core.decide_now  # nothing to route again
+    assert app.core.decisions.decisions == decisions and app.core.decisions.queued is None  # nothing to route again
     app.clock.advance(25)
     assert app.core.expire_jobs() == [] and call(app, "GET", "/mlroute/jobs/ring0")[1]["job"]["expires_in_s"] == 5.0
     status, body = call(app, "POST", "/mlroute/jobs/fixed/renew")  # no lease: nothing to run again
@@ -79,7 +79,7 @@ def test_a_lease_that_runs_out_ends_the_job_and_its_pins_leave():
     app.clock.advance(9.9)
     assert app.core.expire_jobs() == []
     app.clock.advance(0.1)
-    assert app.core.expire_jobs() == ["ring0"] and app.core.decide_now
+    assert app.core.expire_jobs() == ["ring0"] and app.core.decisions.queued is not None
     app.core.sync()  # the resync decides at once (a job event), as after a DELETE
     assert set(app.core.te.pinned) == ring_pairs(RINGS[1])
     assert call(app, "GET", "/mlroute/jobs/ring0")[0] == 404
@@ -136,7 +136,7 @@ def test_a_bad_put_is_a_json_4xx_and_changes_nothing(path, body, status, words):
     assert got == status and set(answer) == {"error"} and len(answer["error"]) < 400, answer
     for word in words:
         assert word in answer["error"]
-    assert app.core.jobs == jobs and app.core.te.pinned == pins and not app.core.decide_now
+    assert app.core.jobs == jobs and app.core.te.pinned == pins
     assert app.core.decisions.decisions == decisions and app.core.decisions.queued is None
 
 
@@ -153,7 +153,7 @@ def test_a_put_past_the_configured_number_of_jobs_is_409_and_a_replace_still_fit
     app.core.jobs = [{"name": f"j{i}", "hosts": ["10.0.0.1"]} for i in range(config.MAX_JOBS)]
     status, body = call(app, "PUT", "/mlroute/jobs/one-more", {"hosts": ["10.0.0.2"]})
     assert status == 409 and f"at most {config.MAX_JOBS} jobs" in body["error"]
-    assert len(app.core.jobs) == config.MAX_JOBS and not app.core.decide_now
+    assert len(app.core.jobs) == config.MAX_JOBS and app.core.decisions.queued is None
     status, _ = call(app, "PUT", "/mlroute/jobs/j7", {"hosts": ["10.0.0.2"]})
     assert status == 200 and len(app.core.jobs) == config.MAX_JOBS
 
@@ -303,5 +303,5 @@ def test_a_bad_ring_request_is_400_and_changes_nothing(body, words):
     assert status == 400 and set(answer) == {"error"}, answer
     for word in words:
         assert word in answer["error"]
-    assert app.core.jobs == jobs and app.core.te.pinned == pins and not app.core.decide_now
+    assert app.core.jobs == jobs and app.core.te.pinned == pins and app.core.decisions.queued is None
     assert app.core.decisions.decisions == decisions
