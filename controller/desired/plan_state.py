@@ -25,7 +25,6 @@ pick).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from heapq import heapify, heappop, heappush
 from itertools import islice
 from typing import Any
 
@@ -33,23 +32,20 @@ import networkx as nx
 
 from controller.desired import forwarding, te_rules
 from controller.desired.flowcopy import CONTROLLER_COPY, NewFlowCopy
+from controller.desired.link_distances import (
+    Adjacency,
+    adjacency,
+    after_removals,
+    hops_of,
+    link_changes,
+    local_changes,
+)
 from controller.desired.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
 from controller.state.flowkey import FlowKey
 from controller.state.tiers import TierInference, hops_from
 from controller.state.topology import Host, Topology
 
-Adjacency = dict[int, dict[int, int]]  # switch -> {neighbour: own port toward it}
 PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
-
-
-def adjacency(graph: nx.Graph) -> Adjacency:
-    return {s: {n: attrs["ports"][s] for n, attrs in nbrs.items()} for s, nbrs in graph.adjacency()}
-
-
-def _hops_of(adj: Adjacency, dist: Mapping[int, int], s: int) -> tuple[int, ...]:
-    """Ports of ``s`` toward neighbours one hop closer (the DAG's next hops), as ``forwarding.next_hop_ports``."""
-    d = dist[s] - 1
-    return tuple(sorted(p for n, p in adj[s].items() if dist.get(n) == d))
 
 
 class PlanState:
@@ -142,7 +138,7 @@ class PlanState:
     # -- switches and links ------------------------------------------------------------------------------------
     def _apply_graph(self, adj: Adjacency) -> None:
         old = self._adj
-        removed, added, moved = _link_changes(old, adj)
+        removed, added, moved = link_changes(old, adj)
         gone = old.keys() - adj.keys()
         for s in gone:
             self._drop_switch(s)
@@ -191,13 +187,13 @@ class PlanState:
         adj, dist = self._adj, self._dist[dst]
         if dst not in adj:
             return set()
-        local = _local_changes(adj, dist, removed, added + moved)
+        local = local_changes(adj, dist, removed, added + moved)
         if local is None:
             return self._rerun(dst, removed if not added else None, {s for uv in removed + added + moved for s in uv})
         hops = self._hops[dst]
         changed = set()
         for s in local:
-            h = _hops_of(adj, dist, s)
+            h = hops_of(adj, dist, s)
             if hops.get(s) != h:
                 hops[s] = h
                 changed.add(s)
@@ -206,13 +202,13 @@ class PlanState:
     def _rerun(self, dst: int, removed: list[tuple[int, int]] | None, ends: set[int]) -> set[int]:
         """``dst``'s distances again (some changed): the switches whose next hops toward it changed. Links only
         removed (``removed``; None when some were added) move only the switches that lost every parent one hop
-        closer (``_after_removals``), else the BFS runs again. A switch's next hops follow from its links
+        closer (``after_removals``), else the BFS runs again. A switch's next hops follow from its links
         (``ends``: the switches whose links changed) and its own and its neighbours' distances, so only those at
         or next to a changed distance, or at a changed link, are looked at again (a k=24 aggregation-core
         failure moves one core's distance of 720)."""
         adj, dist = self._adj, self._dist[dst]
         if removed is not None:
-            new, moved = _after_removals(adj, dist, removed)
+            new, moved = after_removals(adj, dist, removed)
         else:
             new = hops_from(adj, (dst,))
             moved = {s for s in dist.keys() | new.keys() if dist.get(s) != new.get(s)}
@@ -224,7 +220,7 @@ class PlanState:
             near.update(adj.get(s, ()))
         hops, changed = self._hops[dst], set()  # (in place: the order of these dicts is never read)
         for s in near:
-            h = _hops_of(adj, new, s) if s in new and s != dst else None
+            h = hops_of(adj, new, s) if s in new and s != dst else None
             if hops.get(s) != h:
                 changed.add(s)
                 if h is None:
@@ -287,7 +283,7 @@ class PlanState:
         dst = host.dpid
         if dst not in self._dist:
             self._dist[dst] = hops_from(self._adj, (dst,))
-            self._hops[dst] = {s: _hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
+            self._hops[dst] = {s: hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
         self._ips_at.setdefault(dst, set()).add(host.ip)
         self._set_miss_rules(host)
         if self._compact:
@@ -627,55 +623,6 @@ class PlanState:
             self.pause()
 
 
-def _after_removals(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]]) -> tuple[
-        dict[int, int], set[int]]:
-    """BFS distances toward one switch (``dist``) after these links were removed (and the switches gone from
-    ``adj``), with the switches whose distance changed: the values a BFS over ``adj`` gives, not its order.
-    Only switches that lost every parent one hop closer move (``_lost``); they are placed again outward from
-    the switches that kept their distance."""
-    lost = _lost(adj, dist, removed)
-    new = {s: d for s, d in dist.items() if s not in lost}
-    best = [(min(new[n] for n in adj[s] if n in new) + 1, s) for s in lost
-            if any(n in new for n in adj.get(s, ()))]
-    heapify(best)
-    while best:
-        d, s = heappop(best)
-        if s in new:
-            continue
-        new[s] = d
-        for n in adj[s]:
-            if n in lost and n not in new:
-                heappush(best, (d + 1, n))
-    return new, lost
-
-
-def _lost(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]]) -> set[int]:
-    """The switches left without a parent one hop closer: the far ends of removed links and switches gone,
-    then their children, looked at in order of distance (a parent's verdict is final before its children
-    ask)."""
-    todo = [(d, s) for s, d in dist.items() if s not in adj]
-    for u, v in removed:
-        du, dv = dist.get(u), dist.get(v)
-        if du is not None and dv is not None and du != dv:
-            todo.append((du, u) if du > dv else (dv, v))
-    heapify(todo)
-    lost: set[int] = set()
-    looked: set[int] = set()
-    while todo:
-        d, s = heappop(todo)
-        if s in looked:
-            continue
-        looked.add(s)
-        nbrs = adj.get(s, {})
-        if any(dist.get(n) == d - 1 and n not in lost for n in nbrs):
-            continue  # another parent one hop closer: it stays
-        lost.add(s)
-        for n in nbrs:
-            if dist.get(n) == d + 1:
-                heappush(todo, (d + 1, n))
-    return lost
-
-
 def _changed_pins(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> set[Any]:
     """The keys whose pin differs between ``old`` and ``new``. A decision lists the pins it keeps in the order
     it found them, so both are walked in step: a key at the same place in both is compared there, without
@@ -696,51 +643,3 @@ def _changed_pins(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> set[Any
     return changed
 
 
-def _local_changes(adj: Adjacency, dist: Mapping[int, int], removed: list[tuple[int, int]],
-                   added: list[tuple[int, int]]) -> set[int] | None:
-    """The switches whose next hops toward a destination (its BFS distances ``dist``) these link changes change
-    while no distance does; None when some distance changes (the destination's BFS runs again). A removed DAG
-    link whose farther end keeps another parent one hop closer shrinks that end's next hops only; an added (or
-    re-ported) link between adjacent distances only adds one."""
-    local: set[int] = set()
-    for u, v in removed:
-        du, dv = dist.get(u), dist.get(v)
-        if du is None or dv is None or du == dv:
-            continue  # not a DAG link toward dst
-        far = u if du > dv else v
-        if far not in adj:
-            continue  # the switch itself is gone
-        if not any(dist.get(n) == dist[far] - 1 for n in adj[far]):
-            return None
-        local.add(far)  # another parent at the same distance: only its next hops shrink
-    for u, v in added:
-        du, dv = dist.get(u), dist.get(v)
-        if du is None and dv is None:
-            continue
-        if du is None or dv is None or abs(du - dv) > 1:
-            return None  # distances shrink somewhere
-        if du != dv:
-            local.add(u if du > dv else v)
-    return local
-
-
-def _link_changes(old: Adjacency, adj: Adjacency) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
-                                                              list[tuple[int, int]]]:
-    """The links (switch pairs) removed, added, and kept with other ports, from ``old`` to ``adj``. Only links at
-    switches whose own links differ can differ (a failure: two of 720; listing every link cost ~4 ms at k=24)."""
-    ends = sorted(s for s in old.keys() | adj.keys() if old.get(s) != adj.get(s))
-    old_links, new_links = _links(old, ends), _links(adj, ends)
-    removed = [uv for uv in old_links if uv not in new_links]
-    added = [uv for uv in new_links if uv not in old_links]
-    moved = [uv for uv, ports in new_links.items() if uv in old_links and old_links[uv] != ports]
-    return removed, added, moved
-
-
-def _links(adj: Adjacency, ends: Iterable[int]) -> dict[tuple[int, int], tuple[int, int]]:
-    """Undirected links (u < v) at these switches, with their ports at u and at v."""
-    out = {}
-    for s in ends:
-        for n in adj.get(s, ()):
-            u, v = min(s, n), max(s, n)
-            out[u, v] = (adj[u][v], adj[v][u])
-    return out
