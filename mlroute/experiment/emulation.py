@@ -28,6 +28,7 @@ from typing import Any, ClassVar, TypeVar
 import controller
 
 APP = Path(controller.__file__).with_name("app.py")  # the installed controller app, wherever we are run from
+TREE = APP.resolve().parents[1]  # the directory that holds that ``controller`` package (a checkout, site-packages)
 
 WMEM_NEEDED = 8 * 1024 * 1024
 
@@ -94,6 +95,17 @@ class RestApi:
         return total
 
 
+def controller_env(extra_env: dict | None = None) -> dict[str, str]:
+    """The environment a controller process runs in: its ``controller`` and ``mlroute`` imported from ``TREE``,
+    the tree ``APP`` is from, first on its path. A venv's editable install maps them to the checkout it was
+    installed from, so a second checkout (a clone run beside it) would otherwise run its own ``app.py`` over the
+    other checkout's core."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
+    env.pop("MLROUTE_CONFIG", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(TREE), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 class Controller(RestApi):
     """The controller as a subprocess with its own OpenFlow and REST ports and log: ``ryu-manager
     controller/app.py`` (``framework="ryu"``, the default) or ``mlroute controller --framework FRAMEWORK`` run by
@@ -114,8 +126,7 @@ class Controller(RestApi):
         self.of_port = of_port or free_port()  # a fixed port: a real switch is configured with it
         self.rest_port = free_port()
         self.log_path = self.workdir / "ryu.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
-        env.pop("MLROUTE_CONFIG", None)
+        env = controller_env(extra_env)
         if config_text is not None:
             cfg = self.workdir / "mlroute.yaml"
             cfg.write_text(config_text)

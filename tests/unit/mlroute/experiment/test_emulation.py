@@ -1,8 +1,10 @@
-"""emulation.ExternalController: a controller already running (issue 22, item 2), read over its REST as a
-Controller is; no network: urlopen is replaced."""
+"""emulation.ExternalController: a controller already running, read over its REST as a Controller is (no
+network: urlopen is replaced); the environment a controller process is started in."""
 
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -67,3 +69,15 @@ def test_without_a_rest_port_there_is_nothing_to_read(urls):
     with pytest.raises(ValueError, match="no REST port given for the controller at 10.0.0.5:6654"):
         ctl.get("/mlroute/cluster")
     assert urls == []
+
+
+def test_a_controller_process_imports_the_controller_of_the_tree_its_app_is_from(tmp_path, monkeypatch):
+    """Another checkout's app: its process imports that checkout's ``controller``, not the one this venv's
+    editable install maps to (a clone's soak once ran its own app.py over the first checkout's changed core)."""
+    other = tmp_path / "checkout"
+    (other / "controller").mkdir(parents=True)
+    (other / "controller" / "__init__.py").write_text("")
+    monkeypatch.setattr(emulation, "TREE", other)
+    found = subprocess.run([sys.executable, "-c", "import controller; print(controller.__file__)"],
+                           env=emulation.controller_env(), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert found.stdout.strip() == str(other / "controller" / "__init__.py"), found.stderr
