@@ -293,7 +293,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         """A counting rule deleted while mlroute believes it installed: not the flow's end but a wipe. The
         belief drops it, the switch is diffed in full (the rule comes back, counting from zero) and read back
         now (what else went with it: forwarding, pins, guards); until the rule is back, polls that miss it do not
-        end the flow or its elephant (``_restoring``)."""
+        end the flow or its elephant (the belief's ``restoring``)."""
         held = self.installed.get(dpid)
         where = self.accounting.get(key)
         if held is None or where is None or where[0] != dpid:
@@ -302,7 +302,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         if rule_key not in held.flows:
             return False  # mlroute deleted it (or never had it)
         del held.flows[rule_key]
-        self._restoring.setdefault(dpid, {})[key] = self.clock()
+        self.belief.restoring(dpid, key, self.clock())
         self.belief.mark_stale(dpid)
         self.audit.urgent(dpid)
         return True
@@ -312,16 +312,11 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         that misses them. A key leaves once a poll shows its rule, its flow left accounting, or RESTORE_S passed
         (a rule that never came back: the flow ends as any silent one); a switch with none left leaves too, so
         polls of switches never wiped cost nothing here."""
-        restoring = self._restoring.get(dpid)
-        if restoring is None:
+        if not self.belief.restores(dpid):
             return set()
-        now, seen = self.clock(), {s.key for s in samples}
-        for key in [k for k, since in restoring.items()
-                    if k in seen or k not in self.accounting or now - since > RESTORE_S]:
-            del restoring[key]
-        if not restoring:
-            del self._restoring[dpid]
-        return set(restoring)
+        seen = {s.key for s in samples}
+        return self.belief.still_restoring(dpid, lambda k: k in seen or k not in self.accounting, self.clock(),
+                                           RESTORE_S)
 
     def flow_stats(self, dpid: int, samples: list[FlowSample]) -> None:
         self.monitor.update(dpid, samples, self.clock(), keep=self._restoring_at(dpid, samples))
@@ -374,8 +369,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
 
     def _sync(self) -> list[Step]:
         self.syncs_started += 1
-        if self._audited:
-            self._judge_audits()
+        self._judge_audits()
         graph = self._inputs_settled()
         flows = self.accounting.take_changed()
         stale = self.belief.take_stale()

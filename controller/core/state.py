@@ -104,12 +104,10 @@ class CoreState:
         self.metrics.rules_installed.set_function(self.belief.confirmed_flows)
         self.metrics.rules_pending.set_function(self.belief.pending_total)
         self.installed: dict[int, SwitchRules] = self.belief.held  # dpid -> its rules as sent or read back
-        self._audit_marks: dict[int, int] = {}  # dpid -> its last change sent before its audit was asked for
         self._refusal_log = LogThrottle(lambda: self.clock())  # one line per switch and error per minute
         self.readback = sync.ReadBack(READBACK_TIMEOUT_S)
         audit = config["audit"]
         self.audit = TableAudit(audit["period_s"], audit["entries_per_s"], clock)  # installed state verified
-        self._audited: dict[int, SwitchRules] = {}  # dpid -> what its audit read back, judged at the next sync
         self._static_counts: dict[int, tuple[int, float, dict[int, int]]] = {}  # dpid -> (flows, when, counts)
         self._short_log = LogThrottle(lambda: self.clock())
         self.capabilities: dict[int, SwitchCapabilities] = {}  # what each switch said it is and holds
@@ -139,8 +137,6 @@ class CoreState:
         self._worker_waited_since: float | None = None  # decisions wanted, the optimiser worker not ready
         self.warm: set[int] = set()  # a warm takeover's switches not all read back yet (begin_recovery)
         self.warm_since = 0.0
-        # dpid -> flow -> when a wipe deleted its counting rule (core._deleted_elsewhere): put back, not ended
-        self._restoring: dict[int, dict[FlowKey, float]] = {}
         self.syncing = False
         self.syncs_started = 0  # rule syncs begun: each takes the desired state as it is then
         self.synced = 0  # the last sync whose changes the shell has sent in full

@@ -43,8 +43,7 @@ class SwitchTables(CoreState):
         self.belief.over_budget.pop(dpid, None)
         self._polled.pop(dpid, None)
         self.audit.forget(dpid)
-        self._audited.pop(dpid, None)
-        self._audit_marks.pop(dpid, None)
+        self.belief.forget_audit(dpid)
         self._static_counts.pop(dpid, None)
 
     def openflow_error(self, dpid: int, type_: int, code: int, change: Change | None) -> list[Change]:
@@ -245,10 +244,10 @@ class SwitchTables(CoreState):
         sends; the periodic audits wait, the read-back at connect was one)."""
         self._barriers_overdue()
         sizes = {d: len(r.flows) + len(r.groups) for d, r in self.installed.items()
-                 if d in self.connected and not self.readback.pending(d) and d not in self._audited}
+                 if d in self.connected and not self.readback.pending(d) and not self.belief.audit_waiting(d)}
         started = self.audit.due(sizes, urgent_only=self.recovering())
         for dpid in started:  # what it reports reflects every change sent so far
-            self._audit_marks[dpid] = self.belief.mark(dpid)
+            self.belief.audit_asked(dpid)
         self.metrics.audits.inc(len(started))
         return started
 
@@ -303,7 +302,7 @@ class SwitchTables(CoreState):
     def _audit_read(self, dpid: int, held: SwitchRules | None) -> bool:
         if held is None or dpid not in self.installed:
             return False
-        self._audited[dpid] = held  # judged at the start of the next sync, when every believed change is sent
+        self.belief.audit_answered(dpid, held)  # judged at the start of the next sync, every believed change sent
         return True
 
     def change_sent(self, dpid: int, change: Change) -> None:
@@ -344,13 +343,12 @@ class SwitchTables(CoreState):
     def _judge_audits(self) -> None:
         """Audits answered since the last sync: where the switch holds other than believed, the belief takes
         what it holds and the switch is diffed in full (missing rules re-added, extra ones deleted)."""
-        audited, self._audited = self._audited, {}
-        for dpid, held in audited.items():
+        for dpid, held, asked_after in self.belief.take_audited():
             belief = self.installed.get(dpid)
             if belief is None or dpid not in self.connected:
                 self.audit.forget(dpid)
                 continue
-            self.belief.first_hand(dpid, self._audit_marks.pop(dpid, 0))  # what it reported is the belief now
+            self.belief.first_hand(dpid, asked_after)  # what it reported is the belief now
             refused = self.belief.refused_ids(dpid)
             findings = self.audit.finish(dpid, belief, held)
             findings.missing = [r for r in findings.missing if _rule_id(r) not in refused]

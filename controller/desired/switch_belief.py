@@ -13,7 +13,8 @@ A switch whose profile has no barriers confirms at send: nothing else could.
 
 What is held back from a switch is recorded here too: a change it refused (an error naming it), not sent again
 for a hold (a full table stays full), the additions its table budget has no room for and the tables that said
-they are full; and which switches hold something the last plan did not put there (stale: diffed whole next).
+they are full; which switches hold something the last plan did not put there (stale: diffed whole next); an
+audit's answer until the next sync judges it; and the counting rules a wipe deleted, being put back.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class SwitchBelief:
         # dpid -> table -> (entries it held when it answered TABLE_FULL, when): that table's capacity for a while
         self.full: dict[int, dict[int, tuple[int, float]]] = {}
         self._stale: set[int] = set()  # switches whose held rules changed outside a sync (see :meth:`mark_stale`)
+        self._audits: dict[int, int] = {}  # dpid -> its last change sent when its audit was asked for
+        self._audited: dict[int, SwitchRules] = {}  # dpid -> what its audit read back, judged at the next sync
+        # dpid -> flow -> when a wipe deleted its counting rule: being put back, not ended by a poll that misses it
+        self._restoring: dict[int, dict[Any, float]] = {}
 
     # -- what was sent and what the switch answered --------------------------------------------------------------
     def planned(self, dpid: int, changes: list[Change]) -> None:
@@ -158,6 +163,48 @@ class SwitchBelief:
         """The stale switches, for the sync that diffs them whole now; none after."""
         stale, self._stale = self._stale, set()
         return stale
+
+    # -- audits: what a switch reported, judged against the belief at the next sync ---------------------------------
+    def audit_asked(self, dpid: int) -> None:
+        """An audit of ``dpid`` was asked for now: what it reports reflects every change sent so far."""
+        self._audits[dpid] = self.mark(dpid)
+
+    def audit_answered(self, dpid: int, reported: SwitchRules) -> None:
+        self._audited[dpid] = reported
+
+    def audit_waiting(self, dpid: int) -> bool:
+        """An audit's answer not judged yet."""
+        return dpid in self._audited
+
+    def take_audited(self) -> list[tuple[int, SwitchRules, int]]:
+        """Audits answered since the last sync: (dpid, what it reported, the last change sent when asked)."""
+        audited, self._audited = self._audited, {}
+        return [(dpid, reported, self._audits.pop(dpid, 0)) for dpid, reported in audited.items()]
+
+    def forget_audit(self, dpid: int) -> None:
+        self._audited.pop(dpid, None)
+        self._audits.pop(dpid, None)
+
+    # -- counting rules a wipe deleted, being put back ----------------------------------------------------------------
+    def restoring(self, dpid: int, key: Any, since: float) -> None:
+        """A wipe deleted ``key``'s counting rule at ``dpid``: put back by the next sync; until then (or
+        ``restore_s``) a poll that misses it does not end its flow (:meth:`still_restoring`)."""
+        self._restoring.setdefault(dpid, {})[key] = since
+
+    def restores(self, dpid: int) -> bool:
+        return dpid in self._restoring
+
+    def still_restoring(self, dpid: int, done: Any, now: float, restore_s: float) -> set:
+        """The flows of ``dpid`` still being put back: a key leaves once ``done(key)`` (its rule polled again,
+        its flow gone) or ``restore_s`` passed; a switch with none left leaves too (cheap for the others)."""
+        restoring = self._restoring.get(dpid)
+        if restoring is None:
+            return set()
+        for key in [k for k, since in restoring.items() if done(k) or now - since > restore_s]:
+            del restoring[key]
+        if not restoring:
+            del self._restoring[dpid]
+        return set(restoring)
 
     # -- held back: refused by the switch, or over its table budget ------------------------------------------------
     def refusal(self, dpid: int, rule_id: RuleId, at: float, why: str, change: Change) -> None:
