@@ -24,6 +24,37 @@ def send(belief, dpid, *changes):
         belief.sent(dpid, change)
 
 
+def test_stale_switches_are_taken_once_by_the_sync_that_diffs_them_whole():
+    belief = SwitchBelief()
+    belief.mark_stale(1)
+    belief.mark_stale(2, 1)
+    assert belief.any_stale and belief.take_stale() == {1, 2}
+    assert not belief.any_stale and belief.take_stale() == set()
+
+
+def test_an_audit_answer_waits_for_the_next_sync_with_the_last_change_sent_when_it_was_asked():
+    belief = SwitchBelief()
+    belief.held[1] = SwitchRules()
+    send(belief, 1, Change("add", A))
+    belief.audit_asked(1)
+    send(belief, 1, Change("add", B))  # sent while the audit is out: not judged by it
+    reported = SwitchRules({A.key: A})
+    belief.audit_answered(1, reported)
+    assert belief.audit_waiting(1)
+    assert belief.take_audited() == [(1, reported, 1)]
+    assert not belief.audit_waiting(1) and belief.take_audited() == []
+
+
+def test_a_counting_rule_being_restored_stops_once_done_or_after_its_time():
+    belief = SwitchBelief()
+    belief.restoring(1, "flow-a", since=0.0)
+    belief.restoring(1, "flow-b", since=5.0)
+    assert belief.restores(1) and not belief.restores(2)
+    assert belief.still_restoring(1, lambda k: k == "flow-a", now=6.0, restore_s=10.0) == {"flow-b"}
+    assert belief.still_restoring(1, lambda k: False, now=15.5, restore_s=10.0) == set()
+    assert not belief.restores(1)
+
+
 def test_a_change_is_pending_until_a_barrier_sent_after_it_is_answered():
     belief = SwitchBelief()
     belief.held[1] = SwitchRules()
