@@ -67,6 +67,8 @@ class AppLoops:
                 if self.resync_owed or self.core.belief.any_stale:
                     self.resync_owed = False  # (events while it runs owe another)
                     self.resync()
+                    if self.core.decisions.busy:  # asked for by the sync (a failure under a pin, a takeover)
+                        self._decide.set()
                 self.confirm_sent()  # (changes sent outside a resync too: new flows' counting rules)
                 self.ask_connected()  # (a switch that did not answer frees its turn)
                 self.start_audits()
