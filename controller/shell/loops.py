@@ -37,10 +37,14 @@ class AppLoops:
         owed until the resync loop takes it."""
         if resync:
             self.resync_owed = True
-        if self.resync_owed or self.core.belief.any_stale:
+        if self.resync_due():
             self._wake.set()
         if decide or self.core.decisions.busy:
             self._decide.set()
+
+    def resync_due(self):
+        """A resync owed to an event, or a switch the belief holds stale (its tables changed outside a sync)."""
+        return self.resync_owed or self.core.belief.any_stale
 
     def _decision_loop(self):
         """The only caller of the optimiser's worker (core.decision_tick): requested decisions, one at a time."""
@@ -64,7 +68,7 @@ class AppLoops:
             self._wake.clear()
             try:
                 self._wipe_unread()
-                if self.resync_owed or self.core.belief.any_stale:
+                if self.resync_due():
                     self.resync_owed = False  # (events while it runs owe another)
                     self.resync()
                     if self.core.decisions.busy:  # asked for by the sync (a failure under a pin, a takeover)

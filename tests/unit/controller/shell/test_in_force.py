@@ -44,7 +44,7 @@ def lab(tmp_path, monkeypatch):
         delivered while ``answering``."""
         def resyncs():
             while True:
-                if lab.app.resync_owed or lab.app.core.belief.any_stale:
+                if lab.app.resync_due():
                     lab.app.resync_owed = False
                     lab.app.resync()
                 southbound.sleep(0.005)
