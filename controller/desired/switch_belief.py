@@ -20,6 +20,7 @@ audit's answer until the next sync judges it; and the counting rules a wipe dele
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,7 +195,7 @@ class SwitchBelief:
     def restores(self, dpid: int) -> bool:
         return dpid in self._restoring
 
-    def still_restoring(self, dpid: int, done: Any, now: float, restore_s: float) -> set:
+    def still_restoring(self, dpid: int, done: Callable[[Any], bool], now: float, restore_s: float) -> set:
         """The flows of ``dpid`` still being put back: a key leaves once ``done(key)`` (its rule polled again,
         its flow gone) or ``restore_s`` passed; a switch with none left leaves too (cheap for the others)."""
         restoring = self._restoring.get(dpid)
