@@ -3,11 +3,12 @@ by a host that went away, or by an address a hostile host claimed and dropped, m
 
 Every sign of life refreshes a binding: a packet from its own port (ARP, IPv4 toward an unknown host, a new
 transport flow's first packet, an answer to a probe) or counting-rule bytes from its port. A binding silent
-for ``age_after_s`` gets an ARP probe (RFC 5227: sender 0.0.0.0, unicast to its MAC, so the host's ARP cache is
-untouched) up to ``probes`` times, ``probe_interval_s`` apart at least; silent ``probe_interval_s`` after the
-last one, it is forgotten. At most ``max_probes_per_tick`` probes go out per call, longest silence first, so a
-fabric whose hosts all went quiet at once is probed over several periods instead of in one burst. Plain data
-and an injected clock: the core calls ``tick`` from its housekeeping and sends the probes it returns.
+for ``age_after_s`` gets a probe (``packet_in.probe``: ARP's for IPv4, RFC 5227's sender 0.0.0.0 unicast to its
+MAC so the host's ARP cache is untouched; neighbour discovery's duplicate-address solicitation for IPv6) up to
+``probes`` times, ``probe_interval_s`` apart at least; silent ``probe_interval_s`` after the last one, it is
+forgotten. At most ``max_probes_per_tick`` probes go out per call, longest silence first, so a fabric whose
+hosts all went quiet at once is probed over several periods instead of in one burst. Plain data and an injected
+clock: the core calls ``tick`` from its housekeeping and sends the probes it returns.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.decide.packet_in import ArpProbe
+from controller.decide.packet_in import Probe, probe
 from controller.state.topology import UNKNOWN_MAC, Host, Topology
 
 MAX_PROBES_PER_TICK = 256
@@ -48,7 +49,7 @@ class HostAgeing:
         self.heard[ip] = self.clock()
         self.probing.pop(ip, None)
 
-    def tick(self) -> tuple[list[ArpProbe], list[Host]]:
+    def tick(self) -> tuple[list[Probe], list[Host]]:
         """The probes to send now, and the bindings that did not answer (the caller forgets them)."""
         if not self.age_after_s:
             return [], []
@@ -56,7 +57,7 @@ class HostAgeing:
         for ip in [ip for ip in self.heard if ip not in hosts]:  # unbound meanwhile (moved away, refused)
             del self.heard[ip]
             self.probing.pop(ip, None)
-        probes: list[ArpProbe] = []
+        probes: list[Probe] = []
         expired: list[Host] = []
         for ip, p in list(self.probing.items()):
             host = hosts.get(ip)
@@ -68,7 +69,7 @@ class HostAgeing:
                 self.heard.pop(ip, None)
             elif len(probes) < self.max_probes_per_tick:
                 p.sent, p.last = p.sent + 1, now
-                probes.append(_probe(host))
+                probes.append(probe(host))
         silent = []
         for ip in hosts:
             heard = self.heard.setdefault(ip, now)  # a binding first seen now (learned, recovered) starts its clock
@@ -76,9 +77,5 @@ class HostAgeing:
                 silent.append((heard, ip))
         for _, ip in sorted(silent)[:max(0, self.max_probes_per_tick - len(probes))]:
             self.probing[ip] = _Probing(1, now)
-            probes.append(_probe(hosts[ip]))
+            probes.append(probe(hosts[ip]))
         return probes, expired
-
-
-def _probe(host: Host) -> ArpProbe:
-    return ArpProbe(host.dpid, host.port, host.ip, host.mac)

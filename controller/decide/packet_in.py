@@ -1,10 +1,16 @@
-"""What to do with a packet the switches sent up: learn its sender, answer ARP, never flood the fabric, and never
-let one host take over another's address.
+"""What to do with a packet the switches sent up: learn its sender, answer ARP, deliver IPv6 neighbour
+discovery, never flood the fabric, and never let one host take over another's address.
 
-Only ARP and IPv4 toward not-yet-known hosts reach the controller (see forwarding.base_rules). ARP requests for
-known hosts are answered by the controller itself; requests for unknown hosts go out on host-facing ports only,
-once per (sender, target) per ``flood_hold_s`` (so a copy that loops back through a port LLDP has not classified
-yet is ignored instead of re-flooded). The answer is plain data; the shell turns it into packet-outs.
+Only ARP, IPv6 neighbour discovery, and IPv4 or IPv6 toward not-yet-known hosts reach the controller (see
+forwarding.base_rules). ARP requests for known hosts are answered by the controller itself; requests for unknown
+hosts go out on host-facing ports only, once per (sender, target) per ``flood_hold_s`` (so a copy that loops back
+through a port LLDP has not classified yet is ignored instead of re-flooded). A neighbour solicitation is ARP's
+request: one for a known address is delivered to its owner, who answers itself (the answer is unicast IPv6 the
+fabric forwards); one for an unknown address goes out on host-facing ports as ARP does. Duplicate-address
+detection (a solicitation from ``::``) is delivered to the owner too, and the owner's defence (an advertisement
+to all nodes) to the prober alone; any other advertisement to all nodes goes nowhere (a forged one poisons no
+cache). Router advertisements and DHCPv6 are ordinary IPv6 here: their sender is learned as any sender is, and
+they move nobody. The answer is plain data; the shell turns it into packet-outs.
 
 No hijack (docs/architecture.md, "Threat model"): a packet whose sender contradicts a live binding (a gratuitous
 ARP or a forged IPv4 source claiming a bound address) is neither learned, answered nor forwarded. The handler
@@ -20,9 +26,9 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from controller.desired.rules import ETH_ARP, ETH_IPV4
+from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, ND_ADVERT, ND_SOLICIT, PROTO_ICMPV6
 from controller.state.budget import TokenBucket
-from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology
+from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology, is_ipv6
 
 ARP_REQUEST = 1
 ARP_REPLY = 2
@@ -30,6 +36,7 @@ PROBE_MAC = "02:6d:6c:00:00:01"  # locally administered: the controller's probes
 PROBE_TIMEOUT_S = 1.0
 PROBE_RETRIES = 3  # probes per pending move, spread over the timeout (one lost probe must not move a host)
 REFUSAL_HOLD_S = 10.0  # a refused claim is not probed (nor reported) again for this long
+DAD_WAIT_S = 2.0  # a duplicate-address probe waits this long for the owner's defence (RFC 4862: 1 s, one probe)
 
 
 @dataclass(frozen=True)
@@ -40,8 +47,10 @@ class PacketIn:
     eth_dst: str
     eth_type: int
     arp_op: int = 0
-    src_ip: str = ""  # ARP sender protocol address, or IPv4 source
-    dst_ip: str = ""  # ARP target protocol address, or IPv4 destination
+    src_ip: str = ""  # ARP sender protocol address, or IP source ("" for IPv6's unspecified ::)
+    dst_ip: str = ""  # ARP target protocol address, or IP destination
+    nd_type: int = 0  # an IPv6 neighbour solicitation or advertisement (rules.ND_SOLICIT / ND_ADVERT), else 0
+    nd_target: str = ""  # its target address
 
 
 @dataclass(frozen=True)
@@ -65,14 +74,19 @@ class Forward:
 
 
 @dataclass(frozen=True)
-class ArpProbe:
-    """Send ``frame`` (an ARP request for ``ip``, unicast to ``mac``, sender address 0.0.0.0 as in RFC 5227, so
-    the asked host's ARP cache is not touched) out of (dpid, port): is the bound host still there?"""
+class _BindingProbe:
+    """Send ``frame`` out of (dpid, port), to the binding of ``ip`` at ``mac`` there: is the host still there?"""
 
     dpid: int
     port: int
     ip: str
     mac: str
+
+
+@dataclass(frozen=True)
+class ArpProbe(_BindingProbe):
+    """An ARP request for ``ip``, unicast to ``mac``, sender address 0.0.0.0 as in RFC 5227, so the asked host's
+    ARP cache is not touched."""
 
     @property
     def frame(self) -> bytes:
@@ -81,6 +95,35 @@ class ArpProbe:
         arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, ARP_REQUEST, src, bytes(4), bytes(6),
                           ipaddress.IPv4Address(self.ip).packed)
         return (dst + src + struct.pack("!H", ETH_ARP) + arp).ljust(60, b"\0")  # minimum Ethernet frame
+
+
+@dataclass(frozen=True)
+class NdProbe(_BindingProbe):
+    """ARP's probe for an IPv6 binding: a duplicate-address solicitation for ``ip`` (source ``::``, RFC 4862, so
+    no cache is touched), to the solicited-node group but unicast to ``mac``. The owner defends its address with
+    an advertisement to all nodes, which comes back as a packet-in."""
+
+    @property
+    def frame(self) -> bytes:
+        target = ipaddress.IPv6Address(self.ip).packed
+        group = ipaddress.IPv6Address("ff02::1:ff00:0").packed[:13] + target[13:]  # the solicited-node group
+        dst = _mac_bytes(self.mac) if self.mac != UNKNOWN_MAC else b"\x33\x33" + group[12:]
+        icmp = struct.pack("!BBHI16s", ND_SOLICIT, 0, 0, 0, target)
+        unspecified = bytes(16)
+        pseudo = unspecified + group + struct.pack("!I3xB", len(icmp), PROTO_ICMPV6)
+        icmp = icmp[:2] + struct.pack("!H", _checksum(pseudo + icmp)) + icmp[4:]
+        ip = struct.pack("!IHBB16s16s", 0x60000000, len(icmp), PROTO_ICMPV6, 255, unspecified, group)
+        return dst + _mac_bytes(PROBE_MAC) + struct.pack("!H", ETH_IPV6) + ip + icmp
+
+
+def _checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071), as ICMPv6 computes it over its pseudo-header and message."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -101,7 +144,13 @@ class Limited:
     why: str
 
 
-Action = ArpReply | Forward | ArpProbe  # what the handler asks the shell to send
+Probe = ArpProbe | NdProbe
+Action = ArpReply | Forward | Probe  # what the handler asks the shell to send
+
+
+def probe(host: Host) -> Probe:
+    """Is the bound host still there? ARP's probe for an IPv4 binding, neighbour discovery's for an IPv6 one."""
+    return (NdProbe if is_ipv6(host.ip) else ArpProbe)(host.dpid, host.port, host.ip, host.mac)
 
 
 @dataclass
@@ -146,6 +195,7 @@ class PacketInHandler:
         self._recent_floods: dict[tuple[str, str], float] = {}  # (src_ip, dst_ip) -> time
         self.pending: dict[str, _Pending] = {}  # claimed ip -> _Pending (one pending move per address at a time)
         self._refused: dict[tuple[str, str, int, int], float] = {}  # (ip, mac, dpid, port) of a refused claim -> time
+        self._dad: dict[str, dict[tuple[int, int], float]] = {}  # probed address -> {prober's (dpid, port): time}
 
     def handle(self, pkt: PacketIn) -> Decision:
         decision = self.tick()
@@ -168,7 +218,9 @@ class PacketInHandler:
             decision.learned = verdict.verdict == LEARNED
         if pkt.eth_type == ETH_ARP:
             self._arp(pkt, decision)
-        elif pkt.eth_type == ETH_IPV4:
+        elif pkt.nd_type:
+            self._nd(pkt, decision)
+        elif pkt.eth_type in (ETH_IPV4, ETH_IPV6):
             target = topo.hosts.get(pkt.dst_ip)
             if target is not None and (target.dpid, target.port) != (pkt.dpid, pkt.in_port):
                 decision.actions.append(Forward(target.dpid, target.port))  # first packet before rules land
@@ -231,8 +283,51 @@ class PacketInHandler:
         decision.refused.append(Refused(claim, holders, reason))
 
     @staticmethod
-    def _probes(holders: Iterable[Host]) -> list[ArpProbe]:
-        return [ArpProbe(h.dpid, h.port, h.ip, h.mac) for h in holders]
+    def _probes(holders: Iterable[Host]) -> list[Probe]:
+        return [probe(h) for h in holders]
+
+    def _flood_to_hosts(self, pkt: PacketIn, target: str, decision: Decision) -> None:
+        """Ask every host port but the asker's, once per (sender, target) per ``flood_hold_s``."""
+        now = self.clock()
+        key = (pkt.src_ip, target)
+        if now - self._recent_floods.get(key, -1e18) < self.flood_hold_s:
+            return
+        self._recent_floods = {k: t for k, t in self._recent_floods.items() if now - t < self.flood_hold_s}
+        self._recent_floods[key] = now
+        topo = self.topology
+        for dpid in sorted(topo.ports):
+            for port in sorted(topo.access_ports(dpid)):
+                if (dpid, port) != (pkt.dpid, pkt.in_port):
+                    decision.actions.append(Forward(dpid, port))
+
+    def _nd(self, pkt: PacketIn, decision: Decision) -> None:
+        """IPv6 neighbour discovery (see the module docstring): ARP's cases, delivered instead of answered."""
+        owner = self.topology.hosts.get(pkt.nd_target)
+        here = (pkt.dpid, pkt.in_port)
+        if pkt.nd_type == ND_SOLICIT:
+            if owner is not None:
+                if owner.location != here:
+                    decision.actions.append(Forward(owner.dpid, owner.port))
+                if not pkt.src_ip:  # duplicate-address detection: the prober waits for the owner's defence
+                    now = self.clock()
+                    waiting = self._dad.setdefault(owner.ip, {})
+                    waiting[here] = now
+                    self._dad = {ip: w for ip, w in self._dad.items()
+                                 if any(now - t < DAD_WAIT_S for t in w.values())}
+            elif pkt.src_ip:  # (a probe for a free address: nobody is there to defend it)
+                self._flood_to_hosts(pkt, pkt.nd_target, decision)
+        elif pkt.nd_type == ND_ADVERT:
+            if owner is None or owner.location != here or pkt.src_ip != owner.ip:
+                return  # only an owner's advertisement of its own address goes anywhere
+            asker = self.topology.hosts.get(pkt.dst_ip)
+            if asker is not None:
+                if asker.location != here:
+                    decision.actions.append(Forward(asker.dpid, asker.port))
+                return
+            now = self.clock()
+            for (dpid, port), t in sorted(self._dad.pop(owner.ip, {}).items()):  # a defence to all nodes
+                if now - t < DAD_WAIT_S and (dpid, port) != here:
+                    decision.actions.append(Forward(dpid, port))
 
     def _arp(self, pkt: PacketIn, decision: Decision) -> None:
         topo = self.topology
@@ -246,16 +341,7 @@ class PacketInHandler:
             if target is not None:
                 decision.actions.append(ArpReply(pkt.dpid, pkt.in_port, target.ip, target.mac, pkt.src_ip, pkt.eth_src))
                 return
-            now = self.clock()
-            key = (pkt.src_ip, pkt.dst_ip)
-            if now - self._recent_floods.get(key, -1e18) < self.flood_hold_s:
-                return
-            self._recent_floods = {k: t for k, t in self._recent_floods.items() if now - t < self.flood_hold_s}
-            self._recent_floods[key] = now
-            for dpid in sorted(topo.ports):
-                for port in sorted(topo.access_ports(dpid)):
-                    if (dpid, port) != (pkt.dpid, pkt.in_port):
-                        decision.actions.append(Forward(dpid, port))
+            self._flood_to_hosts(pkt, pkt.dst_ip, decision)
         elif pkt.arp_op == ARP_REPLY:
             if pkt.eth_dst == PROBE_MAC:
                 return  # the answer to our probe: hearing it was all it was good for

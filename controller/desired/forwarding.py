@@ -3,8 +3,9 @@
 Destination-based, over the shortest-path DAG toward each host's switch: a switch forwards to every neighbour
 one hop closer (a SELECT group when there are several: ECMP up the Clos; a single output on the way down).
 Distances strictly decrease along every path, so forwarding is loop-free on any graph, Clos or not, and it is
-recomputed from live links after every failure. ARP goes to the controller (which answers for known hosts and
-never floods on fabric links), IPv6 is dropped, and IPv4 toward an unknown host goes to the controller.
+recomputed from live links after every failure. ARP and IPv6 neighbour discovery go to the controller (which
+answers or delivers for known hosts and never floods on fabric links), and IPv4 or IPv6 toward an unknown host
+goes to the controller.
 
 On a recognised Clos (every switch has a tier level) the table is *compact* (Al-Fares et al., SIGCOMM'08:
 prefixes down, a default up), with the very same next hops per (switch, known host):
@@ -22,6 +23,8 @@ other entry is a prefix holding a known host whose next hops it uses. Prefixes h
 so along any cycle the smallest prefix used holds a host h inside every other one used, and each hop of the
 cycle gets one hop closer to h's switch: impossible. An unknown address ends in the IPv4 miss (a packet-in the
 controller ignores when it comes from a fabric port) or is dropped. Off a Clos, per-host entries as before.
+IPv6 hosts have exact entries (their IPv6 and the solicitations for them) on a Clos too: the prefixes are
+IPv4's.
 """
 
 from __future__ import annotations
@@ -42,13 +45,18 @@ from controller.desired.rules import (
     ETH_IPV6,
     ETH_LLDP,
     LLDP_MAC_NEAREST_BRIDGE,
+    ND_ADVERT,
+    ND_SOLICIT,
     NO_BUFFER,
     PRIO_ARP,
     PRIO_HOST,
     PRIO_IPV4_MISS,
-    PRIO_IPV6_DROP,
+    PRIO_IPV6_MISS,
     PRIO_LLDP,
+    PRIO_ND,
+    PRIO_ND_MISS,
     PRIO_TABLE_MISS,
+    PROTO_ICMPV6,
     TABLE_CLASSIFY,
     TABLE_FORWARD,
     FlowRule,
@@ -57,7 +65,7 @@ from controller.desired.rules import (
     SwitchRules,
     match,
 )
-from controller.state.topology import Host, Topology
+from controller.state.topology import Host, Topology, is_ipv6
 
 PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
 MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table
@@ -97,22 +105,30 @@ def group_id_for(ports: Iterable[int], taken: Mapping[int, tuple[int, ...]]) -> 
     return gid
 
 
+def nd_match(nd_type: int, **fields: Any) -> Match:
+    """A match on one kind of IPv6 neighbour-discovery message (solicitation or advertisement)."""
+    return match(eth_type=ETH_IPV6, ip_proto=PROTO_ICMPV6, icmpv6_type=nd_type, **fields)
+
+
 def base_rules(dpid: int) -> list[FlowRule]:
-    """Rules independent of topology: ARP copied to the controller (learning, proxy answers, asking for unknown
-    hosts) and on to forwarding (where ARP for a known host follows that host's rules), IPv6 dropped, the rest
-    on to forwarding (where IPv4 toward an unknown host goes to the controller and anything else is dropped).
-    LLDP goes to the controller by the very rule the topology app installs at connect (it replaces that one):
-    as mlroute's own, it is read back, audited and repaired with the rest (a switch wiped while connected
-    would otherwise lose its links to LLDP's timeout)."""
+    """Rules independent of topology: ARP and IPv6 neighbour discovery (its ARP: solicitations and
+    advertisements) copied to the controller (learning, answers, asking for unknown hosts) and on to forwarding
+    (where ARP or a solicitation for a known host follows that host's rules, and ND for no known host is
+    dropped), the rest on to forwarding (where IPv4 or IPv6 toward an unknown host goes to the controller and
+    anything else is dropped). LLDP goes to the controller by the very rule the topology app installs at
+    connect (it replaces that one): as mlroute's own, it is read back, audited and repaired with the rest (a
+    switch wiped while connected would otherwise lose its links to LLDP's timeout)."""
     to_controller = (("controller", PACKET_IN_BYTES),)
+    copy = to_controller + (("goto", TABLE_FORWARD),)
     return [
         FlowRule(dpid, PRIO_LLDP, match(eth_dst=LLDP_MAC_NEAREST_BRIDGE, eth_type=ETH_LLDP),
                  (("controller", NO_BUFFER),), table=TABLE_CLASSIFY),
-        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), to_controller + (("goto", TABLE_FORWARD),),
-                 table=TABLE_CLASSIFY),
-        FlowRule(dpid, PRIO_IPV6_DROP, match(eth_type=ETH_IPV6), (), table=TABLE_CLASSIFY),
+        FlowRule(dpid, PRIO_ARP, match(eth_type=ETH_ARP), copy, table=TABLE_CLASSIFY),
+        *(FlowRule(dpid, PRIO_ND, nd_match(t), copy, table=TABLE_CLASSIFY) for t in (ND_SOLICIT, ND_ADVERT)),
         FlowRule(dpid, PRIO_TABLE_MISS, match(), (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY),
         FlowRule(dpid, PRIO_IPV4_MISS, match(eth_type=ETH_IPV4), to_controller, table=TABLE_FORWARD),
+        *(FlowRule(dpid, PRIO_ND_MISS, nd_match(t), (), table=TABLE_FORWARD) for t in (ND_SOLICIT, ND_ADVERT)),
+        FlowRule(dpid, PRIO_IPV6_MISS, match(eth_type=ETH_IPV6), to_controller, table=TABLE_FORWARD),
     ]
 
 
@@ -131,6 +147,7 @@ def next_hop_ports(graph: nx.Graph, dst_switch: int) -> dict[int, tuple[int, ...
 
 
 PRIO_ARP_FABRIC = PRIO_ARP + 1  # above the ARP copy: ARP that crossed a fabric link was copied at its ingress
+PRIO_IPV6_FABRIC = PRIO_ND + 1  # above the ND copies: the same for IPv6 neighbour discovery
 
 
 def fabric_arp_rule(dpid: int, port: int) -> FlowRule:
@@ -140,9 +157,20 @@ def fabric_arp_rule(dpid: int, port: int) -> FlowRule:
                     table=TABLE_CLASSIFY)
 
 
+def fabric_port_rules(dpid: int, port: int) -> tuple[FlowRule, FlowRule]:
+    """A fabric port's rules: its ARP (``fabric_arp_rule``) and its IPv6, neighbour discovery included, on to
+    forwarding without another copy (one rule for all of IPv6: only ND is copied anywhere in table 0)."""
+    return (fabric_arp_rule(dpid, port),
+            FlowRule(dpid, PRIO_IPV6_FABRIC, match(in_port=port, eth_type=ETH_IPV6), (("goto", TABLE_FORWARD),),
+                     table=TABLE_CLASSIFY))
+
+
 def host_matches(ip: str) -> tuple[Match, Match]:
     """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
-    its IPv4, so ARP keeps working while the controller is away)."""
+    its IPv4, so ARP keeps working while the controller is away); for an IPv6 host, its IPv6 and neighbour
+    solicitations for it, likewise."""
+    if is_ipv6(ip):
+        return (match(eth_type=ETH_IPV6, ipv6_dst=ip), nd_match(ND_SOLICIT, ipv6_nd_target=ip))
     return (match(eth_type=ETH_IPV4, ipv4_dst=ip), match(eth_type=ETH_ARP, arp_tpa=ip))
 
 
@@ -173,21 +201,48 @@ def _base_tables(topology: Topology, graph: nx.Graph) -> dict[int, SwitchRules]:
             rules.add_flow(rule)
         if dpid in graph:
             for nbr in graph.adj[dpid]:
-                rules.add_flow(fabric_arp_rule(dpid, graph.edges[dpid, nbr]["ports"][dpid]))
+                for rule in fabric_port_rules(dpid, graph.edges[dpid, nbr]["ports"][dpid]):
+                    rules.add_flow(rule)
     return desired
 
 
 def per_host_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
                   graph: nx.Graph) -> dict[int, SwitchRules]:
-    """Two entries (IPv4, ARP) per known host on every switch that reaches it: the plan off a Clos (and the
-    reference the benchmark compares the compact one with)."""
+    """Two entries (IPv4 and ARP, or IPv6 and ND) per known host on every switch that reaches it: the plan off
+    a Clos (and the reference the benchmark compares the compact one with)."""
     desired = _base_tables(topology, graph)
+    groups = _Groups(desired, levels, stagger)
+    add_host_entries(desired, topology.hosts.values(), graph, groups)
+    return desired
+
+
+class _Groups:
+    """Each switch's SELECT groups as a plan adds them: bucket list -> group id and back, kept as groups are
+    added (building ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)."""
+
+    def __init__(self, desired: Mapping[int, SwitchRules], levels: Mapping[int, int], stagger: bool) -> None:
+        self.desired, self.levels, self.stagger = desired, levels, stagger
+        self.gids: dict[int, dict[tuple[int, ...], int]] = {dpid: {} for dpid in desired}
+        self.taken: dict[int, dict[int, tuple[int, ...]]] = {dpid: {} for dpid in desired}
+
+    def actions(self, dpid: int, ports: tuple[int, ...]) -> tuple:
+        """Output to the one port, or to the (staggered) group over several."""
+        if len(ports) == 1:
+            return (("output", ports[0]),)
+        buckets = staggered_buckets(ports, self.levels.get(dpid, 0) if self.stagger else 0)
+        gid = self.gids[dpid].get(buckets)
+        if gid is None:  # a bucket list new on this switch; a known one keeps its id (same probe)
+            gid = self.gids[dpid][buckets] = group_id_for(buckets, self.taken[dpid])
+            self.taken[dpid][gid] = buckets
+            self.desired[dpid].add_group(GroupRule(dpid, gid, buckets))
+        return (("group", gid),)
+
+
+def add_host_entries(desired: Mapping[int, SwitchRules], hosts: Iterable[Host], graph: nx.Graph,
+                     groups: _Groups) -> None:
+    """Each host's exact entries (``host_matches``) on its own switch and on every switch that reaches it."""
     hops_cache: dict[int, dict[int, tuple[int, ...]]] = {}
-    # per switch: bucket list -> group id and group id -> bucket list, kept as groups are added (building
-    # ``taken`` afresh for every (host, switch) pair made the plan quadratic in groups x hosts)
-    gids: dict[int, dict[tuple[int, ...], int]] = {dpid: {} for dpid in desired}
-    taken: dict[int, dict[int, tuple[int, ...]]] = {dpid: {} for dpid in desired}
-    for host in topology.hosts.values():
+    for host in hosts:
         if host.dpid not in desired:
             continue
         matches = host_matches(host.ip)
@@ -196,23 +251,10 @@ def per_host_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
         if host.dpid not in hops_cache:
             hops_cache[host.dpid] = next_hop_ports(graph, host.dpid)
         for dpid, ports in hops_cache[host.dpid].items():
-            if not ports:
-                continue
-            rules = desired[dpid]
-            if len(ports) == 1:
-                actions = (("output", ports[0]),)
-            else:
-                buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
-                gid = gids[dpid].get(buckets)
-                if gid is None:  # a bucket list new on this switch; a known one keeps its id (same probe)
-                    gid = group_id_for(buckets, taken[dpid])
-                    gids[dpid][buckets] = gid
-                    taken[dpid][gid] = buckets
-                    rules.add_group(GroupRule(dpid, gid, buckets))
-                actions = (("group", gid),)
-            for m in matches:
-                rules.add_flow(FlowRule(dpid, PRIO_HOST, m, actions))
-    return desired
+            if ports:
+                actions = groups.actions(dpid, ports)
+                for m in matches:
+                    desired[dpid].add_flow(FlowRule(dpid, PRIO_HOST, m, actions))
 
 
 # -- compact forwarding (a recognised Clos) ------------------------------------------------------------------
@@ -411,30 +453,18 @@ def compact_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
     """The compact plan of a recognised Clos (see the module docstring), from scratch: the reference
     ``plan_state.PlanState`` equals."""
     desired = _base_tables(topology, graph)
-    addresses = Addresses.of(h for h in topology.hosts.values() if h.dpid in desired)
+    hosts = [h for h in topology.hosts.values() if h.dpid in desired]
+    addresses = Addresses.of(h for h in hosts if not is_ipv6(h.ip))
     toward = {d: hop_distances(graph, d) for d in set(addresses.run_dpid)}
+    groups = _Groups(desired, levels, stagger)
     for dpid, rules in desired.items():
         adj = graph.adj[dpid] if dpid in graph else {}
         fabric = [attrs["ports"][dpid] for attrs in adj.values()]
         table = compact_table(addresses, dpid, lambda d: toward[d][1].get(dpid) or None,  # noqa: B023
                               levels.get(dpid, 0) == 0,
                               lambda d: is_transit(graph.adj, toward[d][0], dpid), fabric)  # noqa: B023
-        gids: dict[tuple[int, ...], int] = {}
-        taken: dict[int, tuple[int, ...]] = {}
         for priority, m, what in compact_rules(table):
-            if what and isinstance(what[0], int):
-                ports = what
-                if len(ports) == 1:
-                    actions: Any = (("output", ports[0]),)
-                else:
-                    buckets = staggered_buckets(ports, levels.get(dpid, 0) if stagger else 0)
-                    gid = gids.get(buckets)
-                    if gid is None:
-                        gid = gids[buckets] = group_id_for(buckets, taken)
-                        taken[gid] = buckets
-                        rules.add_group(GroupRule(dpid, gid, buckets))
-                    actions = (("group", gid),)
-            else:
-                actions = what
+            actions = groups.actions(dpid, what) if what and isinstance(what[0], int) else what
             rules.add_flow(FlowRule(dpid, priority, m, actions))
+    add_host_entries(desired, (h for h in hosts if is_ipv6(h.ip)), graph, groups)  # IPv6: exact entries
     return desired

@@ -43,7 +43,7 @@ from controller.desired.link_distances import (
 from controller.desired.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
 from controller.state.flowkey import FlowKey
 from controller.state.tiers import TierInference, hops_from
-from controller.state.topology import Host, Topology
+from controller.state.topology import Host, Topology, is_ipv6
 
 PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
 
@@ -69,6 +69,7 @@ class PlanState:
         self._tiers: TierInference | None = None
         self._hosts: dict[str, Host] = {}
         self._ips_at: dict[int, set[str]] = {}  # destination switch -> IPs of its hosts
+        self._v6_at: dict[int, set[str]] = {}  # the IPv6 ones among them (exact entries on a Clos too)
         self._dist: dict[int, dict[int, int]] = {}  # destination switch -> BFS distance of every switch
         self._hops: dict[int, dict[int, tuple[int, ...]]] = {}  # destination switch -> next hops per switch
         self._gid: dict[int, dict[tuple, int]] = {}  # switch -> bucket list -> group id
@@ -166,20 +167,20 @@ class PlanState:
             hops.pop(s, None)
 
     def _apply_fabric_ports(self, old: Adjacency, adj: Adjacency) -> None:
-        """Keep each switch's per-fabric-port ARP rules (``forwarding.fabric_arp_rule``) equal to its links."""
+        """Keep each switch's per-fabric-port rules (``forwarding.fabric_port_rules``) equal to its links."""
         for s in adj.keys() | old.keys():
             rules = self.desired.get(s)
             if rules is None or old.get(s) == adj.get(s):  # (its links unchanged: most switches, in C)
                 continue
             before, after = set(old.get(s, {}).values()), set(adj.get(s, {}).values())
             for port in before - after:
-                key = forwarding.fabric_arp_rule(s, port).key
-                rules.flows.pop(key, None)
-                self._touch(s, flow=key)
+                for rule in forwarding.fabric_port_rules(s, port):
+                    rules.flows.pop(rule.key, None)
+                    self._touch(s, flow=rule.key)
             for port in after - before:
-                rule = forwarding.fabric_arp_rule(s, port)
-                rules.add_flow(rule)
-                self._touch(s, flow=rule.key)
+                for rule in forwarding.fabric_port_rules(s, port):
+                    rules.add_flow(rule)
+                    self._touch(s, flow=rule.key)
 
     def _update_destination(self, dst: int, removed: list[tuple[int, int]], added: list[tuple[int, int]],
                             moved: list[tuple[int, int]]) -> set[int]:
@@ -259,7 +260,7 @@ class PlanState:
         if self._compact:  # a level decides the host-port default and the staggering
             self._redo |= moved
             self._restagger |= moved
-        elif self.stagger:
+        if self.stagger:  # (on a Clos: its IPv6 hosts' exact entries)
             for dst in self._dist:
                 for s in moved & self._hops[dst].keys():
                     self._write_host_entries(dst, s)
@@ -285,8 +286,11 @@ class PlanState:
             self._dist[dst] = hops_from(self._adj, (dst,))
             self._hops[dst] = {s: hops_of(self._adj, self._dist[dst], s) for s in self._dist[dst] if s != dst}
         self._ips_at.setdefault(dst, set()).add(host.ip)
+        v6 = is_ipv6(host.ip)
+        if v6:
+            self._v6_at.setdefault(dst, set()).add(host.ip)
         self._set_miss_rules(host)
-        if self._compact:
+        if self._compact and not v6:
             self._new_hosts.append(host)
             self._redo.add(dst)
             return
@@ -320,7 +324,8 @@ class PlanState:
         if ips is None or host.ip not in ips:
             return
         ips.discard(host.ip)
-        if self._compact:
+        self._v6_at.get(host.dpid, set()).discard(host.ip)
+        if self._compact and not is_ipv6(host.ip):
             self._redo_all = True  # prefixes may grow anywhere
         else:
             for m in forwarding.host_matches(host.ip):
@@ -329,19 +334,23 @@ class PlanState:
                     self._set_forward(s, m, None)
         if not ips:  # no host left behind this switch: its BFS is no longer needed
             del self._ips_at[host.dpid]
+            self._v6_at.pop(host.dpid, None)
             self._dist.pop(host.dpid, None)
             self._hops.pop(host.dpid, None)
 
     def _write_host_entries(self, dst: int, s: int) -> None:
-        """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed)."""
+        """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed): on a
+        Clos, ``s``'s compact table again and the exact entries of ``dst``'s IPv6 hosts."""
         if self._compact:
             self._redo.add(s)
-            return
         if s == dst or s not in self.desired:
+            return
+        ips = self._v6_at.get(dst, ()) if self._compact else self._ips_at.get(dst, ())
+        if not ips:
             return
         ports = self._hops[dst].get(s)
         actions = self._actions(s, ports) if ports else None
-        for ip in self._ips_at.get(dst, ()):
+        for ip in ips:
             for m in forwarding.host_matches(ip):
                 self._set_forward(s, m, actions)
 
@@ -404,7 +413,8 @@ class PlanState:
         if not self._compact:
             return
         if hosts_changed or self._redo_all:
-            self._addresses = forwarding.Addresses.of(self._hosts[ip] for ips in self._ips_at.values() for ip in ips)
+            self._addresses = forwarding.Addresses.of(self._hosts[ip] for ips in self._ips_at.values() for ip in ips
+                                                      if not is_ipv6(ip))
         if self._redo_all:
             redo = set(self.desired)
         else:
@@ -467,7 +477,7 @@ class PlanState:
         """Per-host forwarding replaced by compact forwarding or back (the tiers changed)."""
         if compact:
             for dst, ips in self._ips_at.items():
-                for ip in ips:
+                for ip in ips - self._v6_at.get(dst, set()):  # (IPv6 hosts keep their exact entries)
                     for m in forwarding.host_matches(ip):
                         self._set_forward(dst, m, None)
                         for s in self._hops.get(dst, {}):

@@ -87,13 +87,13 @@ class Recovered:
         if (rule.priority == PRIO_ARP_FABRIC and "in_port" in fields
                 and rule == fabric_arp_rule(dpid, fields["in_port"])):  # (host_guard's ARP hold: same priority)
             fabric.add(fields["in_port"])  # ARP that crossed a fabric link: the port faces a switch
-        elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src", "ipv4_src"} <= set(fields):
-            self.bound[fields["ipv4_src"]] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
+        elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src"} <= set(fields) and _source(fields):
+            self.bound[_source(fields)] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
         elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
               and rule.priority in (PRIO_HOST, PRIO_EXACT)
-              and len(rule.actions) == 1 and outputs and isinstance(fields.get("ipv4_dst"), str)):
+              and len(rule.actions) == 1 and outputs and _destination(fields)):
             # an exact host rule only: a compact plan's prefix (address, mask) names no host
-            self.host_routes.setdefault(fields["ipv4_dst"], {})[dpid] = outputs[0]
+            self.host_routes.setdefault(_destination(fields), {})[dpid] = outputs[0]
 
     def read_groups(self, dpid: int, groups: Iterable[GroupRule]) -> None:
         """Fold in one switch's read-back groups: their buckets are ECMP ports toward other switches."""
@@ -172,3 +172,15 @@ def _key(fields) -> FlowKey | None:
         return key_from_fields(fields)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _source(fields: dict) -> str:
+    """The IPv4 or IPv6 source a host guard names ("" if none)."""
+    value = fields.get("ipv4_src", fields.get("ipv6_src"))
+    return value if isinstance(value, str) else ""
+
+
+def _destination(fields: dict) -> str:
+    """The exact IPv4 or IPv6 destination a forwarding rule names ("" for none or a prefix)."""
+    value = fields.get("ipv4_dst", fields.get("ipv6_dst"))
+    return value if isinstance(value, str) else ""

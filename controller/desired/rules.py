@@ -6,7 +6,7 @@ field name, value); actions are a tuple of ("output", port) / ("group", group_id
 ("goto", table) / ("resubmit", table) / ("learn_seen", ip_proto, hold_s) (the last two Open vSwitch's); no
 action means drop.
 
-Table 0 classifies (ARP and IPv6 handling, per-transport-flow accounting at the ingress switch, pinned
+Table 0 classifies (ARP and IPv6 neighbour discovery, per-transport-flow accounting at the ingress switch, pinned
 elephants), table 1 forwards toward hosts (the ECMP baseline), table 2 (Open vSwitch, ``te.flow_copy: learn``)
 marks new transport flows as seen in the data plane so each reaches the controller once (``flowcopy.py``).
 """
@@ -52,7 +52,13 @@ PRIO_PAIR_HOP = 25  # table 0: a declared host pair's upward hop beyond the ingr
 PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress switch
 PRIO_ARP = 100
 PRIO_LLDP = 0xFFFF  # table 0: LLDP to the controller (link discovery), as the topology app itself installs it
-PRIO_IPV6_DROP = 100
+PRIO_ND = 100  # table 0: IPv6 neighbour solicitations and advertisements (ARP's twin): copy + forwarding
+PRIO_ND_MISS = 2  # table 1: ND toward no known host (a multicast solicitation, an unsolicited advertisement): drop
+PRIO_IPV6_MISS = 1  # table 1: IPv6 toward a host not known yet: to the controller (as IPv4's miss)
+
+PROTO_ICMPV6 = 58
+ND_SOLICIT = 135  # ICMPv6 neighbour solicitation (RFC 4861): "who has target?"
+ND_ADVERT = 136  # ICMPv6 neighbour advertisement: "target is at this MAC"
 
 LLDP_MAC_NEAREST_BRIDGE = "01:80:c2:00:00:0e"
 NO_BUFFER = 0xFFFF  # OFPCML_NO_BUFFER: the whole packet to the controller

@@ -50,7 +50,7 @@ from controller.desired.rules import (
 from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
 from controller.state.jobs import HostPair
 from controller.state.tiers import TierInference
-from controller.state.topology import Host, Topology, port_toward
+from controller.state.topology import Host, Topology, is_ipv6, port_toward
 from mlroute.routing.tiers import TIER_RANK
 
 RouteKey = FlowKey | HostPair  # what the traffic engineer routes: a transport flow or a declared host pair
@@ -66,9 +66,10 @@ class HostTable(Protocol):
 
 def host_miss_rules(host: Host, copy: NewFlowCopy = CONTROLLER_COPY) -> list[FlowRule]:
     """One host's own TE rules: the anti-spoofing guard at its port (host_guard.py) and, under ``copy``, the
-    copies of its new TCP and UDP flows to the controller (with sFlow detection: no copies)."""
+    copies of its new TCP and UDP flows to the controller (with sFlow detection: no copies; IPv6 flows are not
+    counted yet: an IPv6 host's flows stay on the ECMP baseline)."""
     rules = list(host_rules(host))
-    for proto in (PROTO_TCP, PROTO_UDP) if copy.enabled else ():
+    for proto in (PROTO_TCP, PROTO_UDP) if copy.enabled and not is_ipv6(host.ip) else ():
         # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
         rules.append(FlowRule(host.dpid, PRIO_FLOW_MISS, match(in_port=host.port, eth_type=ETH_IPV4, ip_proto=proto,
                                                                **admitted_source(host)),

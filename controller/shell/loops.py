@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 
-from controller.decide.packet_in import ArpProbe, ArpReply, Forward
+from controller.decide.packet_in import ArpProbe, ArpReply, Forward, NdProbe
 from controller.desired.rules import COOKIE_FLOW
 from controller.southbound import framework as southbound
 from controller.southbound import ofmsg
@@ -250,7 +250,7 @@ class AppLoops:
                 target.send_msg(ofmsg.packet_out(target, action.port, ofmsg.arp_reply_frame(action)))
             elif isinstance(action, Forward) and data is not None:
                 target.send_msg(ofmsg.packet_out(target, action.port, data))
-            elif isinstance(action, ArpProbe):
+            elif isinstance(action, (ArpProbe, NdProbe)):
                 target.send_msg(ofmsg.packet_out(target, action.port, action.frame))
 
     def _start_sflow(self):

@@ -98,6 +98,8 @@ packet = _module("lib.packet.packet")
 ethernet = _module("lib.packet.ethernet")
 arp = _module("lib.packet.arp")
 ipv4 = _module("lib.packet.ipv4")
+ipv6 = _module("lib.packet.ipv6")  # (the controller reads IPv6 by hand; the tests build frames with these)
+icmpv6 = _module("lib.packet.icmpv6")
 tcp = _module("lib.packet.tcp")
 SWITCHES_APP = f"{PACKAGE}.topology.switches"  # the LLDP topology app mlroute requires
 

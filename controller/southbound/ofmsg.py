@@ -8,6 +8,7 @@ compile whole plans with these builders, serialise them, parse them back and run
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import struct
 from typing import Any
@@ -19,8 +20,12 @@ from controller.desired.rules import (
     COOKIE_SEEN,
     ETH_ARP,
     ETH_IPV4,
+    ETH_IPV6,
     ETH_LLDP,
+    ND_ADVERT,
+    ND_SOLICIT,
     PRIO_SEEN,
+    PROTO_ICMPV6,
     TABLE_SEEN,
     Change,
     FlowRule,
@@ -40,7 +45,7 @@ COOKIE_PREFIX = COOKIE_BASE & 0xFFFF0000
 COOKIE_PREFIX_MASK = 0xFFFF0000
 COOKIE_EXACT = 0xFFFFFFFFFFFFFFFF  # cookie mask selecting one exact cookie
 REPLY_MORE = ofp.OFPMPF_REPLY_MORE  # multipart flag: more parts of this reply follow
-ETH_KIND = {ETH_ARP: "arp", ETH_IPV4: "ipv4", ETH_LLDP: "lldp"}
+ETH_KIND = {ETH_ARP: "arp", ETH_IPV4: "ipv4", ETH_IPV6: "ipv6", ETH_LLDP: "lldp"}
 
 
 # -- rule values -> messages ------------------------------------------------------------------------------------
@@ -232,8 +237,8 @@ def stats_fields(stat: Any) -> dict[str, Any]:
 
 
 def decode_packet_in(dpid: int, in_port: int, data: bytes) -> tuple[str, PacketIn | None]:
-    """A packet-in's kind (arp / ipv4 / lldp / other) and, for ARP and IPv4, what the core needs of it.
-    Raises on undecodable data (the shell logs and skips it)."""
+    """A packet-in's kind (arp / ipv4 / ipv6 / lldp / other) and, for ARP, IPv4 and IPv6, what the core needs of
+    it. Raises on undecodable data (the shell logs and skips it)."""
     pkt = packet.Packet(data)
     eth = pkt.get_protocol(ethernet.ethernet)
     kind = ETH_KIND.get(eth.ethertype, "other") if eth is not None else "other"
@@ -244,7 +249,28 @@ def decode_packet_in(dpid: int, in_port: int, data: bytes) -> tuple[str, PacketI
     if kind == "ipv4":
         ip = pkt.get_protocol(ipv4.ipv4)
         return kind, PacketIn(dpid, in_port, eth.src, eth.dst, eth.ethertype, src_ip=ip.src, dst_ip=ip.dst)
+    if kind == "ipv6":
+        return kind, _ipv6_packet_in(dpid, in_port, eth.src, eth.dst, data)
     return kind, None
+
+
+IPV6_AT = 14  # an untagged frame's IPv6 header (the fabric's host ports carry no VLAN tags)
+
+
+def _ipv6_packet_in(dpid: int, in_port: int, eth_src: str, eth_dst: str, data: bytes) -> PacketIn:
+    """An IPv6 packet-in from its fixed header, and a neighbour solicitation's or advertisement's type and
+    target (RFC 4861: they carry no extension headers); addresses in ``ipaddress``'s compressed form, the
+    unspecified source (duplicate-address detection) as ""."""
+    if len(data) < IPV6_AT + 40 or data[IPV6_AT] >> 4 != 6:
+        raise ValueError("not an IPv6 header")
+    src = ipaddress.IPv6Address(data[IPV6_AT + 8:IPV6_AT + 24])
+    dst = ipaddress.IPv6Address(data[IPV6_AT + 24:IPV6_AT + 40]).compressed
+    nd_type, target = 0, ""
+    icmp = IPV6_AT + 40
+    if data[IPV6_AT + 6] == PROTO_ICMPV6 and len(data) >= icmp + 24 and data[icmp] in (ND_SOLICIT, ND_ADVERT):
+        nd_type, target = data[icmp], ipaddress.IPv6Address(data[icmp + 8:icmp + 24]).compressed
+    return PacketIn(dpid, in_port, eth_src, eth_dst, ETH_IPV6, src_ip="" if src.is_unspecified else src.compressed,
+                    dst_ip=dst, nd_type=nd_type, nd_target=target)
 
 
 def decode_flow_key(data: bytes) -> FlowKey:
