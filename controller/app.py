@@ -92,7 +92,7 @@ class MlrouteApp(ClusterShell, SwitchReplies, AppLoops, southbound.App):
         self._decision_ticked = None  # when the decision loop last came round (app_loops._check_decision_loop)
         self._stall_log = LogThrottle(time.monotonic)
         self.rest_server = None  # os-ken: mlroute's own REST server (Ryu serves its WSGI context itself)
-        self.collector = None  # the sFlow collector (te.detection sflow | both)
+        self.collector = None  # the sFlow collector (te.detection sflow | both | auto)
         self._cluster_init()  # with a cluster: section, self.datapaths holds only the switches this node leads
         # a follower's LLDP would be refused (SLAVE): its topology app holds those ports back (lldp_loop.py)
         switches.Switches.lldp_allowed = staticmethod(self.may_write) if self.roles is not None else None

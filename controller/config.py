@@ -56,9 +56,11 @@ DEFAULTS: dict[str, Any] = {
         "max_pairs": 4096,  # ... and in all; past them, new flows stay on ECMP uncounted
         "flow_copy": "auto",  # auto: learn on Open vSwitch, plain OF1.3 elsewhere; learn; controller
         "ecmp_stagger": True,  # de-correlate SELECT-group hashing across tiers (against hash polarisation)
-        "detection": "flowstats",  # flowstats: a counting rule per flow; sflow: samples (sflow:); both
+        # flowstats: a counting rule per flow; sflow: samples (sflow:); both; auto: per switch, sflow where its
+        # export is heard, flowstats elsewhere
+        "detection": "flowstats",
     },
-    "sflow": {  # elephants from sFlow samples (te.detection: sflow | both; docs/sflow.md)
+    "sflow": {  # elephants from sFlow samples (te.detection: sflow | both | auto; docs/sflow.md)
         "host": "127.0.0.1",  # the collector's UDP address ...
         "port": 6343,  # ... and port (sFlow's own)
         "window_s": 1.0,  # rates over windows this long; an elephant after te.elephant_polls windows above
@@ -68,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
         "max_pairs": 20000,  # host pairs tracked at most
         "pairs": True,  # a host pair above the threshold with no elephant 5-tuple is routed as one demand
         "rcvbuf_bytes": 8388608,  # the collector's socket receive buffer
+        # te.detection auto: a switch with no sample heard this long goes back to flow stats (two of Open vSwitch's
+        # default 30-s counter polling intervals: an idle switch that exports is never silent this long)
+        "silent_s": 60.0,
     },
     "jobs": [],  # [{name: str, hosts: [ip, ...]}]
     # [{dpid | description, profile, overrides}]: switch profiles (controller/desired/switch_profiles.py)
@@ -117,7 +122,7 @@ MAX_TIME_BUDGET_S = 3600.0
 CLIENT_TIMEOUT_RANGE_S = (0.1, 300.0)
 MAX_DECISION_WAIT_S = 600.0
 NEEDS_TIME_BUDGET = ("ilp", "annealing")  # they search until stopped: no budget, no bound on the event loop
-DETECTION_MODES = ("flowstats", "sflow", "both")  # te.detection
+DETECTION_MODES = ("flowstats", "sflow", "both", "auto")  # te.detection
 # RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 characters at most
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
@@ -249,6 +254,7 @@ SCHEMA = {
         "max_pairs": _Rule(int, _between(1, 10_000_000)),
         "pairs": _Rule(bool),
         "rcvbuf_bytes": _Rule(int, _between(65536, 1 << 30)),
+        "silent_s": _Rule(NUMBER, _between(1.0, 3600.0)),
     },
     "audit": {
         "period_s": _Rule(NUMBER, _between(1.0, 86400.0)),

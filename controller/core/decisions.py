@@ -107,8 +107,8 @@ class TrafficDecisions(CoreState):
         self.monitor.expire(self.clock())
         elephants = self.monitor.elephants()
         pairs = declared_jobs.uncovered_pairs(self.jobs, [st.key for st in elephants])  # declared sends not seen yet
-        if self.sflow is not None:  # host pairs busy as a whole, none of their 5-tuples an elephant
-            pairs += [p for p in self.sflow.elephant_pairs(st.key for st in elephants) if p not in pairs]
+        # host pairs busy as a whole (sFlow), none of their 5-tuples an elephant
+        pairs += [p for p in self.sampled_pairs(st.key for st in elephants) if p not in pairs]
         keys = [st.key for st in elephants] + pairs
         self._restore_pins([st.key for st in elephants])
         # the pin table itself, not a copy: a decision taken over replaces it (te.TrafficEngineer.take), and

@@ -178,6 +178,8 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         resync), so the flow-miss copies stop before the flow's second round trip: one packet-in per flow. With
         whether a resync is wanted (the rule left to it, or the flow's host pair counted whole from now on)."""
         self.ageing.heard_from(key.src_ip, dpid, in_port)
+        if self.auto is not None and self.auto.uses_sflow(dpid):
+            return [], False  # a copy sent before its switch moved to sFlow: samples detect it now
         counted, whole = self._account(key, dpid, in_port)
         if counted is None:
             return [], whole
@@ -340,6 +342,8 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         now, period = self.clock(), self.config["te"]["poll_interval_s"]
         due = []
         for dpid in sorted({h.dpid for h in self.topology.hosts.values()} & self.connected):
+            if self.auto is not None and self.auto.uses_sflow(dpid):
+                continue  # (te.detection: auto) its pinned elephants' entries too: samples tell their rates
             profile = self.profiles.get(dpid)
             every = max(period, profile.stats_interval_s if profile is not None else 0.0)
             if now - self._polled.get(dpid, -float("inf")) >= every - period / 4:  # (the loop's own jitter)

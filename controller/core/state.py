@@ -27,12 +27,14 @@ from controller.desired.rules import SwitchRules
 from controller.desired.switch_belief import SwitchBelief
 from controller.southbound.log_throttle import LogThrottle
 from controller.southbound.sflow.detection import SflowDetection
+from controller.southbound.sflow.switch_detection import SwitchDetection
 from controller.state.accounting import Accounting
 from controller.state.budget import TokenBucket
 from controller.state.capabilities import SwitchCapabilities
 from controller.state.flowkey import FlowKey
 from controller.state.job_leases import JobLeases
 from controller.state.job_state_file import JobStateFile
+from controller.state.jobs import HostPair
 from controller.state.monitor import FlowMonitor, MonitorConfig
 from controller.state.pair_rates import PairRates
 from controller.state.tiers import TierInference, infer_tiers
@@ -141,13 +143,15 @@ class CoreState:
         self.syncs_started = 0  # rule syncs begun: each takes the desired state as it is then
         self.synced = 0  # the last sync whose changes the shell has sent in full
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
-        # te.detection: sflow | both: elephants from packet samples (southbound/sflow/detection.py); in sflow mode
-        # only the pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
+        # te.detection: sflow | both | auto: elephants from packet samples (southbound/sflow/detection.py); in sflow
+        # mode only the pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
         self.detection = tecfg["detection"]
         self.sflow = None if self.detection == "flowstats" else SflowDetection(
             config["sflow"], self.monitor.config.threshold_bps, tecfg["elephant_polls"], self.topology,
             self.metrics)
         self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
+        # te.detection: auto: which switches are on sFlow (their export heard) and which on flow stats, per switch
+        self.auto = SwitchDetection(config["sflow"]["silent_s"]) if self.detection == "auto" else None
 
     @property
     def jobs(self) -> list[dict]:
@@ -238,3 +242,22 @@ class CoreState:
         """The controller's own request for a decision (the period, a job event, a failure under an elephant):
         coalesced with every other request (decision_requests.py); the decision loop takes it."""
         self.decisions.request(ticket=False, urgent=urgent)
+
+    def sampled_at(self, dpid: int) -> bool:
+        """Whether flows entering at ``dpid`` are detected from sFlow samples (not from counting rules there)."""
+        return self.detection == "sflow" or (self.auto is not None and self.auto.uses_sflow(dpid))
+
+    def detection_of(self, dpid: int) -> str:
+        """The detection in force at ``dpid``: ``te.detection``, or under ``auto`` the switch's own choice."""
+        return self.auto.of(dpid) if self.auto is not None else self.detection
+
+    def sampled_pairs(self, elephant_keys: Iterable[FlowKey]) -> list[HostPair]:
+        """Host pairs whose samples make them an elephant as a whole, none of their 5-tuples one
+        (``elephant_keys``), entering where sFlow detects (under ``auto``: the source host's switch is on it)."""
+        if self.sflow is None:
+            return []
+        pairs = self.sflow.elephant_pairs(elephant_keys)
+        if self.auto is None:
+            return pairs
+        hosts = self.topology.hosts
+        return [p for p in pairs if p.src_ip in hosts and self.auto.uses_sflow(hosts[p.src_ip].dpid)]

@@ -16,7 +16,7 @@ class CoreViews(SwitchTables):
 
     def switches_json(self) -> list[dict]:
         """Per switch: what it said it is, its tables' fill (confirmed) and capacity, its rule changes pending, group
-        support, errors, audit state."""
+        support, errors, audit state, the detection in force there (``te.detection: auto``: per switch)."""
         out = []
         for dpid in sorted(set(self.capabilities) | self.connected):
             caps = self.capabilities.get(dpid) or SwitchCapabilities(dpid)
@@ -29,7 +29,8 @@ class CoreViews(SwitchTables):
                         profile=self.profiles[dpid].to_json() if dpid in self.profiles else None,
                         limits={str(t): n for t, n in self._limits_of(dpid).items()} if dpid in self.connected
                         else {},
-                        audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)})
+                        audit={"period_s": self.audit.period_s, "out": self.audit.out(dpid)},
+                        detection=self.detection_of(dpid))
             out.append(view)
         return out
 
@@ -47,7 +48,7 @@ class CoreViews(SwitchTables):
         sflow = self.sflow
         if sflow is None:
             return out
-        for pair in sflow.elephant_pairs(st.key for st in elephants):
+        for pair in self.sampled_pairs(st.key for st in elephants):
             rate = sflow.pair_rate_bps(pair)
             out.append(dict(FlowKey(pair.src_ip, pair.dst_ip, PROTO_PAIR, 0, 0).as_dict(), rate_bps=rate,
                             demand_bps=None, path=list(pinned[pair]) if pair in pinned else None, active=True))

@@ -22,7 +22,8 @@ counting rule idled out is copied again on its first packet. They carry ``COOKIE
 state, never part of the desired rules, skipped by read-back.
 
 With ``te.detection: sflow`` nothing is copied (``enabled`` false): elephants come from packet samples, so a
-new flow costs no packet-in and no rule; host ports keep only their guards.
+new flow costs no packet-in and no rule; host ports keep only their guards. With ``auto`` the same holds at the
+switches whose sFlow export is heard (``sampled``, southbound/sflow/switch_detection.py), and only there.
 """
 
 from __future__ import annotations
@@ -70,14 +71,19 @@ class NewFlowCopy:
     hold_s: int = 2  # how long a learned "seen" entry lasts (hard timeout)
     learning: frozenset[int] = frozenset()
     enabled: bool = True  # False: new flows are not copied at all (te.detection: sflow)
+    sampled: frozenset[int] = frozenset()  # switches whose new flows are not copied (auto: on sFlow there)
 
     @classmethod
     def from_config(cls, tecfg: Mapping[str, Any]) -> NewFlowCopy:
         return cls(mode=tecfg["flow_copy"], hold_s=max(1, math.ceil(tecfg["poll_interval_s"])),
                    enabled=tecfg.get("detection", "flowstats") != "sflow")
 
+    def copies(self, dpid: int) -> bool:
+        """Whether new flows at ``dpid``'s host ports go to the controller at all."""
+        return self.enabled and dpid not in self.sampled
+
     def learns(self, dpid: int) -> bool:
-        return self.enabled and (self.mode == "learn" or (self.mode == "auto" and dpid in self.learning))
+        return self.copies(dpid) and (self.mode == "learn" or (self.mode == "auto" and dpid in self.learning))
 
     def described(self, dpid: int, mfr_desc: str, hw_desc: str, learns: bool | None = None) -> NewFlowCopy:
         """The policy once a switch has said what it is (only ``auto`` changes): it learns if it is Open

@@ -310,7 +310,8 @@ class PlanState:
         """Re-plan what the copy policy shapes (host-port copy rules, a declared pair's ingress) on the switches
         whose policy changed."""
         old, self.copy = self.copy, copy
-        changed = {h.dpid for h in self._hosts.values() if old.learns(h.dpid) != copy.learns(h.dpid)}
+        changed = {h.dpid for h in self._hosts.values()
+                   if (old.learns(h.dpid), old.copies(h.dpid)) != (copy.learns(h.dpid), copy.copies(h.dpid))}
         for host in [h for h in self._hosts.values() if h.dpid in changed]:
             self._set_miss_rules(host)
         for key, path in self._pinned.items():

@@ -66,10 +66,10 @@ class HostTable(Protocol):
 
 def host_miss_rules(host: Host, copy: NewFlowCopy = CONTROLLER_COPY) -> list[FlowRule]:
     """One host's own TE rules: the anti-spoofing guard at its port (host_guard.py) and, under ``copy``, the
-    copies of its new TCP and UDP flows to the controller (with sFlow detection: no copies; IPv6 flows are not
-    counted yet: an IPv6 host's flows stay on the ECMP baseline)."""
+    copies of its new TCP and UDP flows to the controller (with sFlow detection there: no copies; IPv6 flows are
+    not counted yet: an IPv6 host's flows stay on the ECMP baseline)."""
     rules = list(host_rules(host))
-    for proto in (PROTO_TCP, PROTO_UDP) if copy.enabled and not is_ipv6(host.ip) else ():
+    for proto in (PROTO_TCP, PROTO_UDP) if copy.copies(host.dpid) and not is_ipv6(host.ip) else ():
         # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
         rules.append(FlowRule(host.dpid, PRIO_FLOW_MISS, match(in_port=host.port, eth_type=ETH_IPV4, ip_proto=proto,
                                                                **admitted_source(host)),
@@ -155,6 +155,6 @@ def _pair_ingress(hosts: Mapping[str, Host], graph: nx.Graph, pair: HostPair, pa
     port = port_toward(graph, path[0], path[1])
     if port is None:
         return []
-    actions = ((copy.action(host.dpid),) if copy.enabled else ()) + (("output", port),)
+    actions = ((copy.action(host.dpid),) if copy.copies(host.dpid) else ()) + (("output", port),)
     return [FlowRule(host.dpid, PRIO_PAIR, pair_match(pair, host.port, proto), actions, table=TABLE_CLASSIFY,
                      cookie=COOKIE_FLOW_MISS) for proto in (PROTO_TCP, PROTO_UDP)]

@@ -217,9 +217,9 @@ class AppLoops:
                         dp.send_msg(ofmsg.flow_stats_request(dp, COOKIE_FLOW, ofmsg.COOKIE_EXACT))
                 for dp in list(self.datapaths.values()):  # table fill: capacities, and tables wiped under us
                     dp.send_msg(ofmsg.table_stats_request(dp))
-                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected) \
-                        if self.core.sflow is None else ():  # (sFlow: counter samples instead)
-                    if dpid in self.datapaths:
+                for dpid in self.link_load.poll_targets(self.core.topology, self.core.connected):
+                    # (sFlow: counter samples instead; under auto, at the switches on sFlow)
+                    if dpid in self.datapaths and not self._counter_sampled(dpid):
                         self.datapaths[dpid].send_msg(ofmsg.port_stats_request(self.datapaths[dpid]))
                 southbound.sleep(min(0.5, period / 4))  # replies are handled meanwhile by the event thread
                 hosts = self.core.housekeeping()
@@ -230,6 +230,10 @@ class AppLoops:
                 self.wake(resync=hosts.changed, decide=True)
             except Exception:
                 LOG.exception("poll failed; continuing")
+
+    def _counter_sampled(self, dpid):
+        """Whether ``dpid``'s port counters come from its sFlow counter samples (no port-stats poll there)."""
+        return self.core.sflow is not None and (self.core.auto is None or self.core.auto.uses_sflow(dpid))
 
     def _expire_jobs(self):
         """Jobs whose lease ran out end (controller/state/job_leases.py): in the core on one controller (the
@@ -254,7 +258,7 @@ class AppLoops:
                 target.send_msg(ofmsg.packet_out(target, action.port, action.frame))
 
     def _start_sflow(self):
-        """te.detection sflow | both: the collector in a thread of its own (green under Ryu's monkey-patching,
+        """te.detection sflow | both | auto: the collector in a thread of its own (green under Ryu's monkey-patching,
         native and without the turn under os-ken: it touches only the estimator, under its lock), and a loop
         that hands each completed window to the core."""
         cfg = self.config["sflow"]
@@ -271,7 +275,9 @@ class AppLoops:
         while True:
             southbound.sleep(tick)
             try:
-                if self.core.sflow_tick(self.collector.stats() if self.collector is not None else None):
-                    self.wake(decide=True)
+                moved = self.core.detection_tick()  # (te.detection: auto) a switch's export heard, or silent
+                new = self.core.sflow_tick(self.collector.stats() if self.collector is not None else None)
+                if moved or new:
+                    self.wake(resync=moved, decide=new)
             except Exception:
                 LOG.exception("sFlow tick failed; continuing")

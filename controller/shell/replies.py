@@ -47,8 +47,12 @@ class SwitchReplies:
             LOG.warning("skipping port-stats entry: %s", problem)
 
     def links_json(self):
-        if self.core.sflow is not None:  # counter samples, pushed by the switches
-            return self.core.sflow.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
+        core = self.core
+        if core.sflow is not None:  # counter samples, pushed by the switches (auto: by those on sFlow)
+            if core.auto is None:
+                return core.sflow.links(core.topology, core.te.pinned, core.fabric_bps)
+            return core.sflow.links(core.topology, core.te.pinned, core.fabric_bps, polled=self.link_load.rates,
+                                    sampled=core.auto.sampled)
         return self.link_load.links(self.core.topology, self.core.te.pinned, self.core.fabric_bps)
 
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)

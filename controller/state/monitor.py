@@ -95,6 +95,9 @@ class FlowMonitor:
     # dpid -> keys of the flows counted there, so a reply touches its own switch's flows only (scanning every
     # flow per reply made a 100k-entry poll of 64 switches quadratic); removals elsewhere are caught up lazily
     _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # dpid -> sampled elephants handed to its flow statistics (te.detection: auto), until a poll first shows them:
+    # a poll sent before their counting rule went in does not end them
+    _handed: dict[int, set[FlowKey]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def update(self, dpid: int, samples: Iterable[FlowSample], now: float, keep: Set[FlowKey] = frozenset()) -> None:
         """Fold in one complete poll of switch ``dpid``. Flows of that switch missing from it count as silent,
@@ -122,6 +125,12 @@ class FlowMonitor:
             st.bytes, st.duration_s, st.rate_bps = s.byte_count, s.duration_s, rate
             self._judge(st, now)
         keys = self._by_switch.get(dpid, set())
+        if dpid in self._handed:
+            self._take_handed(dpid, seen, keys)
+        self._end_missing(dpid, keys, seen, keep)
+
+    def _end_missing(self, dpid: int, keys: set[FlowKey], seen: Set[FlowKey], keep: Set[FlowKey]) -> None:
+        """Flows counted at ``dpid`` (``keys``) its poll did not show (``seen``) and not kept: ended."""
         for key in [k for k in keys if k not in seen and k not in keep]:
             st = self.flows.get(key)
             if st is None or st.dpid != dpid:  # forgotten, or now counted on another switch
@@ -163,6 +172,48 @@ class FlowMonitor:
             self._judge(st, now)
             if not st.elephant:
                 del self.flows[key]
+
+    def _take_handed(self, dpid: int, seen: set[FlowKey], keys: set[FlowKey]) -> None:
+        """Handed elephants a poll of ``dpid`` shows are its flows from now on; those forgotten meanwhile leave."""
+        handed = self._handed[dpid]
+        for key in list(handed):
+            st = self.flows.get(key)
+            if st is None or st.dpid != dpid or st.sampled:
+                handed.discard(key)
+            elif key in seen:
+                keys.add(key)
+                self._by_switch[dpid] = keys
+                handed.discard(key)
+        if not handed:
+            del self._handed[dpid]
+
+    def hand_to_samples(self, dpid: int) -> list[FlowKey]:
+        """``dpid`` moved to sFlow (te.detection: auto): the flows its polls counted are fed by samples from the
+        next window on, each keeping its state (an elephant stays one), none fed by both; returns their keys."""
+        self._handed.pop(dpid, None)
+        moved = []
+        for key in self._by_switch.pop(dpid, set()):
+            st = self.flows.get(key)
+            if st is not None and st.dpid == dpid and not st.sampled:
+                st.sampled = True
+                moved.append(key)
+        return moved
+
+    def hand_to_stats(self, dpid: int) -> list[FlowKey]:
+        """``dpid`` moved back to flow stats: its sampled elephants are counted by its polls from the first one
+        that shows their rule (their rate from that rule's lifetime), the other sampled flows there are forgotten
+        (their next packet is a new flow); returns the elephants' keys."""
+        kept = []
+        for key, st in list(self.flows.items()):
+            if not st.sampled or st.dpid != dpid:
+                continue
+            if not st.elephant:
+                del self.flows[key]
+                continue
+            st.sampled, st.bytes, st.duration_s, st.streak = False, 0, 0.0, 0
+            self._handed.setdefault(dpid, set()).add(key)
+            kept.append(key)
+        return kept
 
     def _judge(self, st: FlowState, now: float) -> None:
         if st.rate_bps >= self.config.threshold_bps:

@@ -94,6 +94,10 @@ class Metrics:
         self.sflow_samples = Counter("mlroute_sflow_samples", "sFlow flow samples by outcome (counted, replayed, "
                                      "no_header, not_transport, unknown_interface, not_ingress)", ["outcome"],
                                      registry=r)
+        self.switches_by_detection = Gauge("mlroute_switches_by_detection", "Connected switches by the detection "
+                                           "in force for flows entering there (te.detection: auto; sflow: their "
+                                           "sFlow export heard, flowstats: counting rules)", ["detection"],
+                                           registry=r)
         self.loop_lag = Histogram("mlroute_event_loop_lag_seconds",
                                   "How late a short timer fires in the controller's event loop: how long other work "
                                   "held the one Ryu thread", buckets=WAIT_BUCKETS_S, registry=r)

@@ -51,6 +51,7 @@ class AgentMap:
         self._ports: dict[tuple[str, int, int], PortRef] = {}
         self._switch: dict[tuple[str, int], int] = {}  # (agent, sub-agent) -> dpid, learned from counter samples
         self._agents: dict[str, int] = {}  # agent -> number of entries
+        self._mapped: dict[int, dict[int, int]] = {}  # dpid -> port -> entries naming it (who is covered)
         self.accept = accept
         self.max_entries = max_entries
         self.match_sub_agent = match_sub_agent  # key learned entries by sub-agent id too (switches that keep it)
@@ -71,8 +72,21 @@ class AgentMap:
         old = self._ports.get(key)
         if old is None:
             self._agents[agent] = self._agents.get(agent, 0) + 1
+        elif old != (dpid, port):
+            self._unmap(old)
+        if old != (dpid, port):
+            ports = self._mapped.setdefault(dpid, {})
+            ports[port] = ports.get(port, 0) + 1
         self._ports[key] = (dpid, port)
         return True
+
+    def _unmap(self, ref: PortRef) -> None:
+        ports = self._mapped.get(ref[0], {})
+        ports[ref[1]] = ports.get(ref[1], 1) - 1
+        if ports[ref[1]] <= 0:
+            del ports[ref[1]]
+        if not ports:
+            self._mapped.pop(ref[0], None)
 
     def add_port_names(self, agent: str, dpid: int, ports: Mapping[int, str],
                        ifindex_of: Callable[[str], int | None] = sysfs_ifindex) -> int:
@@ -131,12 +145,17 @@ class AgentMap:
         """The DPID behind an (agent, sub-agent), once one of its counter samples has been learned."""
         return self._switch.get((agent, sub_agent_id))
 
+    def mapped(self, dpid: int) -> set[int]:
+        """The OpenFlow ports of ``dpid`` some entry names (samples from them can be placed)."""
+        return set(self._mapped.get(dpid, ()))
+
     def knows_agent(self, agent: str) -> bool:
         return agent in self._agents
 
     def forget_switch(self, dpid: int) -> int:
         """Drop a switch's entries (it left, or its ports were renumbered); returns how many."""
         gone = [k for k, (d, _) in self._ports.items() if d == dpid]
+        self._mapped.pop(dpid, None)
         for key in gone:
             del self._ports[key]
             self._agents[key[0]] -= 1

@@ -1,5 +1,5 @@
-"""sFlow detection for the core (``te.detection: sflow | both``): the sFlow pieces put together, and what the
-core reads from them each window.
+"""sFlow detection for the core (``te.detection: sflow | both | auto``): the sFlow pieces put together, and what
+the core reads from them each window.
 
 Why a module of its own: the core should know only "a datagram arrived" and "a window ended". ``feed`` runs in
 the collector's thread (under the ingest lock); ``tick``, called from a loop of the shell, turns each completed
@@ -12,7 +12,7 @@ port-stats polling. Collector and ingest counters become metrics by their growth
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from controller.southbound.sflow.agents import AgentMap, PortRef
@@ -21,7 +21,7 @@ from controller.southbound.sflow.decoder import Datagram
 from controller.southbound.sflow.ingest import SflowIngest
 from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
-from controller.state.linkstats import links_json
+from controller.state.linkstats import PortRates, links_json
 from controller.state.sflow_rates import SampleRates, above
 from controller.state.topology import Topology
 
@@ -103,11 +103,22 @@ class SflowDetection:
             rate = self.rates.pair_rate((pair.src_ip, pair.dst_ip), self.rates.windows_needed)
         return rate.bps if rate is not None else 0.0
 
-    def links(self, topology: Topology, pinned: Mapping[Any, tuple[int, ...]],
-              capacity_bps: float) -> list[dict[str, Any]]:
-        """The link view from counter samples (``GET /mlroute/links``, mlroute_link_utilisation)."""
+    def heard(self) -> dict[int, float]:
+        """When each switch's export was last heard (a sample mapped to one of its ports)."""
         with self.ingest.lock:
-            return links_json(topology, self.counters, pinned, capacity_bps)
+            return dict(self.ingest.heard)
+
+    def links(self, topology: Topology, pinned: Mapping[Any, tuple[int, ...]], capacity_bps: float,
+              polled: PortRates | None = None, sampled: Collection[int] = ()) -> list[dict[str, Any]]:
+        """The link view from counter samples (``GET /mlroute/links``, mlroute_link_utilisation); with ``polled``
+        (te.detection: auto), the switches not in ``sampled`` from their port-stats polls instead."""
+        with self.ingest.lock:
+            rates: PortRates = self.counters
+            if polled is not None:
+                rates = PortRates()
+                rates.switches = {d: (self.counters if d in sampled else polled).switches.get(d, {})
+                                  for d in set(self.counters.switches) | set(polled.switches)}
+            return links_json(topology, rates, pinned, capacity_bps)
 
     def _count(self, name: str, outcome: str, n: int) -> None:
         assert self.metrics is not None

@@ -9,7 +9,8 @@ deduplicated per data source (``SequenceFilter``); the bytes counted per sample 
 count, so both detection modes compare against one threshold. Counter samples of mapped interfaces go to
 ``CounterRates``. Every sample not used is counted by why. No clock is read: ``now`` comes with each datagram.
 ``feed`` runs in the collector's thread and holds ``lock``; a reader in another thread (the TE step asking for
-elephants, the link view) takes the same lock, since the tables are plain dicts.
+elephants, the link view) takes the same lock, since the tables are plain dicts. ``heard`` says when each switch's
+export was last heard (a sample mapped to one of its ports): ``te.detection: auto`` moves a switch by it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class SflowIngest:
         self.skipped: dict[str, int] = dict.fromkeys(SKIP_REASONS, 0)
         self.counter_samples = 0
         self.counters_unmapped = 0
+        self.heard: dict[int, float] = {}  # dpid -> when a sample mapped to one of its ports last arrived
         self.lock = threading.Lock()
 
     def feed(self, now: float, datagram: Datagram) -> None:
@@ -67,6 +69,7 @@ class SflowIngest:
             if where is None:
                 skipped["unknown_interface"] += 1
                 continue
+            self.heard[where[0]] = now
             if not self.is_ingress(*where):
                 skipped["not_ingress"] += 1
                 continue
@@ -81,6 +84,7 @@ class SflowIngest:
             if where is None:
                 self.counters_unmapped += 1
                 continue
+            self.heard[where[0]] = now
             self.counters.counter_sample(where[0], where[1], datagram.uptime_ms, c.interface)
             self.counter_samples += 1
         if len(self.ingress) > 2 * self.rates.flows.max_keys:  # keep only the flows the rates still track

@@ -344,6 +344,9 @@ function drawSwitches(switches) {
     tr.dataset.dpid = String(s.dpid);
     html("th", dpidLabel(s.dpid) + (s.connected ? "" : " (down)"), tr);
     html("td", s.profile ? s.profile.name : "—", tr);
+    // te.detection auto: sflow where the switch's export is heard, flowstats (counting rules) elsewhere
+    const detection = html("td", s.detection || "—", tr);
+    detection.dataset.detection = s.detection || "";
     for (const t of ["0", "1", "2"]) {
       const table = s.tables[t] || {};
       const cap = table.capacity === null || table.capacity === undefined ? "?" : String(table.capacity);

@@ -1,10 +1,11 @@
-"""The core with ``te.detection: sflow | both``, driven with real sFlow v5 datagrams (built by
+"""The core with ``te.detection: sflow | both | auto``, driven with real sFlow v5 datagrams (built by
 tests/sflow_datagrams.py, decoded by the decoder): no per-flow rules for mice, exact entries only for the pinned
-elephants, host pairs as one demand, link load from counter samples, metrics by outcome."""
+elephants, host pairs as one demand, link load from counter samples, metrics by outcome; under ``auto`` each
+switch moving between flow stats and sFlow with its flows handed over."""
 
 from controller import config
 from controller.core import ControllerCore
-from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
+from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
 from controller.southbound.sflow.decoder import decode
 from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
@@ -193,3 +194,127 @@ def test_counter_samples_give_the_link_view_and_metrics_count_drops():
     core.sflow_tick({"received": 6, "decoded": 3, "dropped_truncated": 3})
     assert core.metrics.sflow_datagrams.labels("dropped_truncated")._value.get() == 3
     assert core.metrics.sflow_datagrams.labels("received")._value.get() == 6
+
+
+# -- te.detection: auto -----------------------------------------------------------------------------------------
+def auto_fabric(extra=""):
+    lab = Fabric("auto", extra)
+    lab.core.connected = set(lab.core.topology.ports)
+    return lab
+
+
+def copies_at(core, dpid):
+    return [r for r in rules_with_cookie(core, COOKIE_FLOW_MISS) if r.dpid == dpid and r.priority == PRIO_FLOW_MISS]
+
+
+def counting_at(core, dpid):
+    return [r for r in rules_with_cookie(core, COOKIE_FLOW) if r.dpid == dpid]
+
+
+def poll(lab, dpid, flows, seconds):
+    """One flow-stats poll of ``dpid``: each flow's counting rule (flows: [(key, bps)]) ``seconds`` old."""
+    lab.core.flow_stats(dpid, [FlowSample(k, dpid, int(bps * seconds / 8), seconds) for k, bps in flows])
+
+
+def test_auto_starts_on_flow_stats_and_moves_a_switch_whose_export_is_heard():
+    lab = auto_fabric()
+    core, key = lab.core, stride_keys()[0]
+    src = lab.host(key.src_ip)
+    assert len(rules_with_cookie(core, COOKIE_FLOW_MISS)) == 2 * 16 and src.dpid in core.stats_switches()
+    assert {s["detection"] for s in core.switches_json()} == {"flowstats"}
+    assert not core.detection_tick()  # nothing heard yet
+    lab.send([(key, 8e6)])  # a sample entering at its host's port: its switch exports
+    assert core.detection_tick()
+    core.sync()
+    assert copies_at(core, src.dpid) == []  # no copies at its host ports any more ...
+    assert len(rules_with_cookie(core, COOKIE_FLOW_MISS)) == 2 * 14  # ... and at every other host port still
+    lab.now += 2  # the next poll
+    due = core.stats_switches()
+    assert src.dpid not in due and len(due) == 7  # the other edge switches still polled
+    shown = {s["dpid"]: s["detection"] for s in core.switches_json()}
+    assert shown.pop(src.dpid) == "sflow" and set(shown.values()) == {"flowstats"}
+    assert core.metrics.switches_by_detection.labels("sflow")._value.get() == 1
+    assert core.metrics.switches_by_detection.labels("flowstats")._value.get() == len(core.connected) - 1
+    other = FlowKey(src.ip, "10.0.0.9", 6, 1234, 80)
+    assert core.new_transport_flow(other, src.dpid, src.port) == ([], False)  # a copy sent before the move
+    assert other not in core.accounting
+
+
+def test_a_switch_whose_host_ports_are_not_all_mapped_stays_on_flow_stats():
+    lab = auto_fabric()
+    key = stride_keys()[0]
+    src = lab.host(key.src_ip)
+    lab.core.sflow.agents.forget_switch(src.dpid)
+    lab.core.sflow.agents.add(AGENT, src.dpid * 100 + src.port, src.dpid, src.port)  # its other host port unknown
+    lab.send([(key, 8e6)])
+    assert not lab.core.detection_tick() and lab.core.detection_of(src.dpid) == "flowstats"
+
+
+def test_moving_to_sflow_keeps_a_counted_elephant_once_and_drops_the_mice_rules():
+    lab = auto_fabric()
+    core, key = lab.core, stride_keys()[0]
+    src = lab.host(key.src_ip)
+    mouse = FlowKey(src.ip, "10.0.0.9", 6, 1234, 80)
+    for k in (key, mouse):
+        core.new_transport_flow(k, src.dpid, src.port)
+    for t in (1.0, 3.0):  # two polls above the threshold: an elephant by flow stats
+        poll(lab, src.dpid, [(key, 8e6), (mouse, 1e4)], t)
+    assert core.monitor.flows[key].elephant and not core.monitor.flows[key].sampled
+    assert te_step(core).applied and key in core.te.pinned
+    core.sync()
+    lab.send([(key, 8e6)])
+    assert core.detection_tick()
+    st = core.monitor.flows[key]
+    assert st.elephant and st.sampled  # the same elephant, fed by samples from now on
+    assert mouse not in core.accounting and key in core.accounting  # the pinned entry holds its pin
+    core.sync()
+    [rule] = counting_at(core, src.dpid)
+    assert rule.actions[0][0] == "output" and dict(rule.match)["tcp_src"] == key.src_port
+    poll(lab, src.dpid, [(key, 1e3)], 5.0)  # a poll in flight at the move: not fed twice
+    assert core.monitor.flows[key].rate_bps == st.rate_bps
+    lab.windows([(key, 8e6)], 2)
+    assert [s.key for s in core.monitor.elephants()] == [key]
+    assert core.monitor.flows[key].rate_bps >= core.monitor.config.threshold_bps  # the sampled estimate
+
+
+def test_silence_hands_sampled_elephants_back_to_counting_rules():
+    lab = auto_fabric("sflow:\n  silent_s: 5\n")
+    core = lab.core
+    keys = stride_keys()[:2]  # 10.0.0.1 and 10.0.0.2: one edge switch
+    dpid = lab.host(keys[0].src_ip).dpid
+    assert lab.host(keys[1].src_ip).dpid == dpid
+    mouse = (FlowKey(keys[0].src_ip, "10.0.0.9", 6, 1234, 80), 2e4)
+    lab.send([(keys[0], 8e6)])
+    assert core.detection_tick()
+    lab.windows([(k, 8e6) for k in keys] + [mouse], 3)
+    assert {s.key for s in core.monitor.elephants()} == set(keys) and core.monitor.flows[mouse[0]].sampled
+    te_step(core)
+    core.sync()
+    pinned = [k for k in keys if k in core.te.pinned]
+    lab.now += 5  # nothing heard from the switch for silent_s
+    assert core.detection_tick() and core.detection_of(dpid) == "flowstats"
+    for k in keys:
+        st = core.monitor.flows[k]
+        assert st.elephant and not st.sampled and core.accounting[k] == (dpid, lab.host(k.src_ip).port)
+    assert mouse[0] not in core.monitor.flows  # a new flow again at its next packet
+    assert not core._sflow_pinned & set(pinned)  # ordinary counting rules now
+    core.sync()
+    assert len(copies_at(core, dpid)) == 2 * 2 and len(counting_at(core, dpid)) == 2
+    lab.now += 2
+    assert dpid in core.stats_switches()
+    poll(lab, dpid, [], 2.0)  # polled before the rules went in: not ended
+    lab.windows([], 1)  # the estimator's windows of that switch no longer feed the monitor
+    assert {s.key for s in core.monitor.elephants()} == set(keys) and mouse[0] not in core.monitor.flows
+    poll(lab, dpid, [(k, 6e6) for k in keys], 2.0)
+    assert all(core.monitor.flows[k].rate_bps == 6e6 for k in keys)
+    poll(lab, dpid, [(keys[0], 6e6)], 4.0)  # counted by its polls now: a rule gone is a flow ended
+    assert keys[1] not in core.monitor.flows and core.monitor.flows[keys[0]].elephant
+
+
+def test_host_pairs_are_routed_from_samples_only_where_the_switch_is_on_sflow():
+    lab = auto_fabric()
+    storm = [(FlowKey("10.0.0.1", "10.0.0.5", 17, 10000 + i, 9), 2e5) for i in range(40)]
+    lab.windows(storm, 3)
+    assert lab.core.sampled_pairs([]) == []  # its switch is on flow stats: its counting rules tell
+    lab.core.detection_tick()
+    assert lab.core.sampled_pairs([]) == [HostPair("10.0.0.1", "10.0.0.5")]

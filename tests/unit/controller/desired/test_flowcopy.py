@@ -93,6 +93,18 @@ def test_a_switch_described_mid_run_gets_its_copy_rules_replaced():
     assert first.to_controller == [src.dpid] and again.to_controller == []
 
 
+def test_a_switch_on_sflow_copies_no_new_flow_and_the_others_still_do():
+    """te.detection auto: the switches whose export is heard (``sampled``) have no copy rules, learned or not."""
+    topo = topologies.fat_tree(4)
+    src, other, dst = topo.hosts["10.0.0.1"], topo.hosts["10.0.0.5"], topo.hosts["10.0.0.16"]
+    copy = NewFlowCopy(mode="learn", hold_s=2, sampled=frozenset({src.dpid}))
+    assert not copy.copies(src.dpid) and not copy.learns(src.dpid) and copy.copies(other.dpid)
+    held = install(sync.desired_state(topo, None, {}, {}, stagger=True, idle_timeout=10, copy=copy))
+    assert trace(held, topo, src.dpid, src.port, tcp(src, dst, 40000)).to_controller == []
+    assert not [r for r in held[src.dpid].flows.values() if r.table == TABLE_SEEN]
+    assert trace(held, topo, other.dpid, other.port, tcp(other, dst, 40000)).to_controller == [other.dpid]
+
+
 def test_a_learn_action_read_back_in_open_vswitchs_nxm_names_is_the_same_value():
     """Open vSwitch answers flow stats with NXM field names where one exists (NXM_OF_IP_PROTO, ...)."""
     specs = [PARSER.NXFlowSpecMatch(src=0x0800, dst=("eth_type_nxm", 0), n_bits=16),

@@ -152,3 +152,29 @@ def test_elephants_come_in_flow_key_order_and_mice_are_left_out():
     poll(m, 1, 0, *[(k, mb(5 if i % 3 else 0.1, 1), 1.0) for i, k in enumerate(keys)])
     elephants = [k for i, k in enumerate(keys) if i % 3]
     assert [e.key for e in m.elephants()] == sorted(elephants)  # FlowKey's own ordering
+
+
+def test_a_switch_handed_to_samples_keeps_its_flows_fed_by_samples_only():
+    m = make(polls=1)
+    poll(m, 1, 0, (KEY, mb(5, 1), 1.0), (KEY2, mb(0.1, 1), 1.0))
+    poll(m, 2, 0, (FlowKey("10.0.0.9", "10.0.0.5", 6, 1, 2), mb(5, 1), 1.0))
+    assert sorted(m.hand_to_samples(1)) == sorted([KEY, KEY2])
+    assert m.flows[KEY].elephant and m.flows[KEY].sampled
+    poll(m, 1, 1, (KEY, mb(0.1, 2), 2.0))  # a poll in flight at the move: ignored, and missing flows not ended
+    assert m.flows[KEY].rate_bps == 5 * MBPS and KEY2 in m.flows
+    m.sampled({KEY: (1, 6 * MBPS, True)}, 2)
+    assert m.flows[KEY].rate_bps == 6 * MBPS and KEY2 not in m.flows  # silent in samples: a mouse leaves
+
+
+def test_a_switch_handed_back_to_stats_keeps_its_elephants_until_a_poll_shows_their_rules():
+    m = make(polls=1)
+    m.sampled({KEY: (1, 6 * MBPS, True), KEY2: (1, 0.2 * MBPS, False)}, 0)
+    assert m.hand_to_stats(1) == [KEY]
+    assert KEY2 not in m.flows and not m.flows[KEY].sampled and m.flows[KEY].elephant
+    poll(m, 1, 1)  # its counting rule not in yet: not ended
+    m.sampled({KEY: (1, 9 * MBPS, True)}, 1)  # nor fed by samples any more
+    assert m.flows[KEY].elephant and m.flows[KEY].rate_bps == 6 * MBPS
+    poll(m, 1, 2, (KEY, mb(4, 2), 2.0))  # the rule's lifetime so far
+    assert m.flows[KEY].rate_bps == pytest.approx(4 * MBPS)
+    poll(m, 1, 3)  # its rule gone: the flow ended
+    assert KEY not in m.flows

@@ -88,3 +88,15 @@ def test_forget_switch():
     assert agents.switch_of("127.0.0.1", 0) is None
     agents.forget_switch(0xA2)
     assert not agents.knows_agent("127.0.0.1")
+
+
+def test_mapped_ports_per_switch():
+    agents = AgentMap()
+    agents.learn(ovs_counters(8, 0xA1, 1, "s1-eth1"))
+    agents.learn(ovs_counters(6, 0xA1, 2, "s1-eth2"))
+    agents.add("127.0.0.1", 8, 0xA1, 1, sub_agent_id=3)  # a second entry naming the same port
+    assert agents.mapped(0xA1) == {1, 2} and agents.mapped(0xA2) == set()
+    agents.learn(ovs_counters(6, 0xA2, 1, "s2-eth1"))  # ifindex 6 renumbered to another bridge's port
+    assert agents.mapped(0xA1) == {1} and agents.mapped(0xA2) == {1}
+    agents.forget_switch(0xA1)
+    assert agents.mapped(0xA1) == set() and agents.mapped(0xA2) == {1}

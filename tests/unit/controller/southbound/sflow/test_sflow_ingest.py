@@ -74,3 +74,14 @@ def test_counter_samples_feed_port_rates():
     unknown = enc.counter_sample([enc.if_counters_record(if_index=42)], source_index=42)
     ing.feed(3.0, decode(enc.datagram([unknown], agent="127.0.0.1")))
     assert ing.stats()["counter_samples_counted"] == 2 and ing.stats()["counter_samples_unmapped"] == 1
+
+
+def test_each_switch_heard_by_its_mapped_samples_flow_or_counter():
+    ing = ingest()
+    ing.feed(0.1, flows(0, 8, 1, 2))  # s1, at its host port
+    ing.feed(0.2, flows(1, 5, 1, 1))  # s2, at its fabric port: not counted, but heard
+    ing.feed(0.3, flows(0, 99, 3, 1))  # an interface not in the map: nobody
+    assert ing.heard == {0xA1: 0.1, 0xA2: 0.2}
+    sample = enc.counter_sample([enc.if_counters_record(if_index=6)], sequence=1, source_index=6)
+    ing.feed(4.0, decode(enc.datagram([sample], agent="127.0.0.1", uptime_ms=4000)))  # an idle s1's counters
+    assert ing.heard == {0xA1: 4.0, 0xA2: 0.2}
