@@ -65,6 +65,13 @@ def host_ip(n):
     return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
 
 
+def host_ipv6(ipv4):
+    """A host's IPv6 address beside its IPv4 one: fd00::/64 (unique local) with the IPv4 address in the low 32
+    bits (10.0.0.1 -> fd00::a00:1), so a dual-stack fabric's two addresses of a host name each other."""
+    a, b, c, d = (int(x) for x in ipv4.split("/")[0].split("."))
+    return f"fd00::{(a << 8) | b:x}:{(c << 8) | d:x}"
+
+
 def host_mac(n):
     return f"00:00:00:{(n >> 16) & 255:02x}:{(n >> 8) & 255:02x}:{n & 255:02x}"
 

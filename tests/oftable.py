@@ -23,14 +23,15 @@ class Trace:
 
 
 def _number(value):
-    """An IPv4 address as an integer (masked matches on ipv4_dst / arp_tpa are (address, mask) strings)."""
+    """An address as an integer (masked matches on ipv4_dst / arp_tpa / ipv4_src / ipv6_src are (address, mask)
+    strings)."""
     return _address(value) if isinstance(value, str) else value
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _address(text):
     """(the same few hundred addresses and masks are compared millions of times in a k=8 trace)"""
-    return int(ipaddress.IPv4Address(text))
+    return int(ipaddress.ip_address(text))
 
 
 def _matches(have, want):
@@ -122,8 +123,9 @@ def trace(desired, topology, dpid, in_port, packet, max_hops=16):
 def _compatible(a, b):
     """Whether one packet can match both values of a field (exact or (value, mask) addresses)."""
     if isinstance(a, tuple) or isinstance(b, tuple):
-        va, ma = (_number(a[0]), _number(a[1])) if isinstance(a, tuple) else (_number(a), 0xFFFFFFFF)
-        vb, mb = (_number(b[0]), _number(b[1])) if isinstance(b, tuple) else (_number(b), 0xFFFFFFFF)
+        exact = (1 << 128) - 1  # (an exact IPv4 or IPv6 value: every bit it has)
+        va, ma = (_number(a[0]), _number(a[1])) if isinstance(a, tuple) else (_number(a), exact)
+        vb, mb = (_number(b[0]), _number(b[1])) if isinstance(b, tuple) else (_number(b), exact)
         return (va ^ vb) & ma & mb == 0
     return a == b
 

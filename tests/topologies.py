@@ -4,10 +4,8 @@ Port numbers follow the order links are added, as Mininet numbers them, and DPID
 the same numbering as the Mininet topology files, so a test reads like the real fabric at any size.
 """
 
-import ipaddress
-
 from controller.state.topology import Topology
-from mininet_topos.common import fat_tree_dpids, host_ip, host_mac, leaf_spine_dpids
+from mininet_topos.common import fat_tree_dpids, host_ip, host_ipv6, host_mac, leaf_spine_dpids
 
 
 class _Builder:
@@ -88,13 +86,11 @@ def ring(n=5):
     return b.topo
 
 
-def ipv6_of(ipv4):
-    """A host's IPv6 address beside its IPv4 one (fd00::/64, the IPv4 address in the low bits)."""
-    return str(ipaddress.IPv6Address((0xFD00 << 112) | int(ipaddress.IPv4Address(ipv4))))
+ipv6_of = host_ipv6  # (the emulated hosts' IPv6 addresses: mininet_topos.common)
 
 
 def dual_stack(topo):
-    """Every IPv4 host of ``topo`` given an IPv6 address (``ipv6_of``) at its port, with its MAC."""
+    """Every IPv4 host of ``topo`` given its IPv6 address (``host_ipv6``) at its port, with its MAC."""
     for host in [h for h in topo.hosts.values() if ":" not in h.ip]:
-        assert topo.learn_host(ipv6_of(host.ip), host.mac, host.dpid, host.port)
+        assert topo.learn_host(host_ipv6(host.ip), host.mac, host.dpid, host.port)
     return topo

@@ -165,12 +165,22 @@ def fabric_port_rules(dpid: int, port: int) -> tuple[FlowRule, FlowRule]:
                      table=TABLE_CLASSIFY))
 
 
+@lru_cache(maxsize=1 << 16)
+def solicited_node(ip: str) -> str:
+    """The multicast group a solicitation for ``ip`` is sent to (RFC 4291 2.7.1: ff02::1:ff + its low 24 bits).
+    A host's solicitation entry names it, so it never overlaps another host's IPv6 entry (a unicast
+    solicitation, to its target itself, takes the target's IPv6 entry: the same way)."""
+    low = int(ipaddress.IPv6Address(ip)) & 0xFFFFFF
+    return ipaddress.IPv6Address(int(ipaddress.IPv6Address("ff02::1:ff00:0")) | low).compressed
+
+
 def host_matches(ip: str) -> tuple[Match, Match]:
     """The table-1 matches that forward toward host ``ip``: its IPv4 and ARP for it (ARP takes the same way as
     its IPv4, so ARP keeps working while the controller is away); for an IPv6 host, its IPv6 and neighbour
     solicitations for it, likewise."""
     if is_ipv6(ip):
-        return (match(eth_type=ETH_IPV6, ipv6_dst=ip), nd_match(ND_SOLICIT, ipv6_nd_target=ip))
+        return (match(eth_type=ETH_IPV6, ipv6_dst=ip),
+                nd_match(ND_SOLICIT, ipv6_dst=solicited_node(ip), ipv6_nd_target=ip))
     return (match(eth_type=ETH_IPV4, ipv4_dst=ip), match(eth_type=ETH_ARP, arp_tpa=ip))
 
 

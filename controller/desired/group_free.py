@@ -10,7 +10,9 @@ them again would send it all one way (hash polarisation, as the staggered bucket
 sequential or per-rack addresses, an edge's hosts differ in the lowest bits, so they spread over its uplinks
 host by host, and each aggregation switch spreads the pods' hosts over the cores.
 
-ARP toward a spread destination takes the first next hop (one entry: ARP is a trickle). An entry that matched
+IPv6 toward a host spreads the same way on the same bits of its IPv6 source (masked ``ipv6_src``: the
+addresses' low bits). ARP and neighbour solicitations toward a spread destination take the first next hop (one
+entry: they are a trickle). An entry that matched
 no ethertype (a host port's upward default) gets its IPv4 spread at its own priority and one entry one priority
 below for the rest (ARP), so no two entries of a priority overlap.
 
@@ -25,7 +27,7 @@ import ipaddress
 from collections.abc import Mapping
 from functools import lru_cache
 
-from controller.desired.rules import ETH_IPV4, FlowRule, GroupRule, SwitchRules
+from controller.desired.rules import ETH_IPV4, ETH_IPV6, FlowRule, GroupRule, SwitchRules
 
 MAX_BITS = 6  # at most 64 entries per spread entry (a 64-port spine fabric); wider groups reuse the bits
 
@@ -42,12 +44,14 @@ def spread_bits(n_ports: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def source_slices(bits: int, offset: int) -> tuple[tuple[str, str], ...]:
-    """The 2^bits masked ``ipv4_src`` values reading bits [offset, offset + bits), as (address, mask) in the
-    form a switch reads them back; the slice wraps below bit 32 for deep tiers."""
+def source_slices(bits: int, offset: int, version: int = 4) -> tuple[tuple[str, str], ...]:
+    """The 2^bits masked ``ipv4_src`` (``version`` 6: ``ipv6_src``) values reading bits [offset, offset + bits),
+    as (address, mask) in the form a switch reads them back; the slice wraps below bit 32 for deep tiers (the
+    same bits for IPv6: its hosts' low 32 bits vary as IPv4's do)."""
+    address = ipaddress.IPv6Address if version == 6 else ipaddress.IPv4Address
     offset = offset % max(1, 32 - bits + 1)
-    mask = str(ipaddress.IPv4Address(((1 << bits) - 1) << offset))
-    return tuple((str(ipaddress.IPv4Address(j << offset)), mask) for j in range(1 << bits))
+    mask = address(((1 << bits) - 1) << offset).compressed
+    return tuple((address(j << offset).compressed, mask) for j in range(1 << bits))
 
 
 def spread(rule: FlowRule, ports: tuple[int, ...], level: int) -> list[FlowRule]:
@@ -61,11 +65,13 @@ def spread(rule: FlowRule, ports: tuple[int, ...], level: int) -> list[FlowRule]
 
     first = FlowRule(rule.dpid, rule.priority, rule.match, to(ports[0]), rule.table, rule.cookie, rule.idle_timeout)
     bits = spread_bits(len(ports))
-    if eth_type not in (None, ETH_IPV4) or bits == 0:
-        return [first]  # ARP (or anything but IPv4): the first next hop
+    v6 = eth_type == ETH_IPV6 and "ipv6_nd_target" not in fields
+    if not (eth_type in (None, ETH_IPV4) or v6) or bits == 0:
+        return [first]  # ARP, neighbour solicitations (anything but IPv4 or IPv6 traffic): the first next hop
     out = []
-    for j, value in enumerate(source_slices(bits, level * bits)):
-        m = tuple(sorted({**fields, "eth_type": ETH_IPV4, "ipv4_src": value}.items()))
+    version, source = (6, "ipv6_src") if v6 else (4, "ipv4_src")
+    for j, value in enumerate(source_slices(bits, level * bits, version)):
+        m = tuple(sorted({**fields, "eth_type": eth_type or ETH_IPV4, source: value}.items()))
         out.append(FlowRule(rule.dpid, rule.priority, m, to(ports[j % len(ports)]), rule.table, rule.cookie,
                             rule.idle_timeout))
     if eth_type is None:  # the rest (ARP, ...) of what the entry matched, one priority below its IPv4

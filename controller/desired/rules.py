@@ -53,8 +53,9 @@ PRIO_ELEPHANT = 30  # table 0: a pinned elephant's upward hop beyond the ingress
 PRIO_ARP = 100
 PRIO_LLDP = 0xFFFF  # table 0: LLDP to the controller (link discovery), as the topology app itself installs it
 PRIO_ND = 100  # table 0: IPv6 neighbour solicitations and advertisements (ARP's twin): copy + forwarding
-PRIO_ND_MISS = 2  # table 1: ND toward no known host (a multicast solicitation, an unsolicited advertisement): drop
-PRIO_IPV6_MISS = 1  # table 1: IPv6 toward a host not known yet: to the controller (as IPv4's miss)
+# (both above a compact plan's host-port default, 5: IPv6 never climbs by it, its hosts have exact entries)
+PRIO_ND_MISS = 7  # table 1: ND toward no known host (a multicast solicitation, an unsolicited advertisement): drop
+PRIO_IPV6_MISS = 6  # table 1: IPv6 toward a host not known yet: to the controller (learning, first packets)
 
 PROTO_ICMPV6 = 58
 ND_SOLICIT = 135  # ICMPv6 neighbour solicitation (RFC 4861): "who has target?"

@@ -400,16 +400,36 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.5
     return predicate()
 
 
-def ping_all(net: Any, timeout_s: float = 1, failed: list | None = None) -> float:
+def add_ipv6(net: Any, timeout_s: float = 10) -> bool:
+    """Dual stack: every host given its IPv6 address beside its IPv4 one (``mininet_topos.common.host_ipv6``,
+    fd00::/64), duplicate-address detection left on as a real host runs it. True once no address of any host
+    is tentative (detection done) within ``timeout_s``."""
+    from mininet_topos.common import host_ipv6
+
+    for host in net.hosts:
+        host.cmd(f"ip -6 addr add {host_ipv6(host.IP())}/64 dev {host.defaultIntf().name}")
+    deadline = time.monotonic() + timeout_s
+    while any(host.cmd("ip -6 addr show tentative").strip() for host in net.hosts):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def ping_all(net: Any, timeout_s: float = 1, failed: list | None = None, ipv6: bool = False) -> float:
     """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs (the pairs that
-    failed are appended to ``failed`` when a list is given)."""
+    failed are appended to ``failed`` when a list is given); with ``ipv6``, to their IPv6 addresses
+    (``add_ipv6``)."""
+    from mininet_topos.common import host_ipv6
+
     sent = lost = 0
     for src in net.hosts:
         for dst in net.hosts:
             if src is dst:
                 continue
             sent += 1
-            if " 0% packet loss" not in src.cmd(f"ping -c1 -W{timeout_s} {dst.IP()}"):
+            address = host_ipv6(dst.IP()) if ipv6 else dst.IP()
+            if " 0% packet loss" not in src.cmd(f"ping -c1 -W{timeout_s} {address}"):
                 lost += 1
                 if failed is not None:
                     failed.append((src.name, dst.name))

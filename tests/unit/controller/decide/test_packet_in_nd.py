@@ -5,6 +5,7 @@ import ipaddress
 import struct
 
 from controller.decide.packet_in import PROBE_MAC, Forward, NdProbe, PacketInHandler
+from controller.desired.forwarding import solicited_node
 from controller.desired.rules import ND_ADVERT, ND_SOLICIT
 from controller.southbound import ofmsg
 from controller.southbound.framework import ethernet, icmpv6, ipv6, packet
@@ -14,9 +15,6 @@ from tests.clock import FakeClock as Clock
 ALL_NODES = "ff02::1"
 
 
-def solicited_node(target):
-    low = int(ipaddress.IPv6Address(target)) & 0xFFFFFF
-    return str(ipaddress.IPv6Address(int(ipaddress.IPv6Address("ff02::1:ff00:0")) | low))
 
 
 def multicast_mac(ip):

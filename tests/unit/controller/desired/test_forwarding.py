@@ -9,7 +9,7 @@ from controller.desired import forwarding
 from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, diff_switch, match
 from controller.state.tiers import infer_tiers
 from tests import topologies
-from tests.oftable import lookup, trace
+from tests.oftable import ambiguous, lookup, trace
 
 
 def ipv4(src, dst):
@@ -81,7 +81,7 @@ def _ipv6(src, dst):
 
 
 def _solicit(src, target):
-    return {"eth_type": ETH_IPV6, "ipv6_src": src.ip, "ipv6_dst": "ff02::1:ff00:1", "ip_proto": 58,
+    return {"eth_type": ETH_IPV6, "ipv6_src": src.ip, "ipv6_dst": forwarding.solicited_node(target), "ip_proto": 58,
             "icmpv6_type": 135, "ipv6_nd_target": target}
 
 
@@ -100,6 +100,7 @@ def test_dual_stack_every_ipv6_pair_is_delivered_and_ipv4_is_unchanged(clos):
 
     for dpid, rules in only_v4.items():
         assert no_ipv6_host(desired[dpid].flows) == rules.flows and desired[dpid].groups == rules.groups
+        assert not ambiguous(desired[dpid]), ambiguous(desired[dpid])[:2]
     hosts = [h for h in topo.hosts.values() if ":" in h.ip]
     assert len(hosts) == 16
     for src in hosts:
@@ -115,14 +116,14 @@ def test_dual_stack_every_ipv6_pair_is_delivered_and_ipv4_is_unchanged(clos):
 @pytest.mark.parametrize("clos", [True, False], ids=["compact", "per-host"])
 def test_ipv6_toward_no_known_host_is_never_flooded(clos):
     """A solicitation for an unknown address reaches the controller once and no host; IPv6 toward an unknown
-    address reaches no host and does not loop."""
+    address reaches the controller at its ingress and nothing else."""
     topo = topologies.dual_stack(topologies.fat_tree(4))
     desired = forwarding.plan(topo, _levels(topo) if clos else None)
     src = topo.hosts[topologies.ipv6_of("10.0.0.1")]
     t = trace(desired, topo, src.dpid, src.port, _solicit(src, "fd00::99:99"))
     assert t.to_controller == [src.dpid] and not t.delivered and not t.looped
     t = trace(desired, topo, src.dpid, src.port, {"eth_type": ETH_IPV6, "ipv6_dst": "fd00::99:99"})
-    assert not t.delivered and not t.looped
+    assert t.to_controller == [src.dpid] and not t.delivered and not t.looped  # never up a host port's default
 
 
 def test_unknown_destination_goes_to_controller_not_the_fabric():

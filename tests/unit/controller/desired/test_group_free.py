@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from controller.desired import forwarding, group_free, table_budget
-from controller.desired.rules import ETH_ARP, ETH_IPV4, FlowRule, match
+from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, FlowRule, match
 from controller.state.tiers import infer_tiers
 from tests import topologies
 from tests.fakeswitch import FakeSwitch
@@ -81,6 +81,29 @@ def test_each_tier_reads_its_own_source_bits_so_a_pod_spreads_over_every_core():
         ports = {lookup(plain[h.dpid], 1, {"eth_type": ETH_IPV4, "in_port": h.port, "ipv4_src": h.ip,
                                            "ipv4_dst": dst.ip}).actions for h in edge_hosts}
         assert len(ports) == 2
+
+
+def test_dual_stack_ipv6_spreads_on_its_source_bits_as_ipv4_does():
+    """IPv6 pairs delivered on one of the groups' paths, a pod's hosts over every core toward one host, and a
+    solicitation for a spread destination on one entry (the first next hop)."""
+    topo = topologies.dual_stack(topologies.fat_tree(4))
+    grouped, plain = plain_plan(topo)
+    assert not any(rules.groups for rules in plain.values())
+    for rules in plain.values():
+        assert not ambiguous(rules), ambiguous(rules)[:2]
+    hosts = [h for h in topo.hosts.values() if ":" in h.ip]
+    for src, dst in itertools.permutations(hosts, 2):
+        packet = {"eth_type": ETH_IPV6, "ipv6_src": src.ip, "ipv6_dst": dst.ip}
+        t = trace(plain, topo, src.dpid, src.port, packet)
+        assert t.delivered == {(dst.dpid, dst.port)} and len(t.paths) == 1 and not t.looped, (src, dst, t)
+        assert t.paths[0] in trace(grouped, topo, src.dpid, src.port, packet).paths
+        solicit = {"eth_type": ETH_IPV6, "ip_proto": 58, "icmpv6_type": 135, "ipv6_nd_target": dst.ip,
+                   "ipv6_dst": forwarding.solicited_node(dst.ip)}
+        assert trace(plain, topo, src.dpid, src.port, solicit).delivered == {(dst.dpid, dst.port)}
+    dst = topo.hosts[topologies.ipv6_of("10.0.0.16")]
+    cores = {trace(plain, topo, h.dpid, h.port, {"eth_type": ETH_IPV6, "ipv6_src": h.ip, "ipv6_dst": dst.ip})
+             .paths[0][2] for h in hosts if h.dpid < 1100}  # pod 0's hosts
+    assert cores == {3001, 3002, 3003, 3004}
 
 
 def test_a_failed_link_leaves_every_plain_entry():
