@@ -13,6 +13,7 @@ from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.emulation import add_ipv6
 from tests.integration.attacks import FORGE_IPV6, FORGE_IPV6_HOSTS
 from tests.integration.harness import POLL_S, ping_all, wait_until
+from tests.integration.tools import Dom, run_chromium
 
 MAX_PER_PORT = 64  # hosts.max_per_port's default
 
@@ -48,6 +49,21 @@ def test_every_pair_answers_ping6_and_ipv4_is_unaffected(fab):
                           text=True).stdout
     assert f"ipv6_dst={host_ipv6('10.0.0.16')}" in edge and f"nd_target={host_ipv6('10.0.0.16')}" in edge, edge
     assert "Traceback" not in fab.controller.log()
+
+
+def test_rest_the_web_view_and_metrics_show_every_hosts_ipv6_address(fab, tmp_path):
+    """GET /mlroute/topology lists each host's IPv6 address at its IPv4 one's port; the web view draws one node
+    per host, naming all its addresses; /metrics counts the IPv6 packet-ins (neighbour discovery)."""
+    assert wait_until(lambda: ping_all(fab.net, ipv6=True) == 0 or None, timeout=30, interval=0)
+    bound = bindings(fab)
+    dom = Dom(run_chromium(fab.controller.url("/mlroute/ui"), tmp_path / "profile", "--dump-dom"))
+    nodes = dom.find("g", "host")
+    assert len(nodes) == 16, [n.get("data-ips") for n in nodes]
+    for host in fab.net.hosts:
+        node = next(n for n in nodes if n["data-ip"] == host.IP())
+        assert host_ipv6(host.IP()) in node["data-ips"].split() and host_ipv6(host.IP()) in node["title"]
+        assert bound[host.IP()][:2] == bound[host_ipv6(host.IP())][:2]
+    assert fab.controller.metric("mlroute_packet_in_total", {"kind": "ipv6"}) > 0
 
 
 def test_a_host_claiming_another_hosts_ipv6_address_takes_nothing(fab):

@@ -7,11 +7,9 @@ Set MLROUTE_SCREENSHOT=docs/img/web-ui.png to refresh the README's screenshot fr
 
 import os
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.traffic import Iperf3Flows
 from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_until
-from tests.integration.tools import DevTools, required_binary
+from tests.integration.tools import CHROMIUM_FLAGS, DevTools, Dom, required_binary, run_chromium
 
 CONFIG = te_config(extra="""rest:
   token: secret
@@ -29,56 +27,6 @@ jobs:
   - name: ring-b
     hosts: [10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8]
 """)
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1500,900"]
-BUDGET_MS = 5000  # virtual time: the page's first fetches plus two refreshes at POLL_S
-
-
-def run_chromium(url, profile, *action):
-    """Headless Chromium on ``url`` with a fresh profile; returns stdout (the DOM for --dump-dom)."""
-    env = dict(os.environ, HOME=str(profile))
-    cmd = [required_binary("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-           f"--virtual-time-budget={BUDGET_MS}", *action, url]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
-class Dom(HTMLParser):
-    """Elements of the dumped DOM as (tag, attributes, text inside its <title> child when it has one)."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.elements, self._stack, self._in_title = [], [], None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        element = {"tag": tag, **{k: v or "" for k, v in attrs}, "title": ""}
-        self.elements.append(element)
-        if tag == "title" and self._stack:
-            self._in_title = self._stack[-1]
-        elif tag not in ("br", "meta", "link", "input", "img", "col"):
-            self._stack.append(element)
-
-    def handle_endtag(self, tag):
-        if tag == "title":
-            self._in_title = None
-            return
-        while self._stack:
-            if self._stack.pop()["tag"] == tag:
-                break
-
-    def handle_data(self, data):
-        if self._in_title is not None:
-            self._in_title["title"] += data
-
-    def find(self, tag=None, cls=None, **attrs):
-        return [e for e in self.elements if (tag is None or e["tag"] == tag)
-                and (cls is None or cls in e.get("class", "").split())
-                and all(e.get(k.replace("_", "-")) == v for k, v in attrs.items())]
-
-
 def key_of(e):
     return f"{e['src_ip']}:{e['src_port']}->{e['dst_ip']}:{e['dst_port']}/{'udp' if e['proto'] == 17 else 'tcp'}"
 

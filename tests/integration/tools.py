@@ -1,4 +1,5 @@
-"""Small helpers of the integration tests that run third-party programs (chromium, prometheus)."""
+"""Small helpers of the integration tests that run third-party programs (chromium, prometheus), and the reader of
+the DOM headless Chromium dumps."""
 
 import base64
 import json
@@ -9,6 +10,7 @@ import struct
 import subprocess
 import time
 import urllib.request
+from html.parser import HTMLParser
 
 import pytest
 
@@ -106,3 +108,53 @@ class DevTools:
             self.sock.close()
         finally:
             terminate(self.proc)
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1500,900"]
+BUDGET_MS = 5000  # virtual time: the page's first fetches plus two refreshes at POLL_S
+
+
+def run_chromium(url, profile, *action):
+    """Headless Chromium on ``url`` with a fresh profile; returns stdout (the DOM for --dump-dom)."""
+    env = dict(os.environ, HOME=str(profile))
+    cmd = [required_binary("chromium"), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+           f"--virtual-time-budget={BUDGET_MS}", *action, url]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+class Dom(HTMLParser):
+    """Elements of the dumped DOM as (tag, attributes, text inside its <title> child when it has one)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.elements, self._stack, self._in_title = [], [], None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        element = {"tag": tag, **{k: v or "" for k, v in attrs}, "title": ""}
+        self.elements.append(element)
+        if tag == "title" and self._stack:
+            self._in_title = self._stack[-1]
+        elif tag not in ("br", "meta", "link", "input", "img", "col"):
+            self._stack.append(element)
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self._in_title = None
+            return
+        while self._stack:
+            if self._stack.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        if self._in_title is not None:
+            self._in_title["title"] += data
+
+    def find(self, tag=None, cls=None, **attrs):
+        return [e for e in self.elements if (tag is None or e["tag"] == tag)
+                and (cls is None or cls in e.get("class", "").split())
+                and all(e.get(k.replace("_", "-")) == v for k, v in attrs.items())]

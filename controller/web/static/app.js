@@ -95,10 +95,23 @@ function layout(topology, links, showHosts) {
     row.dpids.sort((a, b) => (w.get(a) - w.get(b)) || (a - b));
     row.dpids.forEach((d, i) => order.set(d, i));
   }
+  // a dual-stack host is one binding per address (IPv4, IPv6, link-local), all at its port with its MAC: one node
   const hostsBySwitch = new Map();
+  const nodes = new Map();  // dpid/port/mac -> node
   for (const h of topology.hosts || []) {
-    if (!hostsBySwitch.has(h.dpid)) hostsBySwitch.set(h.dpid, []);
-    hostsBySwitch.get(h.dpid).push(h);
+    const key = `${h.dpid}/${h.port}/${h.mac}`;
+    if (!nodes.has(key)) {
+      const node = { ...h, ips: [] };
+      nodes.set(key, node);
+      if (!hostsBySwitch.has(h.dpid)) hostsBySwitch.set(h.dpid, []);
+      hostsBySwitch.get(h.dpid).push(node);
+    }
+    nodes.get(key).ips.push(h.ip);
+  }
+  for (const node of nodes.values()) {  // IPv4 first, then global IPv6, then link-local
+    const rank = (ip) => (ip.includes(":") ? (ip.startsWith("fe80:") ? 2 : 1) : 0);
+    node.ips.sort((a, b) => rank(a) - rank(b));
+    node.ip = node.ips[0];
   }
   const maxHostsPerSwitch = Math.max(1, ...[...hostsBySwitch.values()].map((hs) => hs.length));
   const widest = Math.max(1, ...rows.map((r) => r.dpids.length));
@@ -110,7 +123,8 @@ function layout(topology, links, showHosts) {
     const step = (width - 2 * MARGIN) / row.dpids.length;
     row.dpids.forEach((d, i) => pos.set(d, { x: MARGIN + (i + 0.5) * step, y: 40 + r * ROW_GAP }));
   });
-  const hostPos = new Map();
+  const hostPos = new Map();  // a host node's first address -> its position
+  const addressPos = new Map();  // every address of a host node -> the same
   const hostY = 40 + rows.length * ROW_GAP - 20;
   if (showHosts) {
     for (const [dpid, hs] of hostsBySwitch) {
@@ -119,12 +133,14 @@ function layout(topology, links, showHosts) {
       const spread = Math.min(COL_MIN * 0.8, (width - 2 * MARGIN) / bottom * 0.8);
       hs.forEach((h, i) => {
         const dx = hs.length > 1 ? -spread / 2 + (spread * i) / (hs.length - 1) : 0;
-        hostPos.set(h.ip, { x: p.x + dx, y: hostY, host: h });
+        const at = { x: p.x + dx, y: hostY, host: h };
+        hostPos.set(h.ip, at);
+        for (const ip of h.ips) addressPos.set(ip, at);
       });
     }
   }
   const height = (showHosts && hostPos.size ? hostY + 30 : 40 + (rows.length - 1) * ROW_GAP + 30);
-  return { rows, pos, hostPos, width, height };
+  return { rows, pos, hostPos, addressPos, width, height };
 }
 
 // ---------------------------------------------------------------------------------------------- drawing
@@ -132,7 +148,7 @@ function drawFabric(data) {
   const svg = document.getElementById("fabric");
   const showHosts = document.getElementById("show-hosts").checked;
   const links = data.links || data.topology.links.map((l) => ({ ...l, utilisation: null, elephants: 0, live: true }));
-  const { rows, pos, hostPos, width, height } = layout(data.topology, links, showHosts);
+  const { rows, pos, hostPos, addressPos, width, height } = layout(data.topology, links, showHosts);
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.dataset.switches = String(pos.size);
@@ -152,8 +168,10 @@ function drawFabric(data) {
     el("line", { class: "host-link", x1: sw.x, y1: sw.y + SW_H / 2, x2: p.x, y2: p.y - HOST_R }, hostLayer);
     const g = el("g", { class: "host", "data-ip": ip, transform: `translate(${p.x},${p.y})` }, hostLayer);
     el("circle", { r: HOST_R }, g);
-    el("text", { y: HOST_R + 10 }, g).textContent = ip.split(".").slice(-1)[0];
-    el("title", {}, g).textContent = `host ${ip} (${p.host.mac}) at switch ${p.host.dpid} port ${p.host.port}`;
+    el("text", { y: HOST_R + 10 }, g).textContent = ip.split(ip.includes(":") ? ":" : ".").slice(-1)[0];
+    g.dataset.ips = p.host.ips.join(" ");
+    el("title", {}, g).textContent =
+      `host ${p.host.ips.join(", ")} (${p.host.mac}) at switch ${p.host.dpid} port ${p.host.port}`;
   }
 
   // Each direction is its own line, offset to the right of its direction of travel, so both are visible.
@@ -181,7 +199,7 @@ function drawFabric(data) {
   const pinned = (data.elephants || []).filter((e) => Array.isArray(e.path) && e.path.length);
   pinned.forEach((e, i) => {
     const points = [];
-    const src = hostPos.get(e.src_ip), dst = hostPos.get(e.dst_ip);
+    const src = addressPos.get(e.src_ip), dst = addressPos.get(e.dst_ip);
     if (src) points.push(src);
     for (const d of e.path) if (pos.has(d)) points.push(pos.get(d));
     if (dst) points.push(dst);
