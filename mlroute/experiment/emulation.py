@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import controller
+from mininet_topos.common import host_ipv6
 
 APP = Path(controller.__file__).with_name("app.py")  # the installed controller app, wherever we are run from
 TREE = APP.resolve().parents[1]  # the directory that holds that ``controller`` package (a checkout, site-packages)
@@ -404,8 +405,6 @@ def add_ipv6(net: Any, timeout_s: float = 10) -> bool:
     """Dual stack: every host given its IPv6 address beside its IPv4 one (``mininet_topos.common.host_ipv6``,
     fd00::/64), duplicate-address detection left on as a real host runs it. True once no address of any host
     is tentative (detection done) within ``timeout_s``."""
-    from mininet_topos.common import host_ipv6
-
     for host in net.hosts:
         host.cmd(f"ip -6 addr add {host_ipv6(host.IP())}/64 dev {host.defaultIntf().name}")
     deadline = time.monotonic() + timeout_s
@@ -420,8 +419,6 @@ def ping_all(net: Any, timeout_s: float = 1, failed: list | None = None, ipv6: b
     """Like net.pingAll() but quiet and bounded: the loss fraction over all ordered host pairs (the pairs that
     failed are appended to ``failed`` when a list is given); with ``ipv6``, to their IPv6 addresses
     (``add_ipv6``)."""
-    from mininet_topos.common import host_ipv6
-
     sent = lost = 0
     for src in net.hosts:
         for dst in net.hosts:

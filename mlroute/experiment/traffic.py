@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from mininet_topos.common import host_ipv6
 from mlroute.tolerances import TIME_TOL_S
 
 
@@ -18,7 +19,9 @@ class Iperf3Flows:
     its own server and client port so every flow is a distinct transport 5-tuple. Each client's report carries
     its server's own JSON report (``server_output_json``): rates are read on the receiving side."""
 
-    def __init__(self, net: Any, pairs: Iterable[tuple[str, str]], seconds: float, base_port: int = 5300) -> None:
+    def __init__(self, net: Any, pairs: Iterable[tuple[str, str]], seconds: float, base_port: int = 5300,
+                 ipv6: bool = False) -> None:
+        """``ipv6``: to the destinations' IPv6 addresses (a dual-stack fabric: ``emulation.add_ipv6``)."""
         self.net = net
         self.pairs = list(pairs)
         self.seconds = seconds
@@ -29,7 +32,8 @@ class Iperf3Flows:
         time.sleep(0.5)
         for i, (src, dst) in enumerate(self.pairs):
             # an argument list, not shell=True: Mininet's shell mode reads $SHELL, which services and CI lack
-            cmd = ["timeout", "-s", "KILL", str(seconds + 15), "iperf3", "-J", "-i", "1", "-c", net.get(dst).IP(),
+            address = host_ipv6(net.get(dst).IP()) if ipv6 else net.get(dst).IP()
+            cmd = ["timeout", "-s", "KILL", str(seconds + 15), "iperf3", "-J", "-i", "1", "-c", address,
                    "-p", str(base_port + i), "-t", str(seconds), "--cport", str(base_port + 100 + i),
                    "--get-server-output"]
             self.clients.append(net.get(src).popen(cmd))

@@ -12,7 +12,7 @@ from mininet_topos.common import host_ipv6
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.emulation import add_ipv6
 from tests.integration.attacks import FORGE_IPV6, FORGE_IPV6_HOSTS
-from tests.integration.harness import POLL_S, ping_all, wait_until
+from tests.integration.harness import POLL_S, ping_all, te_config, wait_until
 from tests.integration.tools import Dom, run_chromium
 
 MAX_PER_PORT = 64  # hosts.max_per_port's default
@@ -20,9 +20,9 @@ MAX_PER_PORT = 64  # hosts.max_per_port's default
 
 @pytest.fixture(scope="module")
 def fab(fabric_factory):
-    """One dual-stack fat-tree for the file: IPv4 converged first (as a user's fabric), then every host's IPv6
-    address added, duplicate-address detection done."""
-    fab = fabric_factory(FatTreeTopo(k=4))
+    """One dual-stack fat-tree for the file (10 Mb/s hosts, jumbo frames, traffic engineering on): IPv4 converged
+    first (as a user's fabric), then every host's IPv6 address added, duplicate-address detection done."""
+    fab = fabric_factory(FatTreeTopo(k=4, bw=10), te_config(), jumbo=True)
     assert wait_until(lambda: ping_all(fab.net) == 0 or None, timeout=45, interval=0), "IPv4 never converged"
     assert add_ipv6(fab.net), "IPv6 addresses still tentative"
     return fab
