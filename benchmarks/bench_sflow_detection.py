@@ -2,7 +2,8 @@
 10 Mb/s (jumbo frames, as every emulation here), the 8 stride-4 iperf3 elephants h1..h8 -> h5..h12, and meanwhile
 short TCP connections (20 kB each, 50 ms apart: 200 at least, then on for the whole run) h13 -> h15.
 
-Per setting (``flowstats``, ``sflow:N`` at 1-in-N, ``sflow:N:W`` with sflow.window_s W) it prints: when
+Per setting (``flowstats``, ``sflow:N`` at 1-in-N, ``sflow:N:W`` with sflow.window_s W, ``auto:N``: te.detection
+auto with every switch exporting at 1-in-N) it prints: when
 each elephant was first shown pinned (seconds after the flows started), when all 8 were, false elephants (a
 short connection shown as an elephant) in all and per minute, whether the h13 -> h15 pair was routed as one
 demand, and the most entries h13's edge switch held in table 0 during the background connections against the
@@ -10,6 +11,7 @@ count before them. ``--seconds 60`` gives false elephants over a minute.
 
 Run as root after scripts/setup_env.sh (one emulated network at a time: wrap it in flock /tmp/mininet.lock):
     .venv/bin/python benchmarks/bench_sflow_detection.py [--settings flowstats,sflow:64,sflow:256,sflow:1024]
+    .venv/bin/python benchmarks/bench_sflow_detection.py --settings flowstats,sflow:64,auto:64 --seconds 60
 """
 
 import argparse

@@ -4,11 +4,12 @@ about the NIC's rate). With flow statistics every 5-tuple is a mouse and ECMP sp
 uplinks, sharing each with the elephant; with sFlow the aggregate is one host-pair demand and gets a path of
 its own.
 
-Prints per setting: the elephant's rate before the storm (mean of seconds 3-8), its worst 5-s window during the
+Settings: ``flowstats``, ``sflow:N`` (1-in-N sampling), ``auto:N`` (te.detection auto, every switch exporting at
+1-in-N). Prints per setting: the elephant's rate before the storm (mean of seconds 3-8), its worst 5-s window during the
 storm as a fraction of that, whether any switch disconnected, and pingall loss right after.
 
 Run as root after scripts/setup_env.sh, in flock /tmp/mininet.lock:
-    .venv/bin/python benchmarks/bench_sflow_storm.py [--settings flowstats,sflow:64] [--storm-s 20]
+    .venv/bin/python benchmarks/bench_sflow_storm.py [--settings flowstats,sflow:64,auto:64] [--storm-s 20]
 """
 
 import argparse
