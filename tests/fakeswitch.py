@@ -18,7 +18,7 @@ import itertools
 import struct
 
 from controller.cluster import roles
-from controller.desired.rules import FlowRule, SwitchRules
+from controller.desired.rules import ETH_IPV4, ETH_IPV6, FlowRule, SwitchRules
 from controller.southbound import ofmsg
 from controller.southbound.framework import ofproto_v1_3, ofproto_v1_3_parser
 
@@ -60,6 +60,12 @@ NICIRA = 0x00002320  # Open vSwitch's experimenter id
 NXAST_RESUBMIT_TABLE, NXAST_LEARN = 14, 16
 # a learn spec's ip_proto destination: OXM's header (class 0x8000, field 10, 1 byte) or NXM's (vendor 0, field 6)
 IP_PROTO_HEADERS = (0x80001401, 0x00000C01)
+# and its eth_type destination: OXM's (field 5, 2 bytes) or NXM's (vendor 0, field 3)
+ETH_TYPE_HEADERS = (0x80000A02, 0x00000602)
+# the address fields a learn spec copies: OXM's ipv4_src / ipv4_dst (fields 11, 12: 4 bytes) and ipv6_src /
+# ipv6_dst (26, 27: 16 bytes), and NXM's (vendor 0, fields 7, 8; vendor 1, fields 19, 20)
+LEARNED_ADDRESSES = {0x80001604: ETH_IPV4, 0x80001804: ETH_IPV4, 0x00000E04: ETH_IPV4, 0x00001004: ETH_IPV4,
+                     0x80003410: ETH_IPV6, 0x80003610: ETH_IPV6, 0x00012610: ETH_IPV6, 0x00012810: ETH_IPV6}
 
 
 def decode_flow_mod(dpid: int, buf: bytes) -> tuple[int, FlowRule]:
@@ -111,10 +117,11 @@ def _actions(buf: bytes, offset: int, end: int) -> list[tuple]:
 
 
 def _learn(buf: bytes, start: int, end: int) -> tuple:
-    """("learn_seen", ip_proto, hard_timeout) of a Nicira learn action: its ip_proto is the immediate value of
-    the match spec whose destination is the ip_proto field."""
+    """("learn_seen", ip_proto, hard_timeout, eth_type) of a Nicira learn action: its ip_proto and eth_type are
+    the immediate values of the match specs whose destinations are those fields, and the addresses it copies
+    must be of that eth_type's family."""
     hard = struct.unpack_from("!H", buf, start + 12)[0]
-    offset, proto = start + 32, None
+    offset, proto, eth_type, copied = start + 32, None, None, set()
     while offset + 2 <= end:
         header = struct.unpack_from("!H", buf, offset)[0]
         if header == 0:  # the padding after the last spec
@@ -131,8 +138,13 @@ def _learn(buf: bytes, start: int, end: int) -> tuple:
         offset += 6  # the destination field's header and offset
         if immediate and dst in IP_PROTO_HEADERS:
             proto = value
-    assert proto is not None, "a learn action without an ip_proto"
-    return ("learn_seen", proto, hard)
+        elif immediate and dst in ETH_TYPE_HEADERS:
+            eth_type = value
+        elif not immediate and dst in LEARNED_ADDRESSES:
+            copied.add(LEARNED_ADDRESSES[dst])
+    assert proto is not None and eth_type is not None, "a learn action without an ip_proto or an eth_type"
+    assert copied == {eth_type}, f"a learn action of eth_type {eth_type:#x} copying addresses of {copied}"
+    return ("learn_seen", proto, hard, eth_type)
 
 
 class Roles:

@@ -10,7 +10,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from controller.desired.flowcopy import learned_fields
-from controller.desired.rules import COOKIE_SEEN, ETH_IPV4, PRIO_SEEN, TABLE_SEEN, FlowRule, match
+from controller.desired.rules import COOKIE_SEEN, PRIO_SEEN, TABLE_SEEN, FlowRule, match
 
 
 @dataclass
@@ -51,10 +51,10 @@ def lookup(rules, table, packet):
     return best
 
 
-def seen_entry(dpid, pkt, proto, hold_s):
+def seen_entry(dpid, pkt, proto, hold_s, eth_type):
     """The entry a ``learn_seen`` action learns from ``pkt`` (ofmsg.learn_seen's specs)."""
-    fields = {name: pkt[name] for name, _bits in learned_fields(proto)}
-    return FlowRule(dpid, PRIO_SEEN, match(eth_type=ETH_IPV4, ip_proto=proto, **fields), (), table=TABLE_SEEN,
+    fields = {name: pkt[name] for name, _bits in learned_fields(proto, eth_type)}
+    return FlowRule(dpid, PRIO_SEEN, match(eth_type=eth_type, ip_proto=proto, **fields), (), table=TABLE_SEEN,
                     cookie=COOKIE_SEEN)
 
 

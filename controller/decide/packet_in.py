@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, ND_ADVERT, ND_SOLICIT, PROTO_ICMPV6
 from controller.state.budget import TokenBucket
-from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology, is_ipv6
+from controller.state.flowkey import is_ipv6
+from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology
 
 ARP_REQUEST = 1
 ARP_REPLY = 2

@@ -36,6 +36,7 @@ from typing import Any
 from controller.desired.rules import (
     COOKIE_FLOW_MISS,
     ETH_IPV4,
+    ETH_IPV6,
     PRIO_SEEN_MISS,
     PRIO_SEEN_SYN,
     TABLE_SEEN,
@@ -49,10 +50,12 @@ TCP_SYN = 0x002
 MODES = ("auto", "learn", "controller")
 
 
-def learned_fields(proto: int) -> tuple[tuple[str, int], ...]:
-    """(OXM field, bits) a seen entry copies from the packet that made it: its in_port and 5-tuple."""
+def learned_fields(proto: int, eth_type: int = ETH_IPV4) -> tuple[tuple[str, int], ...]:
+    """(OXM field, bits) a seen entry copies from the packet that made it: its in_port and 5-tuple (IPv4's or
+    IPv6's addresses, by ``eth_type``)."""
     l4 = L4_PREFIX[proto]
-    return (("in_port", 32), ("ipv4_src", 32), ("ipv4_dst", 32), (f"{l4}_src", 16), (f"{l4}_dst", 16))
+    ip, bits = ("ipv6", 128) if eth_type == ETH_IPV6 else ("ipv4", 32)
+    return (("in_port", 32), (f"{ip}_src", bits), (f"{ip}_dst", bits), (f"{l4}_src", 16), (f"{l4}_dst", 16))
 
 
 def is_open_vswitch(mfr_desc: str, hw_desc: str) -> bool:
@@ -98,14 +101,15 @@ class NewFlowCopy:
         """The action that copies the packet up at ``dpid`` (in a rule that also forwards it)."""
         return ("resubmit", TABLE_SEEN) if self.learns(dpid) else ("controller", FLOW_MISS_BYTES)
 
-    def seen_rules(self, dpid: int) -> list[FlowRule]:
-        """The table-2 rules a learning switch needs (none for a plain copy): learn the 5-tuple, copy it up."""
+    def seen_rules(self, dpid: int, eth_type: int = ETH_IPV4) -> list[FlowRule]:
+        """The table-2 rules a learning switch needs for one IP family's flows (none for a plain copy): learn
+        the 5-tuple, copy it up."""
         if not self.learns(dpid):
             return []
         kinds = [(PRIO_SEEN_SYN, PROTO_TCP, {"tcp_flags": (TCP_SYN, TCP_SYN)}), (PRIO_SEEN_MISS, PROTO_TCP, {}),
                  (PRIO_SEEN_MISS, PROTO_UDP, {})]
-        return [FlowRule(dpid, prio, match(eth_type=ETH_IPV4, ip_proto=proto, **flags),
-                         (("learn_seen", proto, self.hold_s), ("controller", FLOW_MISS_BYTES)),
+        return [FlowRule(dpid, prio, match(eth_type=eth_type, ip_proto=proto, **flags),
+                         (("learn_seen", proto, self.hold_s, eth_type), ("controller", FLOW_MISS_BYTES)),
                          table=TABLE_SEEN, cookie=COOKIE_FLOW_MISS) for prio, proto, flags in kinds]
 
 

@@ -65,7 +65,8 @@ from controller.desired.rules import (
     SwitchRules,
     match,
 )
-from controller.state.topology import Host, Topology, is_ipv6
+from controller.state.flowkey import is_ipv6
+from controller.state.topology import Host, Topology
 
 PACKET_IN_BYTES = 128  # enough for Ethernet + ARP/IPv4 headers; the controller never needs payloads
 MAX_STAGGERED_BUCKETS = 64  # OVS maps select groups of up to 64 buckets through its dp_hash table

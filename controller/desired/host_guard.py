@@ -30,7 +30,8 @@ from controller.desired.rules import (
     FlowRule,
     match,
 )
-from controller.state.topology import UNKNOWN_MAC, Host, is_ipv6
+from controller.state.flowkey import is_ipv6
+from controller.state.topology import UNKNOWN_MAC, Host
 
 PRIO_GUARD_DROP = 2  # above table-miss (0), below te's new-flow copies (5) which carry the bound source
 PRIO_GUARD_ALLOW = 3

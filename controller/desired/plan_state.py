@@ -41,9 +41,9 @@ from controller.desired.link_distances import (
     local_changes,
 )
 from controller.desired.rules import PRIO_HOST, TABLE_FORWARD, FlowRule, GroupRule, RuleKey, SwitchRules
-from controller.state.flowkey import FlowKey
+from controller.state.flowkey import FlowKey, is_ipv6
 from controller.state.tiers import TierInference, hops_from
-from controller.state.topology import Host, Topology, is_ipv6
+from controller.state.topology import Host, Topology
 
 PAUSE_EVERY = 4096  # rule writes between two calls of the pause hook (lets an event loop breathe)
 

@@ -3,7 +3,7 @@
 Rules stay values until ``southbound/ofmsg.compile_change`` makes them OFPFlowMod / OFPGroupMod, so planning,
 traffic engineering and failure handling are testable without Ryu or a switch. A match is a sorted tuple of (OXM
 field name, value); actions are a tuple of ("output", port) / ("group", group_id) / ("controller", max_len) /
-("goto", table) / ("resubmit", table) / ("learn_seen", ip_proto, hold_s) (the last two Open vSwitch's); no
+("goto", table) / ("resubmit", table) / ("learn_seen", ip_proto, hold_s, eth_type) (the last two Open vSwitch's); no
 action means drop.
 
 Table 0 classifies (ARP and IPv6 neighbour discovery, per-transport-flow accounting at the ingress switch, pinned

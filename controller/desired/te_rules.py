@@ -23,7 +23,7 @@ hop, one more rule per upper tier below the top; the top switch (spine / core) h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 import networkx as nx
 
@@ -34,6 +34,7 @@ from controller.desired.rules import (
     COOKIE_FLOW,
     COOKIE_FLOW_MISS,
     ETH_IPV4,
+    ETH_IPV6,
     PRIO_ELEPHANT,
     PRIO_FLOW,
     PRIO_FLOW_MISS,
@@ -47,10 +48,10 @@ from controller.desired.rules import (
     RuleKey,
     match,
 )
-from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match
+from controller.state.flowkey import PROTO_TCP, PROTO_UDP, FlowKey, five_tuple_match, ip_fields, is_ipv6
 from controller.state.jobs import HostPair
 from controller.state.tiers import TierInference
-from controller.state.topology import Host, Topology, is_ipv6, port_toward
+from controller.state.topology import Host, Topology, port_toward
 from mlroute.routing.tiers import TIER_RANK
 
 RouteKey = FlowKey | HostPair  # what the traffic engineer routes: a transport flow or a declared host pair
@@ -66,16 +67,17 @@ class HostTable(Protocol):
 
 def host_miss_rules(host: Host, copy: NewFlowCopy = CONTROLLER_COPY) -> list[FlowRule]:
     """One host's own TE rules: the anti-spoofing guard at its port (host_guard.py) and, under ``copy``, the
-    copies of its new TCP and UDP flows to the controller (with sFlow detection there: no copies; IPv6 flows are
-    not counted yet: an IPv6 host's flows stay on the ECMP baseline)."""
+    copies of its new TCP and UDP flows (over its address's family) to the controller (with sFlow detection
+    there: no copies)."""
     rules = list(host_rules(host))
-    for proto in (PROTO_TCP, PROTO_UDP) if copy.copies(host.dpid) and not is_ipv6(host.ip) else ():
-        # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4
-        rules.append(FlowRule(host.dpid, PRIO_FLOW_MISS, match(in_port=host.port, eth_type=ETH_IPV4, ip_proto=proto,
+    eth_type = ETH_IPV6 if is_ipv6(host.ip) else ETH_IPV4
+    for proto in (PROTO_TCP, PROTO_UDP) if copy.copies(host.dpid) else ():
+        # only the bound host's own source is copied: host_guard drops the rest of the port's IPv4 / IPv6
+        rules.append(FlowRule(host.dpid, PRIO_FLOW_MISS, match(in_port=host.port, eth_type=eth_type, ip_proto=proto,
                                                                **admitted_source(host)),
                               (copy.action(host.dpid), ("goto", TABLE_FORWARD)),
                               table=TABLE_CLASSIFY, cookie=COOKIE_FLOW_MISS))
-    rules.extend(copy.seen_rules(host.dpid))
+    rules.extend(copy.seen_rules(host.dpid, eth_type))
     return rules
 
 
@@ -138,8 +140,9 @@ def te_rules(topology: HostTable, tiers: TierInference | None, accounting: Mappi
 
 
 def pair_match(pair: HostPair, in_port: int | None = None, proto: int | None = None) -> Match:
-    """IPv4 traffic of a host pair (of one transport protocol and from one port, for the ingress rule)."""
-    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ipv4_src": pair.src_ip, "ipv4_dst": pair.dst_ip}
+    """IPv4 or IPv6 traffic of a host pair (of one transport protocol and from one port, for the ingress
+    rule)."""
+    fields = ip_fields(pair.src_ip, pair.dst_ip)
     if proto is not None:
         fields["ip_proto"] = proto
     if in_port is not None:

@@ -102,24 +102,23 @@ def instructions(parser, actions: tuple) -> list:
     return out
 
 
-def learn_seen(parser, proto: int, hold_s: int):
+def learn_seen(parser, proto: int, hold_s: int, eth_type: int = ETH_IPV4):
     """Open vSwitch's learn action marking a transport flow as seen (flowcopy.py): an exact (in_port, 5-tuple)
-    entry in the seen table, no actions, gone after ``hold_s``."""
-    specs = [parser.NXFlowSpecMatch(src=ETH_IPV4, dst=("eth_type", 0), n_bits=16),
+    entry of ``eth_type``'s family in the seen table, no actions, gone after ``hold_s``."""
+    specs = [parser.NXFlowSpecMatch(src=eth_type, dst=("eth_type", 0), n_bits=16),
              parser.NXFlowSpecMatch(src=proto, dst=("ip_proto", 0), n_bits=8)]
     specs += [parser.NXFlowSpecMatch(src=(name, 0), dst=(name, 0), n_bits=bits)
-              for name, bits in learned_fields(proto)]
+              for name, bits in learned_fields(proto, eth_type)]
     return parser.NXActionLearn(table_id=TABLE_SEEN, specs=specs, hard_timeout=hold_s, priority=PRIO_SEEN,
                                 cookie=COOKIE_SEEN)
 
 
-def _learned_proto(action) -> int:
-    """The IP protocol a parsed ``learn_seen`` action marks (its immediate ip_proto spec)."""
+def _learned(action, field: str) -> int:
+    """The immediate value a parsed ``learn_seen`` action sets ``field`` (ip_proto, eth_type) to."""
     for spec in action.specs:  # Open vSwitch answers with NXM names where one exists ("ip_proto_nxm")
-        if isinstance(spec.dst, tuple) and spec.dst[0].removesuffix("_nxm") == "ip_proto" \
-                and isinstance(spec.src, int):
+        if isinstance(spec.dst, tuple) and spec.dst[0].removesuffix("_nxm") == field and isinstance(spec.src, int):
             return spec.src
-    raise ValueError("learn action without an ip_proto")
+    raise ValueError(f"learn action without an {field}")
 
 
 def wipe(dp, groups: bool = True) -> list:
@@ -205,7 +204,8 @@ def actions_of(instruction_list: list) -> tuple:
             elif isinstance(action, ofparser.NXActionResubmitTable):
                 out.append(("resubmit", action.table_id))
             elif isinstance(action, ofparser.NXActionLearn):
-                out.append(("learn_seen", _learned_proto(action), action.hard_timeout))
+                out.append(("learn_seen", _learned(action, "ip_proto"), action.hard_timeout,
+                            _learned(action, "eth_type")))
             elif action.port == ofp.OFPP_CONTROLLER:
                 out.append(("controller", action.max_len))
             else:
@@ -274,13 +274,28 @@ def _ipv6_packet_in(dpid: int, in_port: int, eth_src: str, eth_dst: str, data: b
 
 
 def decode_flow_key(data: bytes) -> FlowKey:
-    """The 5-tuple of a new-flow copy (TCP or UDP over IPv4); raises if the packet is not one."""
+    """The 5-tuple of a new-flow copy (TCP or UDP over IPv4 or IPv6); raises if the packet is not one."""
+    if data[12:14] == ETH_IPV6.to_bytes(2, "big"):
+        return _ipv6_flow_key(data)
     pkt = packet.Packet(data)
     ip = pkt.get_protocol(ipv4.ipv4)
     l4 = pkt.protocols[2]
     prefix = L4_PREFIX[ip.proto]
     return key_from_fields({"ip_proto": ip.proto, "ipv4_src": ip.src, "ipv4_dst": ip.dst,
                             f"{prefix}_src": l4.src_port, f"{prefix}_dst": l4.dst_port})
+
+
+def _ipv6_flow_key(data: bytes) -> FlowKey:
+    """An IPv6 new-flow copy's 5-tuple from its fixed header and the ports after it (the copy rules match
+    ip_proto, which Open vSwitch reads past extension headers; a packet that has any is refused here, as its
+    ports are not where the fixed header ends)."""
+    l4 = IPV6_AT + 40
+    if len(data) < l4 + 4 or data[IPV6_AT] >> 4 != 6 or data[IPV6_AT + 6] not in L4_PREFIX:
+        raise ValueError("not a TCP or UDP packet over IPv6 without extension headers")
+    proto = data[IPV6_AT + 6]
+    src_port, dst_port = struct.unpack_from("!HH", data, l4)
+    return FlowKey(ipaddress.IPv6Address(data[IPV6_AT + 8:IPV6_AT + 24]).compressed,
+                   ipaddress.IPv6Address(data[IPV6_AT + 24:IPV6_AT + 40]).compressed, proto, src_port, dst_port)
 
 
 # -- flow-stats replies -----------------------------------------------------------------------------------------
@@ -396,3 +411,4 @@ def poll_samples(dpid: int, msg: Any) -> list[FlowSample]:
         except (MalformedStatsError, AttributeError) as exc:
             LOG.warning("skipping flow-stats entry: %s", exc)
     return samples
+

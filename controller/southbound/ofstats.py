@@ -12,6 +12,7 @@ per entry ofp_flow_stats (48 bytes of fixed fields) + ofp_match (OXM TLVs, padde
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +34,11 @@ ENTRY_FIXED = 48
 
 # OXM basic field number -> (name, decoder) for the fields a counting rule carries
 _IPV4 = lambda b: ".".join(map(str, b))  # noqa: E731
+_IPV6 = lambda b: ipaddress.IPv6Address(b).compressed  # noqa: E731
 _INT = lambda b: int.from_bytes(b, "big")  # noqa: E731
 FIELDS = {0: ("in_port", _INT), 10: ("ip_proto", _INT), 11: ("ipv4_src", _IPV4), 12: ("ipv4_dst", _IPV4),
-          13: ("tcp_src", _INT), 14: ("tcp_dst", _INT), 15: ("udp_src", _INT), 16: ("udp_dst", _INT)}
+          13: ("tcp_src", _INT), 14: ("tcp_dst", _INT), 15: ("udp_src", _INT), 16: ("udp_dst", _INT),
+          26: ("ipv6_src", _IPV6), 27: ("ipv6_dst", _IPV6)}
 CACHE_LIMIT = 1 << 18
 
 
@@ -59,7 +62,19 @@ def match_key(oxm: bytes) -> FlowKey | None:
     key = _keys.get(oxm)
     if key is not None or oxm in _keys:
         return key
-    fields: dict[str, Any] | None
+    try:
+        fields = _exact_fields(oxm)
+        key = key_from_fields(fields) if fields is not None else None
+    except (KeyError, TypeError, ValueError):  # (an address of the wrong width: ValueError)
+        key = None
+    if len(_keys) >= CACHE_LIMIT:
+        _keys.clear()
+    _keys[oxm] = key
+    return key
+
+
+def _exact_fields(oxm: bytes) -> dict[str, Any] | None:
+    """The counting-rule fields among an ofp_match's OXM TLVs, decoded; None if one is masked or truncated."""
     fields, i, n = {}, 0, len(oxm)
     while i + 4 <= n:
         oxm_class, field_hm, length = struct.unpack_from("!HBB", oxm, i)
@@ -68,18 +83,10 @@ def match_key(oxm: bytes) -> FlowKey | None:
         if oxm_class != OFPXMC_OPENFLOW_BASIC or (field_hm >> 1) not in FIELDS:
             continue
         if field_hm & 1 or len(value) != length:  # masked (not one flow) or truncated
-            fields = None
-            break
+            return None
         name, decode = FIELDS[field_hm >> 1]
         fields[name] = decode(value)
-    try:
-        key = key_from_fields(fields) if fields is not None else None
-    except (KeyError, TypeError, ValueError):
-        key = None
-    if len(_keys) >= CACHE_LIMIT:
-        _keys.clear()
-    _keys[oxm] = key
-    return key
+    return fields
 
 
 def parse_flow_stats_reply(dpid: int, data: bytes) -> FlowStatsReply:

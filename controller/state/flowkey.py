@@ -1,11 +1,14 @@
-"""A transport flow's identity (the IPv4 5-tuple) and its one mapping to and from OpenFlow match fields.
+"""A transport flow's identity (the IPv4 or IPv6 5-tuple) and its one mapping to and from OpenFlow match fields.
 
 Counting rules, pinned hops, flow-stats entries and flow-removed messages all name a flow by these fields; this
-module is the only place that knows which OXM fields carry which part of the 5-tuple.
+module is the only place that knows which OXM fields carry which part of the 5-tuple. IPv6 addresses are kept in
+``ipaddress``'s compressed form (as the controller writes hosts), so one flow has one key however a switch or a
+sampled header spelled it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +29,31 @@ def match(**fields: Any) -> Match:
 PROTO_TCP = 6
 PROTO_UDP = 17
 #: A host pair counted as a whole (one counting rule for all its transport flows, where a table is too tight
-#: for one per 5-tuple): a FlowKey with this protocol and no ports names the pair's IPv4 traffic.
+#: for one per 5-tuple): a FlowKey with this protocol and no ports names the pair's IP traffic.
 PROTO_PAIR = 0
 L4_PREFIX = {PROTO_TCP: "tcp", PROTO_UDP: "udp"}  # OXM field prefix of the transport ports
 
 #: Every OXM field a counting rule's match can carry: what to read back from a flow-stats entry.
-MATCH_FIELDS = ("in_port", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src", "tcp_dst", "udp_src", "udp_dst")
+MATCH_FIELDS = ("in_port", "ip_proto", "ipv4_src", "ipv4_dst", "ipv6_src", "ipv6_dst", "tcp_src", "tcp_dst",
+                "udp_src", "udp_dst")
+
+
+def is_ipv6(ip: str) -> bool:
+    """An IPv6 address (as the controller writes them: ``ipaddress``'s compressed form), not dotted IPv4."""
+    return ":" in ip
+
+
+def ip_fields(src_ip: str, dst_ip: str) -> dict[str, Any]:
+    """The match fields of IP traffic from ``src_ip`` to ``dst_ip`` (both of one family): its eth_type and the
+    family's source and destination fields."""
+    if is_ipv6(src_ip):
+        return {"eth_type": ETH_IPV6, "ipv6_src": src_ip, "ipv6_dst": dst_ip}
+    return {"eth_type": ETH_IPV4, "ipv4_src": src_ip, "ipv4_dst": dst_ip}
+
+
+def canonical_ip(value: str) -> str:
+    """An IPv4 or IPv6 address as the controller writes it (IPv6 compressed); ValueError if it is not one."""
+    return ipaddress.ip_address(value).compressed
 
 
 @dataclass(frozen=True, order=True, repr=False)
@@ -72,8 +94,8 @@ def pair_key(key: FlowKey) -> FlowKey:
 
 def five_tuple_match(key: FlowKey, in_port: int | None = None) -> Match:
     """The exact match of ``key`` (and of its ingress port, for the counting rule); a pair key's match is the
-    pair's IPv4 traffic."""
-    fields: dict[str, Any] = {"eth_type": ETH_IPV4, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip}
+    pair's IP traffic."""
+    fields = ip_fields(key.src_ip, key.dst_ip)
     if not key.is_pair:
         l4 = L4_PREFIX[key.proto]
         fields.update({"ip_proto": key.proto, f"{l4}_src": key.src_port, f"{l4}_dst": key.dst_port})
@@ -85,12 +107,15 @@ def five_tuple_match(key: FlowKey, in_port: int | None = None) -> Match:
 def key_from_fields(fields: Mapping[str, Any]) -> FlowKey:
     """The FlowKey of a match given as OXM field -> value (a pair key where it names no transport protocol);
     KeyError / ValueError / TypeError if it is not one."""
+    if "ipv6_src" in fields:
+        src, dst = canonical_ip(str(fields["ipv6_src"])), canonical_ip(str(fields["ipv6_dst"]))
+    else:
+        src, dst = str(fields["ipv4_src"]), str(fields["ipv4_dst"])
     if "ip_proto" not in fields:
-        return FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), PROTO_PAIR, 0, 0)
+        return FlowKey(src, dst, PROTO_PAIR, 0, 0)
     proto = int(fields["ip_proto"])
     l4 = L4_PREFIX[proto]
-    return FlowKey(str(fields["ipv4_src"]), str(fields["ipv4_dst"]), proto,
-                   int(fields[f"{l4}_src"]), int(fields[f"{l4}_dst"]))
+    return FlowKey(src, dst, proto, int(fields[f"{l4}_src"]), int(fields[f"{l4}_dst"]))
 
 
 def present_fields(get: Callable[[str], Any]) -> dict[str, Any]:

@@ -26,11 +26,6 @@ import networkx as nx
 UNKNOWN_MAC = ""  # a host recovered from switch rules (controller restart) until it speaks again
 
 
-def is_ipv6(ip: str) -> bool:
-    """An IPv6 address (as the controller writes them: ``ipaddress``'s compressed form), not dotted IPv4."""
-    return ":" in ip
-
-
 @dataclass(frozen=True)
 class Host:
     """One address bound at a host port (a dual-stack host is a binding per address, all at its port)."""

@@ -53,7 +53,7 @@ def test_flow_mods_are_read_from_their_bytes_without_the_controllers_parser():
                               tcp_src=40000, tcp_dst=5201), (("output", 4),), table=0, cookie=0x6D6C0002,
                  idle_timeout=10),
         FlowRule(1, 5, match(eth_type=ETH_IPV4, in_port=2, ip_proto=17),
-                 (("learn_seen", 17, 10), ("resubmit", 2), ("goto", 1)), table=0),
+                 (("learn_seen", 17, 10, ETH_IPV4), ("resubmit", 2), ("goto", 1)), table=0),
         FlowRule(1, 1, match(eth_type=ETH_IPV4), (("controller", 128),), table=TABLE_SEEN, cookie=COOKIE_SEEN),
     ]
     sw = FakeSwitch(1)

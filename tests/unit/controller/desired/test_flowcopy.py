@@ -114,4 +114,4 @@ def test_a_learn_action_read_back_in_open_vswitchs_nxm_names_is_the_same_value()
     action = PARSER.NXActionLearn(table_id=TABLE_SEEN, specs=specs, hard_timeout=3, priority=PRIO_SEEN,
                                   cookie=COOKIE_SEEN)
     inst = PARSER.OFPInstructionActions(4, [action, PARSER.NXActionResubmitTable(table_id=TABLE_SEEN)])
-    assert ofmsg.actions_of([inst]) == (("learn_seen", 6, 3), ("resubmit", TABLE_SEEN))
+    assert ofmsg.actions_of([inst]) == (("learn_seen", 6, 3, 0x0800), ("resubmit", TABLE_SEEN))
