@@ -1,17 +1,19 @@
 """sFlow version 5 datagrams (sflow.org, sflow_version_5.txt; XDR, big-endian) -> plain frozen dataclasses.
 
 Why our own decoder: the only PyPI parser depends on ``xdrlib`` (gone in Python 3.13), and what the controller
-needs is small: flow samples (compact and expanded) with their sampled packet header decoded to the IPv4 5-tuple,
-and counter samples with the generic interface counters plus the two Open vSwitch records (OpenFlow port, port
-name) that tie an sFlow ifIndex to a DPID and OpenFlow port. Every other sample or record format is skipped by its
-length. Datagrams come from the network, so anything malformed (truncated, wrong version, lengths past the end,
-counts that the remaining bytes cannot hold, sampling rate 0) raises ``SflowDecodeError`` and nothing else; its
-``reason`` is a short fixed string fit for a metric label. A count is checked against the bytes left before any
-loop runs, so a forged count costs nothing.
+needs is small: flow samples (compact and expanded) with their sampled packet header decoded to the IPv4 or IPv6
+5-tuple (IPv6 addresses in ``ipaddress``'s compressed form, as the controller writes them), and counter samples
+with the generic interface counters plus the two Open vSwitch records (OpenFlow port, port name) that tie an sFlow
+ifIndex to a DPID and OpenFlow port. Every other sample or record format is skipped by its length. Datagrams
+come from the network, so anything malformed (truncated, wrong version, lengths past the end, counts that the
+remaining bytes cannot hold, sampling rate 0) raises ``SflowDecodeError`` and nothing else; its ``reason`` is a
+short fixed string fit for a metric label. A count is checked against the bytes left before any loop runs, so a
+forged count costs nothing.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import struct
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ IF_INDEX, IF_DISCARDED, IF_MULTIPLE = 0, 1, 2
 IF_INTERNAL = 0x3FFFFFFF  # ifIndex value meaning "the switch itself" (locally originated or destined)
 
 ETH_VLAN = (0x8100, 0x88A8)
-ETH_IPV4 = 0x0800
+ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
 PROTO_TCP, PROTO_UDP = 6, 17
 
 #: Every reason SflowDecodeError can carry (metric label values).
@@ -65,7 +67,8 @@ class SflowDecodeError(Exception):
 @dataclass(frozen=True, slots=True)
 class SampledPacket:
     """The sampled packet header record, decoded as far as its bytes go (fields None where they stop or do
-    not apply: a non-Ethernet header, a non-IPv4 frame, a later IP fragment, a header cut before the ports)."""
+    not apply: a non-Ethernet header, a frame neither IPv4 nor IPv6, a later IPv4 fragment, an IPv6 extension
+    header, a header cut before the ports)."""
 
     protocol: int  # header_protocol; only 1 (Ethernet) is decoded further
     frame_length: int  # the original frame's length, FCS included
@@ -276,15 +279,19 @@ def _sampled_header(data: bytes, off: int, stop: int) -> SampledPacket:
         tci, ethertype = _TCI_TYPE.unpack_from(header, 14)
         vlan, pos = tci & 0x0FFF, 18
     dst_mac, src_mac = dst.hex(":"), src.hex(":")
-    if ethertype != ETH_IPV4 or hlen < pos + 20 or header[pos] >> 4 != 4:
+    if ethertype == ETH_IPV4 and hlen >= pos + 20 and header[pos] >> 4 == 4:
+        ihl = (header[pos] & 0x0F) * 4
+        proto, l4 = header[pos + 9], pos + ihl
+        src_ip, dst_ip = socket.inet_ntoa(header[pos + 12:pos + 16]), socket.inet_ntoa(header[pos + 16:pos + 20])
+        transport = ihl >= 20 and not ((header[pos + 6] & 0x1F) or header[pos + 7])  # not a later fragment
+    elif ethertype == ETH_IPV6 and hlen >= pos + 40 and header[pos] >> 4 == 6:
+        proto, l4, transport = header[pos + 6], pos + 40, True  # (an extension header: its number, no ports)
+        src_ip = ipaddress.IPv6Address(header[pos + 8:pos + 24]).compressed
+        dst_ip = ipaddress.IPv6Address(header[pos + 24:pos + 40]).compressed
+    else:
         return SampledPacket(protocol, frame_length, stripped, header, dst_mac, src_mac, vlan, ethertype)
-    ihl = (header[pos] & 0x0F) * 4
-    proto = header[pos + 9]
-    src_ip, dst_ip = socket.inet_ntoa(header[pos + 12:pos + 16]), socket.inet_ntoa(header[pos + 16:pos + 20])
     src_port = dst_port = None
-    later_fragment = (header[pos + 6] & 0x1F) or header[pos + 7]
-    l4 = pos + ihl
-    if proto in (PROTO_TCP, PROTO_UDP) and ihl >= 20 and not later_fragment and hlen >= l4 + 4:
+    if proto in (PROTO_TCP, PROTO_UDP) and transport and hlen >= l4 + 4:
         src_port, dst_port = _PORTS.unpack_from(header, l4)
     return SampledPacket(protocol, frame_length, stripped, header, dst_mac, src_mac, vlan, ethertype, src_ip,
                          dst_ip, proto, src_port, dst_port)
