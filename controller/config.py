@@ -467,7 +467,7 @@ JOB_KEYS = ("hosts", "name", "nodes", "rings", "stages", "traffic", "weight")
 def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None = None,
           files: bool = True) -> list[dict[str, Any]]:
     """The job list: ``name``; ``hosts`` and/or collective structure (controller.state.jobs): ``rings`` (ordered
-    host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IPv4
+    host lists), ``stages`` (pipeline chains), ``traffic`` (a file in the authors' format, its src/dst IP
     addresses or node ids mapped by ``nodes``); optional ``weight`` > 0 for the job-level objective."""
     if not isinstance(value, list):
         raise ConfigError(f"{line}: jobs: must be a list of {{name, hosts}}")
@@ -481,7 +481,7 @@ def _jobs(value: Any, line: str, node: yaml.Node | None = None, name: str | None
         structured = isinstance(job, dict) and any(k in job for k in ("rings", "stages", "traffic"))
         if not isinstance(job, dict) or not isinstance(job.get("name"), str) or \
                 not (isinstance(job.get("hosts"), list) or structured and "hosts" not in job):
-            raise ConfigError(f"{line}: jobs[{i}]: needs name (string) and hosts (list of IPv4 addresses) "
+            raise ConfigError(f"{line}: jobs[{i}]: needs name (string) and hosts (list of IPv4 / IPv6 addresses) "
                               "or rings / stages / traffic")
         extra = set(job) - set(JOB_KEYS)
         if extra:
@@ -570,7 +570,7 @@ def _traffic(job: Mapping[str, Any], i: int, where: str, name: str | None, files
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}: jobs[{i}].traffic: must be a file name, got {path!r}")
     if nodes is not None and not isinstance(nodes, dict):
-        raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 address")
+        raise ConfigError(f"{where}: jobs[{i}].nodes: must map node id -> IPv4 or IPv6 address")
     kind, groups = declared_jobs.read_traffic(declared_jobs.resolve_path(path, name), f"{where}: jobs[{i}]", nodes)
     out.setdefault("rings" if kind == "allreduce" else "stages", []).extend(groups)
     out["traffic"] = path
@@ -587,12 +587,16 @@ def _key_line(node: yaml.Node | None, name: str | None, i: int, key: str) -> str
 
 
 def _job_hosts(hosts: Sequence[Any], i: int, line: str, node: yaml.Node | None, name: str | None) -> list[str]:
-    """Each host an IPv4 address string (the flow table matches ipv4_src on it); errors at the host's line."""
+    """Each host an IPv4 or IPv6 address string (the flow tables match ipv4_src / ipv6_src on it), canonical
+    (``jobs.host_address``); errors at the host's line."""
+    out = []
     for j, host in enumerate(hosts):
-        if not declared_jobs.is_ipv4(host):
+        address = declared_jobs.host_address(host)
+        if address is None:
             where = _item_line(node, name, i, j) or line
-            raise ConfigError(f"{where}: jobs[{i}].hosts[{j}]: must be an IPv4 address, got {host!r}")
-    return list(hosts)
+            raise ConfigError(f"{where}: jobs[{i}].hosts[{j}]: must be an IPv4 or IPv6 address, got {host!r}")
+        out.append(address)
+    return out
 
 
 def _item_line(node: yaml.Node | None, name: str | None, i: int, j: int) -> str | None:

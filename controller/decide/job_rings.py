@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.state import jobs as declared_jobs
+from controller.state.flowkey import is_ipv6
 from mlroute.routing.fabric import Fabric, FabricError
 from mlroute.routing.flow import Flow
 from mlroute.routing.ring_choice import choose_ring, rank_blocks
@@ -44,21 +45,24 @@ class RingRequest:
 
 
 def request_problem(body: Mapping[str, Any]) -> str | None:
-    """Why a PUT body's ring request is unusable (checked after the job itself validated: hosts are IPv4 strings),
-    or None: hosts listed once each in the launcher's order, no stages, ring members among the hosts,
-    ``ranks_per_host`` a count for all or a {host: count} map of listed hosts, counts in [1, MAX_RANKS_PER_HOST]."""
+    """Why a PUT body's ring request is unusable (checked after the job itself validated: hosts are IPv4 or IPv6
+    strings), or None: hosts listed once each in the launcher's order, all of one family (the ring sends within
+    it), no stages, ring members among the hosts, ``ranks_per_host`` a count for all or a {host: count} map of
+    listed hosts, counts in [1, MAX_RANKS_PER_HOST]. Hosts compare as the job holds them (``_address``)."""
     hosts = body.get("hosts")
     if not isinstance(hosts, list) or not hosts:
         return "choose_ring needs hosts: the job's hosts in the launcher's order (node rank 0 first)"
     seen: set = set()
-    for h in hosts:
+    for h in map(_address, hosts):
         if h in seen:
             return f"hosts: {h} appears twice (each host holds one block of ranks)"
         seen.add(h)
+    if len({is_ipv6(str(h)) for h in seen}) > 1:
+        return "choose_ring: hosts mix IPv4 and IPv6 (a ring sends within one family)"
     if "stages" in body:
         return "choose_ring: a ring job declares no stages"
     for ring in body.get("rings") or ():
-        for h in ring:
+        for h in map(_address, ring):
             if h not in seen:
                 return f"rings: host {h} is not in hosts"
     ranks = body.get("ranks_per_host")
@@ -66,7 +70,7 @@ def request_problem(body: Mapping[str, Any]) -> str | None:
         return None
     counts = ranks.items() if isinstance(ranks, dict) else [(None, ranks)]
     for host, n in counts:
-        if host is not None and host not in seen:
+        if host is not None and _address(host) not in seen:
             return f"ranks_per_host: {str(host)[:64]} is not in hosts"
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RANKS_PER_HOST:
             return (f"ranks_per_host: a count of ranks in [1, {MAX_RANKS_PER_HOST}] for every host, or a map "
@@ -80,8 +84,13 @@ def request_of(body: Mapping[str, Any]) -> RingRequest:
     if ranks is None:
         return RingRequest()
     if isinstance(ranks, dict):
-        return RingRequest(dict(ranks))
-    return RingRequest({h: int(ranks) for h in body["hosts"]})
+        return RingRequest({_address(h): n for h, n in ranks.items()})
+    return RingRequest({_address(h): int(ranks) for h in body["hosts"]})
+
+
+def _address(host: Any) -> Any:
+    """A body's host as the validated job holds it (an IPv6 address compressed), else as given."""
+    return declared_jobs.host_address(host) or host
 
 
 def choose(job: Mapping[str, Any], request: RingRequest, fabric: Fabric | None, jobs: Sequence[Mapping[str, Any]],

@@ -5,8 +5,8 @@ ring all-reduce: member i sends to member i+1 mod n), ``stages`` (pipeline chain
 ``traffic`` file in the paper authors' format (read by mlroute.workloads.jobs, so the same files replay in the
 simulator). Those sends are known before the first packet, so the traffic engineer routes them as host pairs
 (``HostPair``) at once, instead of waiting for flow statistics: iteration 0 runs on the optimised routing.
-A host pair is pinned by exact IPv4 source/destination rules; once a transport flow of the pair is detected as
-an elephant, it takes the pair's place (refined to 5-tuples) on the same path.
+A host pair is pinned by exact IPv4 or IPv6 source/destination rules; once a transport flow of the pair is
+detected as an elephant, it takes the pair's place (refined to 5-tuples) on the same path.
 
 A job's optional ``weight`` (e.g. GPU intensity = compute per iteration / communication time, as Crux does)
 weighs it in the job-level objective: its rate counts as rate / weight (mlroute.routing.metric.job_labels).
@@ -17,12 +17,12 @@ pairs to route.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
+from controller.state.flowkey import canonical_ip, is_ipv6
 from mlroute.workloads.jobs import WorkloadError, read_traffic_file
 
 
@@ -41,35 +41,44 @@ class DeclarationError(ValueError):
     """A declared job's structure is unusable; the message names where (file:line: jobs[i].key)."""
 
 
-def is_ipv4(value: Any) -> TypeGuard[str]:
-    """A dotted-quad IPv4 address string (what the flow tables match ipv4_src / ipv4_dst on)."""
-    if not isinstance(value, str):
-        return False
+def host_address(value: Any) -> str | None:
+    """``value`` as the host address the flow tables match (ipv4_src / ipv6_src): a dotted-quad IPv4 string, or
+    an IPv6 one in ``ipaddress``'s compressed form, however it was spelled (the form hosts are learned in); None
+    if it is neither (a zone index names no host on the fabric)."""
+    if not isinstance(value, str) or "%" in value:
+        return None
     try:
-        ipaddress.IPv4Address(value)
+        return canonical_ip(value)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def check_members(members: Any, where: str, what: str) -> list[str]:
-    """One ring or chain: a list of at least 2 distinct IPv4 strings; DeclarationError naming ``where``."""
+    """One ring or chain: a list of at least 2 distinct addresses of one family (a send is matched on one
+    family's fields), canonical (``host_address``); DeclarationError naming ``where``."""
     if not isinstance(members, list) or len(members) < 2:
-        raise DeclarationError(f"{where}: {what}: must be a list of at least 2 IPv4 addresses, got {members!r}")
+        raise DeclarationError(f"{where}: {what}: must be a list of at least 2 IPv4 or IPv6 addresses, "
+                               f"got {members!r}")
+    out: list[str] = []
     for j, host in enumerate(members):
-        if not is_ipv4(host):
-            raise DeclarationError(f"{where}: {what}[{j}]: must be an IPv4 address, got {host!r}")
-    if len(set(members)) != len(members):
-        dup = next(h for h in members if members.count(h) > 1)
+        address = host_address(host)
+        if address is None:
+            raise DeclarationError(f"{where}: {what}[{j}]: must be an IPv4 or IPv6 address, got {host!r}")
+        if out and is_ipv6(address) != is_ipv6(out[0]):
+            raise DeclarationError(f"{where}: {what}[{j}]: {host} is not of the family of {out[0]} (a ring or "
+                                   "chain sends within one of IPv4 or IPv6)")
+        out.append(address)
+    if len(set(out)) != len(out):
+        dup = next(h for h in out if out.count(h) > 1)
         raise DeclarationError(f"{where}: {what}: host {dup} appears twice")
-    return list(members)
+    return out
 
 
 def read_traffic(path: str, where: str, nodes: Mapping[Any, str] | None = None) -> tuple[str, list[list[str]]]:
-    """A traffic file in the authors' format as (kind, rings or chains of IPv4 hosts).
+    """A traffic file in the authors' format as (kind, rings or chains of host addresses).
 
-    The file's ``src``/``dst`` columns are IPv4 addresses, or node ids mapped to addresses by ``nodes``
-    (node id -> IPv4, e.g. the authors' server numbering). Errors name the file and line (the reader's) and
+    The file's ``src``/``dst`` columns are IPv4 or IPv6 addresses, or node ids mapped to addresses by ``nodes``
+    (node id -> address, e.g. the authors' server numbering). Errors name the file and line (the reader's) and
     ``where`` (the declaration)."""
     try:
         job = read_traffic_file(path, iterations=1)
@@ -81,11 +90,14 @@ def read_traffic(path: str, where: str, nodes: Mapping[Any, str] | None = None) 
     for ring in job.rings:
         out = []
         for host in ring:
-            ip = nodes.get(host, nodes.get(str(host))) if nodes else host
-            if not is_ipv4(ip):
-                hint = "" if nodes else " (give the job a nodes: {node id: IPv4} map)"
-                raise DeclarationError(f"{where}: traffic: {path}: host {host!r} is not an IPv4 address{hint}")
+            ip = host_address(nodes.get(host, nodes.get(str(host))) if nodes else host)
+            if ip is None:
+                hint = "" if nodes else " (give the job a nodes: {node id: address} map)"
+                raise DeclarationError(f"{where}: traffic: {path}: host {host!r} is not an IPv4 or IPv6 "
+                                       f"address{hint}")
             out.append(ip)
+        if len({is_ipv6(ip) for ip in out}) > 1:
+            raise DeclarationError(f"{where}: traffic: {path}: a ring or chain mixes IPv4 and IPv6 hosts")
         rings.append(out)
     return job.kind, rings
 

@@ -94,7 +94,7 @@ def parse_jobs(content_length: int | None, read: Callable[[int], bytes]) -> Resu
     if error is not None:
         return None, error
     if not isinstance(body, dict) or "jobs" not in body:
-        return _error(400, 'request body must be {"jobs": [{"name": ..., "hosts": [IPv4, ...]}, ...]}')
+        return _error(400, 'request body must be {"jobs": [{"name": ..., "hosts": [IP, ...]}, ...]}')
     extra = sorted(set(body) - {"jobs"})
     if extra:
         return _error(400, f"request body: unknown key {extra[0]!r} (known: jobs)")
@@ -129,8 +129,9 @@ def parse_job(name: str, content_length: int | None, read: Callable[[int], bytes
     if error is not None:
         return None, error
     if not isinstance(body, dict):
-        return _error(400, 'request body must be {"hosts": [IPv4, ...], "rings": [[IPv4, ...]], "stages": '
-                           '[[IPv4, ...]], "weight": w, "lease_s": s} (hosts or rings / stages)')
+        return _error(400, 'request body must be {"hosts": [IP, ...], "rings": [[IP, ...]], "stages": '
+                           '[[IP, ...]], "weight": w, "lease_s": s} (hosts or rings / stages; IP: IPv4 or '
+                           'IPv6)')
     extra = sorted(set(body) - set(JOB_BODY_KEYS))
     if extra:
         return _error(400, f"request body: unknown key {extra[0][:64]!r} (known: {', '.join(JOB_BODY_KEYS)})")

@@ -96,7 +96,7 @@ GOOD = {"name": "a", "hosts": ["10.0.0.1"], "lease_s": 30.0, "expires_at": 100.0
     (_doc([], version=2), "version 2, this controller reads version 1"),
     (_doc({"a": 1}), '"jobs" must be a list'),
     (_doc([GOOD, "a"]), "jobs[1]: must be a mapping"),
-    (_doc([GOOD, {**GOOD, "name": "b", "hosts": ["10.0.0.999"]}]), "jobs[1].hosts[0]: must be an IPv4 address"),
+    (_doc([GOOD, {**GOOD, "name": "b", "hosts": ["10.0.0.999"]}]), "jobs[1].hosts[0]: must be an IPv4 or IPv6 address"),
     (_doc([GOOD, {**GOOD, "name": "b", "lease_s": 0.5}]), "jobs[1].lease_s: must be a number in [1, 3600]"),
     (_doc([{**GOOD, "expires_at": None}]), "jobs[0].expires_at: must be a wall-clock time"),
     (_doc([{**GOOD, "expires_at": True}]), "jobs[0].expires_at: must be a wall-clock time"),
