@@ -4,11 +4,12 @@ fixture; packet builders and multipart replies feed it synthetic Ryu events; for
 packets through what the switches hold (tests.oftable)."""
 
 import importlib.util
+import ipaddress
 from pathlib import Path
 
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS
 from controller.southbound import framework as southbound
-from controller.southbound.framework import arp, ethernet, ipv4, ofp_event, packet, tcp
+from controller.southbound.framework import arp, ethernet, icmpv6, ipv4, ipv6, ofp_event, packet, tcp
 from controller.state.flowkey import FlowKey
 from tests.decision_steps import te_step
 from tests.fakeswitch import OFP, PARSER, FakeSwitch
@@ -99,8 +100,9 @@ class Lab:
             self.connect(dpid)
         self.pump()  # the read-back replies of every switch
         self.discover_links()
-        for host in self.ref.hosts.values():
-            self.packet_in(host.dpid, host.port, arp_request(host, "10.0.0.254"))
+        for host in self.ref.hosts.values():  # each address speaks: ARP, or a neighbour solicitation for IPv6
+            frame = nd_solicitation(host, "fd00::ffff") if ":" in host.ip else arp_request(host, "10.0.0.254")
+            self.packet_in(host.dpid, host.port, frame)
         self.app.resync()
 
     def packet_in(self, dpid, port, data, cookie=0):
@@ -114,7 +116,9 @@ class Lab:
 
     def trace(self, src_ip, dst_ip, **fields):
         src = self.ref.hosts[src_ip]
-        pkt = {"eth_type": 0x0800, "eth_src": src.mac, "ipv4_src": src_ip, "ipv4_dst": dst_ip, **fields}
+        ip = "ipv6" if ":" in src_ip else "ipv4"
+        pkt = {"eth_type": 0x86DD if ip == "ipv6" else 0x0800, "eth_src": src.mac, f"{ip}_src": src_ip,
+               f"{ip}_dst": dst_ip, **fields}
         return trace(self.tables(), self.ref, src.dpid, src.port, pkt)
 
 
@@ -127,10 +131,26 @@ def arp_request(host, target_ip):
     return bytes(p.data)
 
 
-def tcp_packet(key):
+def nd_solicitation(host, target):
+    """A neighbour solicitation from ``host``'s IPv6 address for ``target`` (to its solicited-node group)."""
+    group = ipaddress.IPv6Address(int(ipaddress.IPv6Address("ff02::1:ff00:0")) | int(ipaddress.IPv6Address(target))
+                                  & 0xFFFFFF).compressed
     p = packet.Packet()
-    p.add_protocol(ethernet.ethernet(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", ethertype=0x0800))
-    p.add_protocol(ipv4.ipv4(src=key.src_ip, dst=key.dst_ip, proto=6))
+    p.add_protocol(ethernet.ethernet(dst="33:33:ff:00:ff:ff", src=host.mac, ethertype=0x86DD))
+    p.add_protocol(ipv6.ipv6(src=host.ip, dst=group, nxt=58, hop_limit=255))
+    p.add_protocol(icmpv6.icmpv6(type_=135, data=icmpv6.nd_neighbor(dst=target)))
+    p.serialize()
+    return bytes(p.data)
+
+
+def tcp_packet(key):
+    """A new TCP flow's first segment as the copy rule sends it up (over IPv6 when the key's addresses are)."""
+    v6 = ":" in key.src_ip
+    p = packet.Packet()
+    p.add_protocol(ethernet.ethernet(dst="00:00:00:00:00:02", src="00:00:00:00:00:01",
+                                     ethertype=0x86DD if v6 else 0x0800))
+    p.add_protocol(ipv6.ipv6(src=key.src_ip, dst=key.dst_ip, nxt=6) if v6 else
+                   ipv4.ipv4(src=key.src_ip, dst=key.dst_ip, proto=6))
     p.add_protocol(tcp.tcp(src_port=key.src_port, dst_port=key.dst_port))
     p.serialize()
     return bytes(p.data)
@@ -143,15 +163,17 @@ def stats_reply(switch, entries):
 
 
 def counting_stat(key, in_port, byte_count, seconds):
+    ip = {"eth_type": 0x86DD, "ipv6_src": key.src_ip, "ipv6_dst": key.dst_ip} if ":" in key.src_ip else \
+        {"eth_type": 0x0800, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip}
     return PARSER.OFPFlowStats(table_id=0, duration_sec=seconds, duration_nsec=0, priority=20, idle_timeout=10,
                                hard_timeout=0, flags=0, cookie=COOKIE_FLOW, packet_count=1, byte_count=byte_count,
-                               match=PARSER.OFPMatch(in_port=in_port, eth_type=0x0800, ip_proto=6,
-                                                     ipv4_src=key.src_ip, ipv4_dst=key.dst_ip,
-                                                     tcp_src=key.src_port, tcp_dst=key.dst_port),
+                               match=PARSER.OFPMatch(in_port=in_port, ip_proto=6, tcp_src=key.src_port,
+                                                     tcp_dst=key.dst_port, **ip),
                                instructions=[])
 
 
 STRIDE4 = [FlowKey(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}", 6, 40000 + i, 5201) for i in range(8)]
+STRIDE4_V6 = [FlowKey(f"fd00::a00:{i + 1:x}", f"fd00::a00:{(i + 4) % 16 + 1:x}", 6, 40000 + i, 5201) for i in range(8)]
 
 
 def poll(lab, keys, seconds):
@@ -162,13 +184,13 @@ def poll(lab, keys, seconds):
         lab.app.flow_stats_reply(stats_reply(lab.switches[dpid], entries))
 
 
-def pin_stride4(lab):
-    for key in STRIDE4:
+def pin_stride4(lab, keys=STRIDE4):
+    for key in keys:
         src = lab.ref.hosts[key.src_ip]
         lab.packet_in(src.dpid, src.port, tcp_packet(key), cookie=COOKIE_FLOW_MISS)
     lab.app.resync()
     for seconds in (2, 4, 6):  # three polls at 10 Mb/s: elephants after two
-        poll(lab, STRIDE4, seconds)
+        poll(lab, keys, seconds)
     result = te_step(lab.app.core, wait=True)  # the decision is made in the optimiser's worker
     lab.app.resync()
     return result

@@ -159,11 +159,12 @@ def fabric_arp_rule(dpid: int, port: int) -> FlowRule:
 
 
 def fabric_port_rules(dpid: int, port: int) -> tuple[FlowRule, FlowRule]:
-    """A fabric port's rules: its ARP (``fabric_arp_rule``) and its IPv6, neighbour discovery included, on to
-    forwarding without another copy (one rule for all of IPv6: only ND is copied anywhere in table 0)."""
+    """A fabric port's rules: its ARP (``fabric_arp_rule``) and its ICMPv6, neighbour discovery included, on to
+    forwarding without another copy (one rule for all of ICMPv6; IPv6 TCP and UDP must still meet the pinned
+    elephants' entries of table 0 below it)."""
     return (fabric_arp_rule(dpid, port),
-            FlowRule(dpid, PRIO_IPV6_FABRIC, match(in_port=port, eth_type=ETH_IPV6), (("goto", TABLE_FORWARD),),
-                     table=TABLE_CLASSIFY))
+            FlowRule(dpid, PRIO_IPV6_FABRIC, match(in_port=port, eth_type=ETH_IPV6, ip_proto=PROTO_ICMPV6),
+                     (("goto", TABLE_FORWARD),), table=TABLE_CLASSIFY))
 
 
 @lru_cache(maxsize=1 << 16)

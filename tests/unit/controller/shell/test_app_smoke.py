@@ -17,6 +17,7 @@ from tests.decision_steps import te_step
 from tests.fakeswitch import PARSER, FakeSwitch
 from tests.lab import (
     STRIDE4,
+    STRIDE4_V6,
     Lab,
     arp_request,
     counting_stat,
@@ -69,6 +70,32 @@ def test_elephants_from_multipart_stats_are_pinned_on_disjoint_paths_in_the_swit
         assert len(t.paths) == 1 and tuple(t.paths[0]) == lab.app.core.te.pinned[key]
         used += list(zip(t.paths[0], t.paths[0][1:]))
     assert len(used) == len(set(used))  # no directed link shared
+
+
+def test_ipv6_elephants_are_counted_from_their_copies_and_pinned_on_disjoint_paths_beside_ipv4():
+    """Dual stack: each IPv6 TCP flow's copy (real frame bytes) gets its counting rule, the polls find the
+    elephants, and the decision pins IPv6 and IPv4 stride elephants alike; each traces along its pin."""
+    lab = Lab(topologies.dual_stack(topologies.fat_tree(4)))
+    lab.bring_up()
+    try:
+        src = lab.ref.hosts[STRIDE4_V6[0].src_ip]
+        lab.packet_in(src.dpid, src.port, tcp_packet(STRIDE4_V6[0]), cookie=COOKIE_FLOW_MISS)
+        counting = [r for r in lab.switches[src.dpid].table.flows.values() if r.cookie == COOKIE_FLOW]
+        assert [dict(r.match) for r in counting] == [{
+            "eth_type": 0x86DD, "in_port": src.port, "ip_proto": 6, "ipv6_src": "fd00::a00:1",
+            "ipv6_dst": "fd00::a00:5", "tcp_src": 40000, "tcp_dst": 5201}]
+        result = pin_stride4(lab, STRIDE4_V6 + STRIDE4)
+        assert result.applied and set(lab.app.core.te.pinned) == set(STRIDE4_V6 + STRIDE4)
+        for keys in (STRIDE4_V6, STRIDE4):
+            used = []
+            for key in keys:
+                t = lab.trace(key.src_ip, key.dst_ip, ip_proto=6, tcp_src=key.src_port, tcp_dst=key.dst_port)
+                dst = lab.ref.hosts[key.dst_ip]
+                assert t.delivered == {(dst.dpid, dst.port)} and tuple(t.paths[0]) == lab.app.core.te.pinned[key]
+                used += list(zip(t.paths[0], t.paths[0][1:]))
+            assert len(used) == len(set(used))  # no directed link shared among one family's 8 elephants
+    finally:
+        stop_apps()
 
 
 def test_a_restarted_controller_relearns_hosts_flows_and_pins_from_the_tables_without_touching_them(lab):
