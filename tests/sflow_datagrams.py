@@ -43,13 +43,18 @@ def ethernet_frame(src_mac: str = "00:00:00:00:00:01", dst_mac: str = "00:00:00:
                    dst_ip: str = "10.0.0.2", proto: int = 6, src_port: int = 40000, dst_port: int = 5201,
                    payload: int = 1400, vlan: int | None = None, ihl: int = 5, frag_offset: int = 0,
                    ethertype: int = 0x0800) -> bytes:
-    """An Ethernet/IPv4/TCP-or-UDP frame (checksums zero: the decoder does not read them)."""
+    """An Ethernet/IPv4-or-IPv6/TCP-or-UDP frame (checksums zero: the decoder does not read them); IPv6 when the
+    addresses are (give ``ethertype`` 0x86DD too)."""
     eth = mac_bytes(dst_mac) + mac_bytes(src_mac)
     if vlan is not None:
         eth += struct.pack(">HH", 0x8100, vlan)
     eth += struct.pack(">H", ethertype)
     l4 = (struct.pack(">HHIIBBHHH", src_port, dst_port, 1, 0, 0x50, 0x10, 65535, 0, 0) if proto == 6
           else struct.pack(">HHHH", src_port, dst_port, 8 + payload, 0))
+    if ":" in src_ip:  # IPv6: the fixed header (no extension headers), the transport header after it
+        ip = struct.pack(">IHBB16s16s", 6 << 28, len(l4) + payload, proto, 64,
+                         socket.inet_pton(socket.AF_INET6, src_ip), socket.inet_pton(socket.AF_INET6, dst_ip))
+        return eth + ip + l4 + b"\xab" * payload
     options = b"\0" * (4 * (ihl - 5))
     total = 4 * ihl + len(l4) + payload
     ip = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl, 0, total, 1, frag_offset & 0x1FFF, 64, proto, 0,

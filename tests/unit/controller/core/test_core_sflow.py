@@ -31,11 +31,12 @@ STRIDE = [(f"10.0.0.{i + 1}", f"10.0.0.{(i + 4) % 16 + 1}") for i in range(8)]
 class Fabric:
     """A core over a k=4 fat-tree whose switches export sFlow from one agent (ifIndex = dpid * 100 + port)."""
 
-    def __init__(self, detection="sflow", extra=""):
+    def __init__(self, detection="sflow", extra="", dual_stack=False):
         self.now = 0.0
         self.core = ControllerCore(config.parse(f"te:\n  detection: {detection}\n  poll_interval_s: 2\n{extra}"),
                                    lambda: self.now)
-        self.core.topology = self.core.packet_in.topology = topologies.fat_tree(4)
+        topo = topologies.fat_tree(4)
+        self.core.topology = self.core.packet_in.topology = topologies.dual_stack(topo) if dual_stack else topo
         if self.core.sflow is not None:  # (the detection holds the topology it was made with)
             self.core.sflow = type(self.core.sflow)(self.core.config["sflow"], self.core.monitor.config.threshold_bps,
                                                     2, self.core.topology, self.core.metrics)
@@ -58,7 +59,8 @@ class Fabric:
             for _ in range(n):
                 self.seq += 1
                 frame = ethernet_frame(src_ip=key.src_ip, dst_ip=key.dst_ip, proto=key.proto,
-                                       src_port=key.src_port, dst_port=key.dst_port, payload=FRAME)
+                                       src_port=key.src_port, dst_port=key.dst_port, payload=FRAME,
+                                       ethertype=0x86DD if ":" in key.src_ip else 0x0800)
                 samples.append(flow_sample([header_record(frame, stripped=0)], sequence=self.seq,
                                            source_type=2, source_index=1000, sampling_rate=RATE,
                                            input_value=h.dpid * 100 + h.port, output_value=1))
@@ -110,6 +112,26 @@ def test_sampled_elephants_are_pinned_with_exact_entries_only_for_them():
         path = lab.core.te.pinned[key]
         assert rule.dpid == src.dpid == path[0] and dict(rule.match)["in_port"] == src.port
         assert rule.actions[0][0] == "output"  # to the pinned first hop, not the ECMP table
+
+
+def test_sampled_ipv6_elephants_get_ipv6_rates_and_pins_whose_entries_match_ipv6():
+    lab = Fabric("sflow", dual_stack=True)
+    elephants = [FlowKey(topologies.ipv6_of(s), topologies.ipv6_of(d), 6, 40000 + i, 5201)
+                 for i, (s, d) in enumerate(STRIDE)]
+    assert elephants[0].src_ip == "fd00::a00:1"
+    lab.windows([(k, 8e6) for k in elephants], 2)
+    for key in elephants:
+        assert lab.core.sflow.rates.flow_rate(key).bps > 5e6
+    assert {st.key for st in lab.core.monitor.elephants()} == set(elephants)
+    assert te_step(lab.core).applied and set(lab.core.te.pinned) == set(elephants)
+    lab.core.sync()
+    counting = rules_with_cookie(lab.core, COOKIE_FLOW)
+    assert len(counting) == len(elephants)
+    for rule in counting:
+        fields = dict(rule.match)
+        key = next(k for k in elephants if fields["tcp_src"] == k.src_port)
+        assert (fields["eth_type"], fields["ipv6_src"], fields["ipv6_dst"]) == (0x86DD, key.src_ip, key.dst_ip)
+        assert rule.dpid == lab.core.te.pinned[key][0] and rule.actions[0][0] == "output"
 
 
 def test_an_elephant_that_ends_loses_its_pin_and_its_entry():

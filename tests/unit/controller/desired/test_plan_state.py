@@ -78,8 +78,10 @@ class World:
 
     def _state_op(self, op, rng):
         t = self.topo
-        if op in ("new_flow", "flow_moves") and sum(":" not in ip for ip in t.hosts) >= 2:  # (IPv4 flows only)
-            src, dst = rng.sample(sorted((h for h in t.hosts.values() if ":" not in h.ip), key=lambda h: h.ip), 2)
+        v6 = rng.random() < 0.5  # a flow between two IPv6 hosts or two IPv4 ones (a flow stays in one family)
+        family = sorted((h for h in t.hosts.values() if (":" in h.ip) == v6), key=lambda h: h.ip)
+        if op in ("new_flow", "flow_moves") and len(family) >= 2:
+            src, dst = rng.sample(family, 2)
             key = FlowKey(src.ip, dst.ip, rng.choice((PROTO_TCP, PROTO_UDP)), rng.randrange(1000, 1010), 5201)
             where = (src.dpid, src.port) if op == "new_flow" else (dst.dpid, dst.port)
             self.accounting.observe(key, *where)

@@ -109,3 +109,31 @@ def test_a_host_pairs_counting_rule_reads_as_its_pair_key_on_both_paths():
     assert [s.key for s in ours.samples] == [s.key for s in theirs] == [pair] and pair.is_pair
     assert dict(five_tuple_match(pair, 3)) == {"in_port": 3, "eth_type": 0x0800, "ipv4_src": pair.src_ip,
                                                "ipv4_dst": pair.dst_ip}
+
+
+def v6_flows(n):
+    """IPv6 5-tuples (and pair keys) between the emulation's addresses, as the controller writes them."""
+    keys = [FlowKey(f"fd00::a00:{i % 16 + 1:x}", f"fd00::a00:{(i + 4) % 16 + 1:x}", (PROTO_TCP, PROTO_UDP)[i % 2],
+                    40000 + i, 5201) for i in range(n)]
+    return keys + [pair_key(k) for k in keys[:2]]
+
+
+def test_ipv6_counting_rules_read_like_ryu_and_name_their_keys():
+    keys = v6_flows(40) + flows(40)
+    (raw,) = replies([counting_entry(k, 1 + i % 2, 1000 * i, 2.0) for i, k in enumerate(keys)], xid=7)
+    ours = ofstats.parse_flow_stats_reply(DPID, raw)
+    assert [s.key for s in ours.samples] == keys and not ours.skipped
+    assert [(s.key, s.byte_count) for s in ours.samples] == [(s.key, s.byte_count) for s in ryu_samples(raw)[2]]
+
+
+def test_an_ipv6_address_spelled_long_is_one_key_and_a_masked_or_narrow_one_none():
+    key = v6_flows(1)[0]
+    long_form = {"eth_type": 0x86DD, "in_port": 1, "ip_proto": 6, "ipv6_src": "fd00:0:0:0:0:0:a00:1",
+                 "ipv6_dst": "FD00::0A00:0005", "tcp_src": key.src_port, "tcp_dst": key.dst_port}
+    (raw,) = replies([stats_entry(long_form, 5, 1.0), stats_entry(dict(long_form, ipv6_src=("fd00::", "ffff::")),
+                                                                   5, 1.0)], xid=8)
+    reply = ofstats.parse_flow_stats_reply(DPID, raw)
+    assert [s.key for s in reply.samples] == [key] and reply.skipped == 1
+    tlv = b"".join(struct.pack("!HBB", 0x8000, field << 1, len(v)) + v for field, v in [
+        (10, bytes([6])), (26, bytes(4)), (27, bytes(16)), (13, bytes(2)), (14, bytes(2))])
+    assert ofstats.match_key(tlv) is None  # a forged 4-byte ipv6_src names no flow (and raises nothing)

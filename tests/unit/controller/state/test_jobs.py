@@ -94,3 +94,14 @@ def test_a_request_carries_rings_but_names_no_file():
     assert job["rings"] == [RING]
     with pytest.raises(config.ConfigError, match="request body: jobs\\[0\\].traffic: traffic files are read from"):
         config.validate_jobs([{"name": "a", "traffic": "/etc/passwd"}], "request body")
+
+
+def test_ipv6_members_are_declared_in_compressed_form_and_send_within_their_family():
+    (job,) = parse_jobs("jobs:\n  - name: v6\n    hosts: ['FD00:0:0:0:0:0:A00:9']\n"
+                        "    rings: [['fd00::a00:1', 'fd00:0::a00:5']]\n")
+    assert job["rings"] == [["fd00::a00:1", "fd00::a00:5"]] and job["hosts"][0] == "fd00::a00:9"
+    assert jobs.sends(job) == [HostPair("fd00::a00:1", "fd00::a00:5"), HostPair("fd00::a00:5", "fd00::a00:1")]
+    with pytest.raises(config.ConfigError, match=r"c.yaml:3: jobs\[0\].rings\[0\]\[1\]: fd00::1 is not of the family"):
+        parse_jobs("jobs:\n  - name: a\n    rings: [[10.0.0.1, 'fd00::1']]\n")
+    with pytest.raises(config.ConfigError, match=r"rings\[0\]: host fd00::1 appears twice"):
+        parse_jobs("jobs:\n  - name: a\n    rings: [['fd00::1', 'fd00:0::1']]\n")

@@ -84,6 +84,22 @@ def test_header_without_ports_later_fragment_and_non_ip():
     assert other.protocol == 11 and other.src_mac is None and other.header == frame[:128]
 
 
+def test_sampled_ipv6_headers_give_their_5_tuple_in_compressed_form():
+    v6 = dict(ethertype=0x86DD, src_ip="fd00:0:0:0:0:0:a00:1", dst_ip="fd00::a00:10", src_port=40001, dst_port=5201)
+    p = one_flow(frame=dict(v6, payload=1448)).packet
+    assert (p.ethertype, p.src_ip, p.dst_ip, p.ip_proto, p.src_port, p.dst_port) == \
+        (0x86DD, "fd00::a00:1", "fd00::a00:10", 6, 40001, 5201)
+    assert p.frame_length == 14 + 40 + 20 + 1448 + 4
+    udp = one_flow(frame=dict(v6, proto=17, vlan=7, payload=20)).packet
+    assert (udp.vlan, udp.ip_proto, udp.src_port, udp.dst_port) == (7, 17, 40001, 5201)
+    short = one_flow(records=[enc.header_record(enc.ethernet_frame(**v6), header_len=14 + 40 + 2)]).packet
+    assert short.src_ip == "fd00::a00:1" and short.src_port is None  # cut before the ports
+    hop_by_hop = one_flow(frame=dict(v6, proto=0)).packet  # an extension header: its number, no ports
+    assert hop_by_hop.ip_proto == 0 and hop_by_hop.src_port is None
+    cut = one_flow(records=[enc.header_record(enc.ethernet_frame(**v6), header_len=14 + 39)]).packet
+    assert cut.ethertype == 0x86DD and cut.src_ip is None  # the fixed header itself cut
+
+
 def test_sample_without_header_record_and_unknown_records_skipped():
     s = one_flow(records=[enc.switch_record(), enc.record(0xABCDE, b"xyz")])
     assert s.packet is None and s.sampling_rate == 64
