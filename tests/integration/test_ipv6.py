@@ -11,11 +11,14 @@ import pytest
 from mininet_topos.common import host_ipv6
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.emulation import add_ipv6
+from mlroute.experiment.traffic import Iperf3Flows, received_per_second
 from tests.integration.attacks import FORGE_IPV6, FORGE_IPV6_HOSTS
-from tests.integration.harness import POLL_S, ping_all, te_config, wait_until
+from tests.integration.harness import POLL_S, STRIDE4, ping_all, te_config, wait_pinned_disjoint, wait_until
 from tests.integration.tools import Dom, run_chromium
 
 MAX_PER_PORT = 64  # hosts.max_per_port's default
+HOST_MBPS = 10
+BASE_PORT = 6300  # the IPv6 elephants' iperf3 server ports
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +67,30 @@ def test_rest_the_web_view_and_metrics_show_every_hosts_ipv6_address(fab, tmp_pa
         assert host_ipv6(host.IP()) in node["data-ips"].split() and host_ipv6(host.IP()) in node["title"]
         assert bound[host.IP()][:2] == bound[host_ipv6(host.IP())][:2]
     assert fab.controller.metric("mlroute_packet_in_total", {"kind": "ipv6"}) > 0
+
+
+def test_eight_stride_elephants_over_ipv6_are_pinned_link_disjoint_at_the_non_blocking_rate(fab):
+    """The 8 stride-4 iperf3 elephants between the hosts' IPv6 addresses: found from their IPv6 5-tuples' counting
+    rules, pinned on link-disjoint paths, and together at >= 0.9 of the non-blocking rate once pinned (iperf3's
+    own per-second receive rates: the median second of the ten from two polls after the pins)."""
+    flows = Iperf3Flows(fab.net, STRIDE4, seconds=40, base_port=BASE_PORT, ipv6=True)
+    started = time.monotonic()
+    try:
+        pinned_s, disjoint_s, paths = wait_pinned_disjoint(fab.controller, BASE_PORT, len(STRIDE4),
+                                                           timeout=6 * POLL_S + 5)
+        mine = [e for e in fab.controller.get("/mlroute/elephants")
+                if BASE_PORT <= e["dst_port"] < BASE_PORT + len(STRIDE4)]
+        since = time.monotonic() - started
+    finally:
+        reports = flows.reports()
+    assert paths is not None, mine
+    assert all(":" in e["src_ip"] and ":" in e["dst_ip"] for e in mine), mine
+    per_second = received_per_second(reports)
+    window = sorted(per_second[int(since) + 2 * POLL_S:int(since) + 2 * POLL_S + 10])
+    median = window[len(window) // 2] if window else 0.0
+    print(f"IPv6 elephants pinned {pinned_s:.1f} s after they started, link-disjoint at {disjoint_s:.1f} s; "
+          f"{median:.1f} of {len(STRIDE4) * HOST_MBPS} Mb/s after ({median / (len(STRIDE4) * HOST_MBPS):.2f})")
+    assert median >= 0.9 * len(STRIDE4) * HOST_MBPS, per_second
 
 
 def test_a_host_claiming_another_hosts_ipv6_address_takes_nothing(fab):
