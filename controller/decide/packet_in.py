@@ -10,7 +10,9 @@ fabric forwards); one for an unknown address goes out on host-facing ports as AR
 detection (a solicitation from ``::``) is delivered to the owner too, and the owner's defence (an advertisement
 to all nodes) to the prober alone; any other advertisement to all nodes goes nowhere (a forged one poisons no
 cache). Router advertisements and DHCPv6 are ordinary IPv6 here: their sender is learned as any sender is, and
-they move nobody. The answer is plain data; the shell turns it into packet-outs.
+they move nobody. Link-local addresses (fe80::/10) are never learned nor asked for: their scope is one link,
+a host talks across the fabric from its global addresses, and each would cost an entry on every switch. The
+answer is plain data; the shell turns it into packet-outs.
 
 No hijack (docs/architecture.md, "Threat model"): a packet whose sender contradicts a live binding (a gratuitous
 ARP or a forged IPv4 source claiming a bound address) is neither learned, answered nor forwarded. The handler
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 
 from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, ND_ADVERT, ND_SOLICIT, PROTO_ICMPV6
 from controller.state.budget import TokenBucket
-from controller.state.flowkey import is_ipv6
+from controller.state.flowkey import is_ipv6, is_link_local
 from controller.state.topology import CONFLICT, LEARNED, LIMITED, UNKNOWN_MAC, Host, Topology
 
 ARP_REQUEST = 1
@@ -203,7 +205,7 @@ class PacketInHandler:
         topo = self.topology
         if topo.is_fabric_port(pkt.dpid, pkt.in_port):
             return decision  # never learn from or react to fabric copies
-        if pkt.src_ip and pkt.src_ip != "0.0.0.0":
+        if pkt.src_ip and pkt.src_ip != "0.0.0.0" and not is_link_local(pkt.src_ip):
             claim = Host(pkt.src_ip, pkt.eth_src, pkt.dpid, pkt.in_port)
             self._heard_from(claim, decision)
             if pkt.src_ip not in topo.hosts and not self._new_host_allowed(pkt.dpid, pkt.in_port):
@@ -315,8 +317,8 @@ class PacketInHandler:
                     waiting[here] = now
                     self._dad = {ip: w for ip, w in self._dad.items()
                                  if any(now - t < DAD_WAIT_S for t in w.values())}
-            elif pkt.src_ip:  # (a probe for a free address: nobody is there to defend it)
-                self._flood_to_hosts(pkt, pkt.nd_target, decision)
+            elif pkt.src_ip and not is_link_local(pkt.nd_target):  # (a probe for a free address: nobody is
+                self._flood_to_hosts(pkt, pkt.nd_target, decision)  # there to defend it; a link-local: no one's)
         elif pkt.nd_type == ND_ADVERT:
             if owner is None or owner.location != here or pkt.src_ip != owner.ip:
                 return  # only an owner's advertisement of its own address goes anywhere

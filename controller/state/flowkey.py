@@ -43,6 +43,16 @@ def is_ipv6(ip: str) -> bool:
     return ":" in ip
 
 
+def is_link_local(ip: str) -> bool:
+    """An IPv6 link-local address (fe80::/10): its scope is one link, and a fabric of switches is many links, so
+    it is never a host the fabric forwards to (a host talks across it from its global addresses)."""
+    head, colon, _ = ip.partition(":")
+    return bool(colon) and len(head) == 4 and head[:3].lower() in LINK_LOCAL_HEADS
+
+
+LINK_LOCAL_HEADS = frozenset(f"fe{c}" for c in "89ab")  # fe80::/10: a first group fe80 .. febf
+
+
 def ip_fields(src_ip: str, dst_ip: str) -> dict[str, Any]:
     """The match fields of IP traffic from ``src_ip`` to ``dst_ip`` (both of one family): its eth_type and the
     family's source and destination fields."""

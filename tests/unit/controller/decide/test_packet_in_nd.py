@@ -170,3 +170,15 @@ def test_a_host_announcing_ten_thousand_addresses_learns_at_most_the_port_cap():
     at_port = topo.hosts_at(h1.dpid, h1.port)
     assert len(at_port) <= topo.max_hosts_per_port and learned <= topo.max_hosts_per_port
     assert learned + limited == 10_000 and topo.hosts[h1.ip] == h1
+
+
+def test_link_local_addresses_are_never_learned_nor_asked_for_across_the_fabric():
+    """A host's fe80:: address (its router solicitation, its multicast listener report, its solicitation for
+    another link-local address) costs no binding and no entry, and is never asked on other host ports."""
+    topo = dual_stack()
+    h1 = v6host(topo, 1)
+    link_local = "fe80::200:ff:fe00:1"
+    handler = PacketInHandler(topo, Clock())
+    d = handler.handle(solicit(h1, "fe80::200:ff:fe00:10", src=link_local))
+    assert not d.learned and d.actions == [] and link_local not in topo.hosts
+    assert handler.handle(solicit(h1, "fd00::77", src=link_local)).actions  # a global target is still asked

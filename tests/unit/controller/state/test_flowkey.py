@@ -22,3 +22,9 @@ def test_an_ipv6_key_matches_ipv6_fields_and_any_spelling_reads_back_compressed(
     assert key_from_fields(spelled) == V6
     with pytest.raises(ValueError):
         key_from_fields(dict(spelled, ipv6_src="fd00::zz"))
+
+
+def test_link_local_is_fe80_slash_10_only():
+    from controller.state.flowkey import is_link_local
+    assert all(is_link_local(ip) for ip in ("fe80::1", "FE80::200:ff:fe00:1", "febf::1", "fe9a:1::2"))
+    assert not any(is_link_local(ip) for ip in ("fec0::1", "fe8::1", "fd00::a00:1", "10.0.0.1", "ff02::1", "::"))
