@@ -21,29 +21,9 @@ import threading
 import time
 
 from mlroute.experiment import emulation
-from mlroute.experiment.traffic import Iperf3Flows
+from mlroute.experiment.traffic import Iperf3Flows, ShortConnections
 
 PAIRS = [(f"h{i + 1}", f"h{(i + 4) % 16 + 1}") for i in range(8)]
-SERVER = """
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7000)); s.listen(64)
-while True:
-    c, _ = s.accept()
-    while c.recv(65536):
-        pass
-    c.close()
-"""
-CLIENT = """
-import socket, time
-deadline, opened = time.time() + {seconds}, 0
-while opened < 200 or time.time() < deadline:  # 200 at least, then on until the run ends
-    c = socket.create_connection(("{dst}", 7000), timeout=5)
-    c.sendall(b"x" * 20000)
-    c.close()
-    opened += 1
-    time.sleep(0.05)
-print(opened)
-"""
 
 
 def table0(bridge):
@@ -73,8 +53,6 @@ def run(setting, seconds, workdir):
         time.sleep(2)
         edge = "e3_0"  # h13's
         before = table0(edge)[0]
-        server = net.get("h15").popen(["python3", "-c", SERVER])
-        time.sleep(0.3)
         most, paired = [before], [False]
         done = threading.Event()
 
@@ -85,7 +63,7 @@ def run(setting, seconds, workdir):
                 time.sleep(0.5)
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        client = net.get("h13").popen(["python3", "-c", CLIENT.format(dst=net.get("h15").IP(), seconds=seconds)])
+        shorts = ShortConnections(net, "h13", "h15", seconds, at_least=200)  # 200 at least, then on to the end
         started = time.time()
         flows = Iperf3Flows(net, PAIRS, seconds)
         first, false = {}, set()
@@ -97,9 +75,8 @@ def run(setting, seconds, workdir):
                     first.setdefault(e["dst_port"], round(time.time() - started, 1))
             time.sleep(0.2)
         flows.results_mbps()
-        opened = int(client.communicate(timeout=30)[0].decode().strip() or 0)
+        opened = shorts.opened()
         elapsed = time.time() - started
-        server.kill()
         done.set()
         times = sorted(first.values())
         return {"setting": setting, "pinned_s": times, "all_pinned_s": times[-1] if len(times) == 8 else None,

@@ -109,6 +109,53 @@ def steady_mbps(report: dict | None, warmup_s: float) -> float:
     return sum(rates) / len(rates) / 1e6 if rates else 0.0
 
 
+_SINK = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", {port})); s.listen(64)
+while True:
+    c, _ = s.accept()
+    while c.recv(65536):
+        pass
+    c.close()
+"""
+_DIALER = """
+import socket, time
+deadline, opened = time.time() + {seconds}, 0
+while opened < {at_least} or time.time() < deadline:
+    c = socket.create_connection(("{dst}", {port}), timeout=5)
+    c.sendall(b"x" * {size})
+    c.close()
+    opened += 1
+    time.sleep({gap_s})
+print(opened)
+"""
+
+
+class ShortConnections:
+    """Short TCP connections (``size`` bytes each, ``gap_s`` apart) from ``src`` to a sink on ``dst``'s ``port``
+    for ``seconds`` (and ``at_least`` of them): the mice beside elephants that detection must not take for one."""
+
+    def __init__(self, net: Any, src: str, dst: str, seconds: float, port: int = 7000, at_least: int = 0,
+                 size: int = 20000, gap_s: float = 0.05) -> None:
+        self.server = net.get(dst).popen(["python3", "-c", _SINK.format(port=port)])
+        time.sleep(0.3)
+        self.client = net.get(src).popen(["python3", "-c", _DIALER.format(
+            dst=net.get(dst).IP(), port=port, seconds=seconds, at_least=at_least, size=size, gap_s=gap_s)])
+
+    def opened(self, timeout: float = 30) -> int:
+        """Wait for the dialer; the connections it made. The sink goes with it."""
+        try:
+            return int(self.client.communicate(timeout=timeout)[0].decode().strip() or 0)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        for p in (self.client, self.server):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 class NewFlowStorm:
     """One host sending another one new UDP 5-tuple per packet (the destination port cycles through 60,000), at
     ``rate`` packets a second for ``seconds``, from the host's namespace: a new-flow storm."""

@@ -17,7 +17,7 @@ import pytest
 from controller.desired.rules import COOKIE_FLOW
 from mininet_topos.fattree import FatTreeTopo
 from mlroute.experiment.emulation import enable_sflow, free_port, sflow_config
-from mlroute.experiment.traffic import Iperf3Flows
+from mlroute.experiment.traffic import Iperf3Flows, ShortConnections
 from tests.integration.flowtables import bridges, dump_flows
 from tests.integration.harness import STRIDE4, ping_all, te_config, wait_until
 
@@ -27,27 +27,6 @@ TABLE_CAP = 40  # per table, every switch: group-free forwarding needs 27 in tab
 SHORT_PORT = 7000
 BASE_PORT = 5300  # the elephants' iperf3 server ports (Iperf3Flows' default)
 GENERIC = 'switches:\n  - description: ".*"\n    profile: generic-of13\n'
-SERVER = f"""
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", {SHORT_PORT}))
-s.listen(64)
-while True:
-    c, _ = s.accept()
-    while c.recv(65536):
-        pass
-    c.close()
-"""
-CLIENT = """
-import socket, time
-deadline, opened = time.time() + {seconds}, 0
-while time.time() < deadline:
-    c = socket.create_connection(("{dst}", {port}), timeout=5)
-    c.sendall(b"x" * 20000)
-    c.close()
-    opened += 1
-    time.sleep(0.05)
-print(opened)
-"""
 FALSE_IN_LOG = re.compile(rf"elephant FlowKey\([^)]*(src|dst)_port={SHORT_PORT}\)")
 
 
@@ -97,13 +76,10 @@ def minute(fabric_factory):
                        interval=0.5)
     assert moved, shown()
     result = Minute(moved_s=time.time() - began)
-    server = fab.net.get("h15").popen(["python3", "-c", SERVER])
-    time.sleep(0.3)
     done = threading.Event()
     watcher = threading.Thread(target=watch_tables, args=(fab, result, done), daemon=True)
     watcher.start()
-    client = fab.net.get("h13").popen(["python3", "-c", CLIENT.format(seconds=SECONDS, dst=fab.net.get("h15").IP(),
-                                                                      port=SHORT_PORT)])
+    shorts = ShortConnections(fab.net, "h13", "h15", SECONDS, port=SHORT_PORT)
     started = time.time()
     flows = Iperf3Flows(fab.net, STRIDE4, seconds=SECONDS + 5, base_port=BASE_PORT)
     try:
@@ -115,12 +91,12 @@ def minute(fabric_factory):
                     result.pinned_at.setdefault(e["dst_port"], round(time.time() - started, 1))
             result.detections |= set(shown().values())
             time.sleep(0.5)
-        result.opened = int(client.communicate(timeout=30)[0].decode().strip() or 0)
+        result.opened = shorts.opened()
     finally:
         result.mbps = flows.results_mbps()
         done.set()
         watcher.join(timeout=30)
-        server.kill()
+        shorts.stop()
     result.log = ctl.log()
     result.metrics = {
         "openflow_errors": ctl.metric("mlroute_openflow_errors_total"),
