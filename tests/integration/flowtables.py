@@ -10,8 +10,13 @@ import subprocess
 FIELD_ALIASES = {"nw_src": "ipv4_src", "nw_dst": "ipv4_dst", "tp_src": "l4_src", "tp_dst": "l4_dst",
                  "dl_type": "eth_type"}
 # ovs-ofctl's shorthand words, as the fields they stand for
+# (every one ovs-ofctl prints: a word left out would leave a rule matching more than it does, e.g. a fabric port's
+# "icmp6,in_port=2" read as all of that port's traffic)
 PROTO_WORDS = {"ip": {"eth_type": "0x0800"}, "arp": {"eth_type": "0x0806"}, "ipv6": {"eth_type": "0x86dd"},
-               "tcp": {"eth_type": "0x0800", "ip_proto": "6"}, "udp": {"eth_type": "0x0800", "ip_proto": "17"}}
+               "tcp": {"eth_type": "0x0800", "ip_proto": "6"}, "udp": {"eth_type": "0x0800", "ip_proto": "17"},
+               "icmp": {"eth_type": "0x0800", "ip_proto": "1"}, "tcp6": {"eth_type": "0x86dd", "ip_proto": "6"},
+               "udp6": {"eth_type": "0x86dd", "ip_proto": "17"}, "icmp6": {"eth_type": "0x86dd", "ip_proto": "58"},
+               "sctp": {"eth_type": "0x0800", "ip_proto": "132"}, "sctp6": {"eth_type": "0x86dd", "ip_proto": "132"}}
 
 
 def dump_flows(bridge):
@@ -35,6 +40,8 @@ def parse_flow(line):
             match[FIELD_ALIASES.get(k, k)] = v
         elif part in PROTO_WORDS:
             match.update(PROTO_WORDS[part])
+        else:
+            raise ValueError(f"ovs-ofctl match word {part!r} not understood: {line}")
     return {"table": table, "priority": priority, "match": match, "actions": actions, "cookie": cookie,
             "n_bytes": int(re.search(r"n_bytes=(\d+)", line).group(1))}
 
