@@ -89,9 +89,6 @@ class SflowWiring(CoreState):
             self._to_flowstats(dpid)
         if moves:
             self.flow_copy = replace(self.flow_copy, sampled=self.auto.sampled)
-        sampled = len(self.auto.sampled & self.connected)
-        self.metrics.switches_by_detection.labels("sflow").set(sampled)
-        self.metrics.switches_by_detection.labels("flowstats").set(len(self.connected) - sampled)
         return bool(moves)
 
     def _export_covers(self, dpid: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import networkx as nx
@@ -152,6 +153,8 @@ class CoreState:
         self._sflow_pinned: set[FlowKey] = set()  # accounting entries made for sampled elephants being pinned
         # te.detection: auto: which switches are on sFlow (their export heard) and which on flow stats, per switch
         self.auto = SwitchDetection(config["sflow"]["silent_s"]) if self.detection == "auto" else None
+        for mode in ("sflow", "flowstats"):  # counted when scraped, both series under every te.detection
+            self.metrics.switches_by_detection.labels(mode).set_function(partial(self.switches_on, mode))
 
     @property
     def jobs(self) -> list[dict]:
@@ -246,6 +249,10 @@ class CoreState:
     def sampled_at(self, dpid: int) -> bool:
         """Whether flows entering at ``dpid`` are detected from sFlow samples (not from counting rules there)."""
         return self.detection == "sflow" or (self.auto is not None and self.auto.uses_sflow(dpid))
+
+    def switches_on(self, detection: str) -> int:
+        """Connected switches whose flows are detected by ``detection`` (``detection_of``)."""
+        return sum(1 for d in self.connected if self.detection_of(d) == detection)
 
     def detection_of(self, dpid: int) -> str:
         """The detection in force at ``dpid``: ``te.detection``, or under ``auto`` the switch's own choice."""

@@ -3,6 +3,8 @@ tests/sflow_datagrams.py, decoded by the decoder): no per-flow rules for mice, e
 elephants, host pairs as one demand, link load from counter samples, metrics by outcome; under ``auto`` each
 switch moving between flow stats and sFlow with its flows handed over."""
 
+import pytest
+
 from controller import config
 from controller.core import ControllerCore
 from controller.desired.rules import COOKIE_FLOW, COOKIE_FLOW_MISS, PRIO_FLOW_MISS, PRIO_PAIR, TABLE_SEEN
@@ -255,11 +257,24 @@ def test_auto_starts_on_flow_stats_and_moves_a_switch_whose_export_is_heard():
     assert src.dpid not in due and len(due) == 7  # the other edge switches still polled
     shown = {s["dpid"]: s["detection"] for s in core.switches_json()}
     assert shown.pop(src.dpid) == "sflow" and set(shown.values()) == {"flowstats"}
-    assert core.metrics.switches_by_detection.labels("sflow")._value.get() == 1
-    assert core.metrics.switches_by_detection.labels("flowstats")._value.get() == len(core.connected) - 1
+    assert detection_series(core) == {"sflow": 1, "flowstats": len(core.connected) - 1}
     other = FlowKey(src.ip, "10.0.0.9", 6, 1234, 80)
     assert core.new_transport_flow(other, src.dpid, src.port) == ([], False)  # a copy sent before the move
     assert other not in core.accounting
+
+
+def detection_series(core):
+    return {s.labels["detection"]: s.value for m in core.metrics.switches_by_detection.collect() for s in m.samples}
+
+
+@pytest.mark.parametrize("detection, want", [("flowstats", {"sflow": 0, "flowstats": 20}),
+                                             ("sflow", {"sflow": 20, "flowstats": 0}),
+                                             ("auto", {"sflow": 0, "flowstats": 20})])
+def test_switches_by_detection_has_both_series_under_every_detection(detection, want):
+    """A dashboard query on either series answers whatever te.detection is (an unset label has no series)."""
+    lab = Fabric(detection)
+    lab.core.connected = set(lab.core.topology.ports)
+    assert detection_series(lab.core) == want
 
 
 def test_a_switch_whose_host_ports_are_not_all_mapped_stays_on_flow_stats():
