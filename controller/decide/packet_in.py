@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from controller.desired.forwarding import solicited_node
 from controller.desired.rules import ETH_ARP, ETH_IPV4, ETH_IPV6, ND_ADVERT, ND_SOLICIT, PROTO_ICMPV6
 from controller.state.budget import TokenBucket
 from controller.state.flowkey import is_ipv6, is_link_local
@@ -109,7 +110,7 @@ class NdProbe(_BindingProbe):
     @property
     def frame(self) -> bytes:
         target = ipaddress.IPv6Address(self.ip).packed
-        group = ipaddress.IPv6Address("ff02::1:ff00:0").packed[:13] + target[13:]  # the solicited-node group
+        group = ipaddress.IPv6Address(solicited_node(self.ip)).packed
         dst = _mac_bytes(self.mac) if self.mac != UNKNOWN_MAC else b"\x33\x33" + group[12:]
         icmp = struct.pack("!BBHI16s", ND_SOLICIT, 0, 0, 0, target)
         unspecified = bytes(16)

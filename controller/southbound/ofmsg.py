@@ -259,18 +259,24 @@ IPV6_AT = 14  # an untagged frame's IPv6 header (the fabric's host ports carry n
 
 def _ipv6_packet_in(dpid: int, in_port: int, eth_src: str, eth_dst: str, data: bytes) -> PacketIn:
     """An IPv6 packet-in from its fixed header, and a neighbour solicitation's or advertisement's type and
-    target (RFC 4861: they carry no extension headers); addresses in ``ipaddress``'s compressed form, the
-    unspecified source (duplicate-address detection) as ""."""
-    if len(data) < IPV6_AT + 40 or data[IPV6_AT] >> 4 != 6:
-        raise ValueError("not an IPv6 header")
-    src = ipaddress.IPv6Address(data[IPV6_AT + 8:IPV6_AT + 24])
-    dst = ipaddress.IPv6Address(data[IPV6_AT + 24:IPV6_AT + 40]).compressed
+    target (RFC 4861: they carry no extension headers); the unspecified source (duplicate-address detection)
+    as ""."""
+    src, dst, next_header = _ipv6_fixed_header(data, 0)
     nd_type, target = 0, ""
     icmp = IPV6_AT + 40
-    if data[IPV6_AT + 6] == PROTO_ICMPV6 and len(data) >= icmp + 24 and data[icmp] in (ND_SOLICIT, ND_ADVERT):
+    if next_header == PROTO_ICMPV6 and len(data) >= icmp + 24 and data[icmp] in (ND_SOLICIT, ND_ADVERT):
         nd_type, target = data[icmp], ipaddress.IPv6Address(data[icmp + 8:icmp + 24]).compressed
-    return PacketIn(dpid, in_port, eth_src, eth_dst, ETH_IPV6, src_ip="" if src.is_unspecified else src.compressed,
-                    dst_ip=dst, nd_type=nd_type, nd_target=target)
+    return PacketIn(dpid, in_port, eth_src, eth_dst, ETH_IPV6, src_ip="" if src == "::" else src, dst_ip=dst,
+                    nd_type=nd_type, nd_target=target)
+
+
+def _ipv6_fixed_header(data: bytes, after: int) -> tuple[str, str, int]:
+    """An untagged frame's IPv6 source, destination (``ipaddress``'s compressed form) and next header;
+    ValueError unless the header and ``after`` more bytes are there."""
+    if len(data) < IPV6_AT + 40 + after or data[IPV6_AT] >> 4 != 6:
+        raise ValueError("not an IPv6 header")
+    return (ipaddress.IPv6Address(data[IPV6_AT + 8:IPV6_AT + 24]).compressed,
+            ipaddress.IPv6Address(data[IPV6_AT + 24:IPV6_AT + 40]).compressed, data[IPV6_AT + 6])
 
 
 def decode_flow_key(data: bytes) -> FlowKey:
@@ -289,13 +295,11 @@ def _ipv6_flow_key(data: bytes) -> FlowKey:
     """An IPv6 new-flow copy's 5-tuple from its fixed header and the ports after it (the copy rules match
     ip_proto, which Open vSwitch reads past extension headers; a packet that has any is refused here, as its
     ports are not where the fixed header ends)."""
-    l4 = IPV6_AT + 40
-    if len(data) < l4 + 4 or data[IPV6_AT] >> 4 != 6 or data[IPV6_AT + 6] not in L4_PREFIX:
+    src, dst, proto = _ipv6_fixed_header(data, 4)
+    if proto not in L4_PREFIX:
         raise ValueError("not a TCP or UDP packet over IPv6 without extension headers")
-    proto = data[IPV6_AT + 6]
-    src_port, dst_port = struct.unpack_from("!HH", data, l4)
-    return FlowKey(ipaddress.IPv6Address(data[IPV6_AT + 8:IPV6_AT + 24]).compressed,
-                   ipaddress.IPv6Address(data[IPV6_AT + 24:IPV6_AT + 40]).compressed, proto, src_port, dst_port)
+    src_port, dst_port = struct.unpack_from("!HH", data, IPV6_AT + 40)
+    return FlowKey(src, dst, proto, src_port, dst_port)
 
 
 # -- flow-stats replies -----------------------------------------------------------------------------------------
