@@ -146,11 +146,10 @@ class FlowMonitor:
     def sampled(self, rates: Mapping[FlowKey, tuple[int, float, bool | None]], now: float) -> None:
         """Fold in one completed sFlow window: ``rates`` maps each sampled flow to (ingress dpid, bit/s over its
         last ``polls_needed`` windows, whether that is above the threshold by its estimate's standard error; None
-        while it was tracked for fewer windows). That estimate already spans the windows an elephant must last,
-        so one such judgement makes an elephant. A
-        flow that flow statistics count already is left to them; a sampled flow no longer in ``rates`` (the
-        estimator forgot it: no sample for its idle windows) counts as silent, and leaves unless it is an
-        elephant (pattern memory keeps those until ``expire``)."""
+        while it was tracked for fewer windows or sampled in one only). That estimate already spans the windows an
+        elephant must last, so one such judgement makes an elephant. A flow that flow statistics count already
+        is left to them; a sampled flow no longer in ``rates`` (the estimator forgot it: no sample for its idle
+        windows) counts as silent, and leaves unless it is an elephant (pattern memory keeps those until ``expire``)."""
         for key, (dpid, bps, above) in rates.items():
             st = self.flows.get(key)
             if st is None:

@@ -52,9 +52,10 @@ class SflowDetection:
     def tick(self, now: float) -> dict[FlowKey, tuple[int, int, float, bool | None]] | None:
         """Close the windows ended by ``now``; when one did, each tracked flow's (ingress dpid, port, bit/s over
         its last ``windows_needed`` windows, whether that is above the threshold by one standard error: None
-        while it has been tracked for fewer windows) -- the monitor's input -- else None. ``pairs_added``
-        says whether this tick judged a new host pair an elephant: at a completed window, or within the window
-        in progress once the pair has sent what the whole windows ask (``SampleRates.heavy_in_progress``).
+        while it has been tracked for fewer windows or sampled in one only, ``SampleRates.recent``) -- the
+        monitor's input -- else None. ``pairs_added`` says whether this tick judged a new host pair an elephant:
+        at a completed window, or within the window in progress once the pair has sent what the whole windows
+        ask (``SampleRates.heavy_in_progress``).
 
         Why an average over the windows and not a streak of windows each above the threshold: at 1-in-N a
         window holds few samples of a flow (10 Mb/s of 9,000-byte frames at 1-in-64: about 2 a second), so a
@@ -74,14 +75,14 @@ class SflowDetection:
                 return None  # the first window seen is still in progress
             out = {}
             needed, threshold = self.rates.windows_needed, self.rates.threshold_bps
-            for key, (rate, full) in self.rates.recent(needed).items():
+            for key, (rate, judged) in self.rates.recent(needed).items():
                 where = self.ingest.ingress_of(key)
                 if where is not None:
-                    out[key] = (where[0], where[1], rate.bps, above(rate, threshold) if full else None)
+                    out[key] = (where[0], where[1], rate.bps, above(rate, threshold) if judged else None)
             tracked = self.rates.pairs.tracks
             kept = {p for p in self._pairs if p in tracked}
-            self._pairs = kept | {p for p, (rate, full) in self.rates.recent(needed, pairs=True).items()
-                                  if full and above(rate, threshold)}
+            self._pairs = kept | {p for p, (rate, judged) in self.rates.recent(needed, pairs=True).items()
+                                  if judged and above(rate, threshold)}
             self.pairs_added = self.pairs_added or len(self._pairs) > len(kept)
             return out
 

@@ -94,3 +94,21 @@ def test_no_early_pairs_when_pairs_are_off():
     det.tick(0.0)
     feed(det, 0.1, FlowKey("10.0.0.1", "10.0.0.5", 17, 1024, 9), 40, 1)
     assert det.tick(0.25) is None and not det.pairs_added and det.elephant_pairs([]) == []
+
+
+def test_a_short_connection_sampled_twice_in_one_window_is_no_elephant():
+    """Live (test_detection_auto): a 20-kB connection's two 9,000-byte frames sampled at 1-in-64 within 16 ms
+    stood for 4.6 Mb/s over two windows and was pinned. A stream sampled as sparsely, but in both windows, is
+    one."""
+    det, _ = detection()
+    mouse = FlowKey("10.0.0.1", "10.0.0.5", 6, 55386, 7000)
+    stream = FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201)
+    seq = feed(det, 0.2, mouse, 2, 1, payload=8948)
+    seq = feed(det, 0.3, stream, 1, seq, payload=8948)
+    det.tick(0.0)
+    assert det.tick(1.0)[mouse][3] is None  # tracked one window
+    seq = feed(det, 1.4, stream, 1, seq, payload=8948)
+    second = det.tick(2.0)
+    assert second[mouse][2] > 4e6 and second[mouse][3] is not True  # as large, but it never lasted
+    assert second[stream][3] is True
+    assert det.tick(3.0)[mouse][3] is not True
