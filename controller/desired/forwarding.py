@@ -23,8 +23,16 @@ other entry is a prefix holding a known host whose next hops it uses. Prefixes h
 so along any cycle the smallest prefix used holds a host h inside every other one used, and each hop of the
 cycle gets one hop closer to h's switch: impossible. An unknown address ends in the IPv4 miss (a packet-in the
 controller ignores when it comes from a fabric port) or is dropped. Off a Clos, per-host entries as before.
-IPv6 hosts have exact entries (their IPv6 and the solicitations for them) on a Clos too: the prefixes are
-IPv4's.
+
+IPv6 is compacted the same way in its own table (the same walk over 128-bit addresses: masked ``ipv6_dst``
+prefixes at 100 + length, a switch's own hosts exact at 228), with no default (the IPv6 miss at priority 6 sits
+above the host-port default): every known IPv6 host is covered at every switch that reaches it, and an unknown
+IPv6 address either meets no entry (the IPv6 miss) or a prefix holding a known host, where the argument above
+holds. No prefix reaches into ff00::/8 (such a range is split further), so multicast, solicitations included,
+never follows one. A solicitation keeps an exact entry per IPv6 host (its solicited-node group and target, at
+priority 10): ``ipv6_nd_target`` cannot be masked in OpenFlow 1.3, and a masked solicited-node group names only
+the target's low 24 bits, which hosts behind different prefixes may share. IPv4 and IPv6 entries never overlap
+(their ``eth_type`` differs).
 """
 
 from __future__ import annotations
@@ -250,14 +258,22 @@ class _Groups:
         return (("group", gid),)
 
 
+def exact_matches(ip: str, compact: bool) -> tuple[Match, ...]:
+    """The per-host entries host ``ip`` keeps: all its ``host_matches`` off a Clos; on a Clos (where prefixes
+    cover the rest) only an IPv6 host's solicitation entry, since ``ipv6_nd_target`` cannot be masked."""
+    if not compact:
+        return host_matches(ip)
+    return host_matches(ip)[1:] if is_ipv6(ip) else ()
+
+
 def add_host_entries(desired: Mapping[int, SwitchRules], hosts: Iterable[Host], graph: nx.Graph,
-                     groups: _Groups) -> None:
-    """Each host's exact entries (``host_matches``) on its own switch and on every switch that reaches it."""
+                     groups: _Groups, compact: bool = False) -> None:
+    """Each host's exact entries (``exact_matches``) on its own switch and on every switch that reaches it."""
     hops_cache: dict[int, dict[int, tuple[int, ...]]] = {}
     for host in hosts:
         if host.dpid not in desired:
             continue
-        matches = host_matches(host.ip)
+        matches = exact_matches(host.ip, compact)
         for m in matches:
             desired[host.dpid].add_flow(FlowRule(host.dpid, PRIO_HOST, m, (("output", host.port),)))
         if host.dpid not in hops_cache:
@@ -273,6 +289,7 @@ def add_host_entries(desired: Mapping[int, SwitchRules], hosts: Iterable[Host], 
 PRIO_UP_DEFAULT = 5  # table 1: from a host port, toward the switch's most common next hops (below host entries)
 PRIO_PREFIX = 100  # table 1: a compact prefix /n at PRIO_PREFIX + n: longest prefix first, as a router
 PRIO_EXACT = PRIO_PREFIX + 32  # an exact (/32) compact entry, a switch's own host included
+PRIO_EXACT_V6 = PRIO_PREFIX + 128  # the same for IPv6 (/128)
 
 
 def prefix_priority(plen: int) -> int:
@@ -294,22 +311,34 @@ Label = tuple[int, ...] | None  # a switch's next-hop ports toward a host (None:
 
 @lru_cache(maxsize=1 << 17)
 def ip_int(ip: str) -> int:
-    return int(ipaddress.IPv4Address(ip))
+    """An IPv4 or IPv6 address as an integer (each family is compacted in its own table)."""
+    return int(ipaddress.ip_address(ip))
 
 
 @lru_cache(maxsize=1 << 16)
-def prefix_value(value: int, plen: int) -> str | tuple[str, str]:
-    """An IPv4 prefix as a match value: the address alone for /32, else (address, mask) as Ryu reads it back."""
-    address = str(ipaddress.IPv4Address(value))
-    if plen == 32:
-        return address
-    return address, str(ipaddress.IPv4Address((0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF))
+def prefix_value(value: int, plen: int, width: int = 32) -> str | tuple[str, str]:
+    """A prefix (``width`` 32: IPv4, 128: IPv6) as a match value: the address alone at full length, else
+    (address, mask), both in the compressed form Ryu reads them back in."""
+    address = ipaddress.IPv6Address if width == 128 else ipaddress.IPv4Address
+    if plen == width:
+        return address(value).compressed
+    full = (1 << width) - 1
+    return address(value).compressed, address((full << (width - plen)) & full).compressed
 
 
-def prefix_matches(value: int, plen: int) -> tuple[Match, Match]:
-    """The table-1 matches (IPv4 destination, ARP target) of one prefix; /32 is ``host_matches``."""
-    v = prefix_value(value, plen)
+def prefix_matches(value: int, plen: int, width: int = 32) -> tuple[Match, ...]:
+    """The table-1 matches of one prefix: IPv4 destination and ARP target, or (``width`` 128) the IPv6
+    destination alone (solicitations keep exact entries: ``exact_matches``); /32 is ``host_matches``."""
+    v = prefix_value(value, plen, width)
+    if width == 128:
+        return (match(eth_type=ETH_IPV6, ipv6_dst=v),)
     return (match(eth_type=ETH_IPV4, ipv4_dst=v), match(eth_type=ETH_ARP, arp_tpa=v))
+
+
+def _holds_multicast(value: int, plen: int, width: int) -> bool:
+    """Whether an IPv6 prefix reaches into ff00::/8 (multicast, solicitations included): never emitted, or a
+    solicitation would follow a prefix above its target's exact entry."""
+    return width == 128 and plen <= 8 and value >> (128 - plen) == 0xFF >> (8 - plen)
 
 
 @dataclass(frozen=True)
@@ -322,9 +351,10 @@ class Addresses:
     run_of: tuple[int, ...]  # host index -> run index
     run_start: tuple[int, ...]  # run index -> first host index (and len(hosts) at the end)
     run_dpid: tuple[int, ...]  # run index -> the switch its hosts are on
+    width: int = 32  # address bits: 32 (IPv4) or 128 (IPv6)
 
     @classmethod
-    def of(cls, hosts: Iterable[Host]) -> Addresses:
+    def of(cls, hosts: Iterable[Host], width: int = 32) -> Addresses:
         ordered = sorted(((ip_int(h.ip), h) for h in hosts), key=lambda x: x[0])
         run_of: list[int] = []
         run_start: list[int] = []
@@ -336,7 +366,7 @@ class Addresses:
             run_of.append(len(run_dpid) - 1)
         run_start.append(len(ordered))
         return cls(tuple(x[0] for x in ordered), tuple(x[1] for x in ordered), tuple(run_of), tuple(run_start),
-                   tuple(run_dpid))
+                   tuple(run_dpid), width)
 
 
 @dataclass(frozen=True)
@@ -347,13 +377,14 @@ class CompactTable:
     entries: tuple[tuple[int, int, Any], ...]
     default: Label
     default_ports: tuple[int, ...]
+    width: int = 32
 
     def covering(self, ip: int) -> tuple[int, int, Any] | None:
         """The entry whose prefix holds ``ip``, if any (entries are disjoint)."""
-        i = bisect_right(self.entries, (ip, 33)) - 1
+        i = bisect_right(self.entries, (ip, self.width + 1)) - 1
         if i >= 0:
             value, plen, label = self.entries[i]
-            if ip >> (32 - plen) == value >> (32 - plen):
+            if ip >> (self.width - plen) == value >> (self.width - plen):
                 return self.entries[i]
         return None
 
@@ -374,8 +405,9 @@ def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], 
     """Switch ``dpid``'s compact table. ``hops_toward(d)``: its next-hop ports toward switch ``d``'s hosts
     (None: no way); ``bottom``: a host-facing switch (it gets the host-port default); ``transit(d)``: whether
     traffic toward ``d`` can reach it over a fabric link (a neighbour one hop farther from ``d``): such hosts
-    need entries even where the default would do, since the default serves host ports only."""
-    ips, run_of, run_dpid = addresses.ips, addresses.run_of, addresses.run_dpid
+    need entries even where the default would do, since the default serves host ports only. The addresses'
+    width (IPv4 or IPv6) is the table's."""
+    ips, run_of, run_dpid, width = addresses.ips, addresses.run_of, addresses.run_dpid, addresses.width
     labels = [LOCAL if d == dpid else hops_toward(d) for d in run_dpid]
     default = _common_default(addresses, labels) if bottom else None
     bounds = [r for r in range(1, len(labels)) if labels[r] != labels[r - 1]]
@@ -398,18 +430,21 @@ def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], 
         i = bisect_right(bounds, r0)
         if (i == len(bounds) or bounds[i] > r1) and labels[r0] is not LOCAL:
             if plen == 0:  # never a /0 (a switch may read a zero mask back as no match field): the hosts' prefix
-                plen = 32 - (ips[lo] ^ ips[hi - 1]).bit_length()
-                value = ips[lo] >> (32 - plen) << (32 - plen) if plen < 32 else ips[lo]
-            emit(value, plen, lo, hi)
-            return
-        if hi - lo == 1:  # one of the switch's own hosts
-            entries.append((ips[lo], 32, Own(addresses.hosts[lo].port)))
+                plen = width - (ips[lo] ^ ips[hi - 1]).bit_length()
+                value = ips[lo] >> (width - plen) << (width - plen) if plen < width else ips[lo]
+            if hi - lo == 1 and _holds_multicast(value, plen, width):
+                value, plen = ips[lo], width
+            if not _holds_multicast(value, plen, width):  # (else split further, as a mixed prefix)
+                emit(value, plen, lo, hi)
+                return
+        elif hi - lo == 1:  # one of the switch's own hosts
+            entries.append((ips[lo], width, Own(addresses.hosts[lo].port)))
             return
         bit = (ips[lo] ^ ips[hi - 1]).bit_length() - 1  # the highest bit the hosts here differ in
         left = ips[lo] >> (bit + 1) << (bit + 1)
         mid = bisect_left(ips, left | (1 << bit), lo, hi)
-        walk(lo, mid, left, 32 - bit)
-        walk(mid, hi, left | (1 << bit), 32 - bit)
+        walk(lo, mid, left, width - bit)
+        walk(mid, hi, left | (1 << bit), width - bit)
 
     if ips:
         walk(0, len(ips), 0, 0)
@@ -418,24 +453,25 @@ def compact_table(addresses: Addresses, dpid: int, hops_toward: Callable[[int], 
         fabric = set(fabric_ports)
         ports = tuple(sorted({addresses.hosts[i].port for r, d in enumerate(run_dpid) if d == dpid
                               for i in range(addresses.run_start[r], addresses.run_start[r + 1])} - fabric))
-    return CompactTable(tuple(entries), default, ports)
+    return CompactTable(tuple(entries), default, ports, width)
 
 
 def compact_rules(table: CompactTable) -> list[tuple[int, Match, Any]]:
     """(priority, match, what) of a compact table: ``what`` is a label (next-hop ports: output or group) or
     raw actions (a switch's own host: output to its port; MISS: the IPv4 miss's controller copy, ARP dropped)."""
     out: list[tuple[int, Match, Any]] = []
+    width = table.width
     for value, plen, label in table.entries:
         priority = prefix_priority(plen)
         if isinstance(label, Own):
-            for m in prefix_matches(value, 32):
-                out.append((PRIO_EXACT, m, (("output", label.port),)))
-        elif label is MISS:
-            ipv4, arp = prefix_matches(value, plen)
+            for m in prefix_matches(value, width, width):
+                out.append((priority, m, (("output", label.port),)))
+        elif label is MISS:  # (IPv4 only: an IPv6 table has no default)
+            ipv4, arp = prefix_matches(value, plen, width)
             out.append((priority, ipv4, (("controller", PACKET_IN_BYTES),)))
             out.append((priority, arp, ()))
         else:
-            for m in prefix_matches(value, plen):
+            for m in prefix_matches(value, plen, width):
                 out.append((priority, m, label))
     if table.default is not None:
         for port in table.default_ports:
@@ -466,17 +502,19 @@ def compact_plan(topology: Topology, levels: Mapping[int, int], stagger: bool,
     ``plan_state.PlanState`` equals."""
     desired = _base_tables(topology, graph)
     hosts = [h for h in topology.hosts.values() if h.dpid in desired]
-    addresses = Addresses.of(h for h in hosts if not is_ipv6(h.ip))
-    toward = {d: hop_distances(graph, d) for d in set(addresses.run_dpid)}
+    families = (Addresses.of(h for h in hosts if not is_ipv6(h.ip)),
+                Addresses.of((h for h in hosts if is_ipv6(h.ip)), 128))
+    toward = {d: hop_distances(graph, d) for addresses in families for d in addresses.run_dpid}
     groups = _Groups(desired, levels, stagger)
     for dpid, rules in desired.items():
         adj = graph.adj[dpid] if dpid in graph else {}
         fabric = [attrs["ports"][dpid] for attrs in adj.values()]
-        table = compact_table(addresses, dpid, lambda d: toward[d][1].get(dpid) or None,  # noqa: B023
-                              levels.get(dpid, 0) == 0,
-                              lambda d: is_transit(graph.adj, toward[d][0], dpid), fabric)  # noqa: B023
-        for priority, m, what in compact_rules(table):
-            actions = groups.actions(dpid, what) if what and isinstance(what[0], int) else what
-            rules.add_flow(FlowRule(dpid, priority, m, actions))
-    add_host_entries(desired, (h for h in hosts if is_ipv6(h.ip)), graph, groups)  # IPv6: exact entries
+        for addresses in families:  # IPv6 never has the host-port default: the IPv6 miss sits above it
+            table = compact_table(addresses, dpid, lambda d: toward[d][1].get(dpid) or None,  # noqa: B023
+                                  levels.get(dpid, 0) == 0 and addresses.width == 32,
+                                  lambda d: is_transit(graph.adj, toward[d][0], dpid), fabric)  # noqa: B023
+            for priority, m, what in compact_rules(table):
+                actions = groups.actions(dpid, what) if what and isinstance(what[0], int) else what
+                rules.add_flow(FlowRule(dpid, priority, m, actions))
+    add_host_entries(desired, (h for h in hosts if is_ipv6(h.ip)), graph, groups, compact=True)  # solicitations
     return desired

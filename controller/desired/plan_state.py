@@ -7,8 +7,8 @@ holds the same value and changes only what an event affects, returning the switc
 * a host (learned, moved, gone) adds or removes its forwarding rules on the switches of its shortest-path DAG
   (compact forwarding on a Clos: a new host that falls inside an entry of its own next hops, or that a
   host-facing switch's default serves, changes nothing there; elsewhere, and after any host is gone, the
-  switch's compact table is recomputed by ``forwarding.compact_table`` itself: per run of addresses behind one
-  switch, not per host);
+  switch's compact tables (IPv4, IPv6) are recomputed by ``forwarding.compact_table`` itself: per run of
+  addresses behind one switch, not per host; an IPv6 host's solicitation entry is written per host as ever);
 * a link / port / switch change updates, per destination switch, the BFS distances only where they can have
   changed (a removed link whose farther end keeps another parent one hop closer changes nothing but that end's
   next hops; an added link between adjacent levels only adds a next hop; anything else re-runs that
@@ -69,7 +69,7 @@ class PlanState:
         self._tiers: TierInference | None = None
         self._hosts: dict[str, Host] = {}
         self._ips_at: dict[int, set[str]] = {}  # destination switch -> IPs of its hosts
-        self._v6_at: dict[int, set[str]] = {}  # the IPv6 ones among them (exact entries on a Clos too)
+        self._v6_at: dict[int, set[str]] = {}  # the IPv6 ones among them (exact solicitations on a Clos too)
         self._dist: dict[int, dict[int, int]] = {}  # destination switch -> BFS distance of every switch
         self._hops: dict[int, dict[int, tuple[int, ...]]] = {}  # destination switch -> next hops per switch
         self._gid: dict[int, dict[tuple, int]] = {}  # switch -> bucket list -> group id
@@ -90,9 +90,9 @@ class PlanState:
         self._writes = 0
         # compact forwarding (a recognised Clos: forwarding.compact_plan): what it holds per switch
         self._compact = False
-        self._addresses = forwarding.Addresses.of(())
+        self._addresses = _no_addresses()  # per family (address width): the known hosts
         self._owned: dict[int, set[RuleKey]] = {}  # switch -> its compact forwarding rule keys
-        self._tables: dict[int, forwarding.CompactTable] = {}  # switch -> its compact table
+        self._tables: dict[int, dict[int, forwarding.CompactTable]] = {}  # switch -> width -> its compact table
         self._redo: set[int] = set()  # switches whose compact table must be recomputed in this update
         self._restagger: set[int] = set()  # ... of which those whose level changed (every entry rewritten)
         self._redo_all = False
@@ -260,7 +260,7 @@ class PlanState:
         if self._compact:  # a level decides the host-port default and the staggering
             self._redo |= moved
             self._restagger |= moved
-        if self.stagger:  # (on a Clos: its IPv6 hosts' exact entries)
+        if self.stagger:  # (on a Clos: its IPv6 hosts' solicitation entries)
             for dst in self._dist:
                 for s in moved & self._hops[dst].keys():
                     self._write_host_entries(dst, s)
@@ -290,11 +290,12 @@ class PlanState:
         if v6:
             self._v6_at.setdefault(dst, set()).add(host.ip)
         self._set_miss_rules(host)
-        if self._compact and not v6:
+        if self._compact:
             self._new_hosts.append(host)
             self._redo.add(dst)
+        matches = forwarding.exact_matches(host.ip, self._compact)
+        if not matches:
             return
-        matches = forwarding.host_matches(host.ip)
         for m in matches:
             self._set_forward(dst, m, (("output", host.port),))
         for s, ports in self._hops[dst].items():
@@ -326,13 +327,12 @@ class PlanState:
             return
         ips.discard(host.ip)
         self._v6_at.get(host.dpid, set()).discard(host.ip)
-        if self._compact and not is_ipv6(host.ip):
+        if self._compact:
             self._redo_all = True  # prefixes may grow anywhere
-        else:
-            for m in forwarding.host_matches(host.ip):
-                self._set_forward(host.dpid, m, None)
-                for s in self._hops.get(host.dpid, {}):
-                    self._set_forward(s, m, None)
+        for m in forwarding.exact_matches(host.ip, self._compact):
+            self._set_forward(host.dpid, m, None)
+            for s in self._hops.get(host.dpid, {}):
+                self._set_forward(s, m, None)
         if not ips:  # no host left behind this switch: its BFS is no longer needed
             del self._ips_at[host.dpid]
             self._v6_at.pop(host.dpid, None)
@@ -341,7 +341,7 @@ class PlanState:
 
     def _write_host_entries(self, dst: int, s: int) -> None:
         """The rules at ``s`` toward every host behind ``dst`` (after ``s``'s next hops or level changed): on a
-        Clos, ``s``'s compact table again and the exact entries of ``dst``'s IPv6 hosts."""
+        Clos, ``s``'s compact tables again and the solicitation entries of ``dst``'s IPv6 hosts."""
         if self._compact:
             self._redo.add(s)
         if s == dst or s not in self.desired:
@@ -352,7 +352,7 @@ class PlanState:
         ports = self._hops[dst].get(s)
         actions = self._actions(s, ports) if ports else None
         for ip in ips:
-            for m in forwarding.host_matches(ip):
+            for m in forwarding.exact_matches(ip, self._compact):
                 self._set_forward(s, m, actions)
 
     def _actions(self, s: int, ports: tuple[int, ...]) -> tuple:
@@ -414,8 +414,9 @@ class PlanState:
         if not self._compact:
             return
         if hosts_changed or self._redo_all:
-            self._addresses = forwarding.Addresses.of(self._hosts[ip] for ips in self._ips_at.values() for ip in ips
-                                                      if not is_ipv6(ip))
+            hosts = [self._hosts[ip] for ips in self._ips_at.values() for ip in ips]
+            self._addresses = (forwarding.Addresses.of(h for h in hosts if not is_ipv6(h.ip)),
+                               forwarding.Addresses.of((h for h in hosts if is_ipv6(h.ip)), 128))
         if self._redo_all:
             redo = set(self.desired)
         else:
@@ -428,47 +429,43 @@ class PlanState:
     def _unchanged_by(self, s: int, host: Host) -> bool:
         """Does switch ``s``'s compact table stay as it is with ``host`` learned (nothing else changed)? Yes if
         the host falls inside an entry of its own next hops there, or (host-facing switch) the default serves
-        it and it cannot arrive over a fabric link."""
-        table = self._tables.get(s)
+        it and it cannot arrive over a fabric link (IPv4: an IPv6 table has no default)."""
+        v6 = is_ipv6(host.ip)
+        table = self._tables.get(s, {}).get(128 if v6 else 32)
         if table is None or host.dpid == s:
             return False
         label = self._hops.get(host.dpid, {}).get(s) or None
         hit = table.covering(forwarding.ip_int(host.ip))
+        bottom = self._levels.get(s, 0) == 0 and not v6
         if hit is not None:
-            return hit[2] == label and (self._levels.get(s, 0) != 0 or label == table.default)
-        if self._levels.get(s, 0) != 0:
+            return hit[2] == label and (not bottom or label == table.default)
+        if not bottom:
             return label is None
         return label == table.default and (label is None or not forwarding.is_transit(
             self._adj, self._dist.get(host.dpid, {}), s))
 
     def _recompute(self, s: int) -> None:
-        """Recompute switch ``s``'s compact table and rewrite only the entries that differ from its last one
-        (all of them where its level changed: the same next hops stagger differently)."""
+        """Recompute switch ``s``'s compact tables (IPv4, IPv6) and rewrite only the entries that differ from its
+        last ones (all of them where its level changed: the same next hops stagger differently)."""
         hops, dist, adj = self._hops, self._dist, self._adj
-        table = forwarding.compact_table(
-            self._addresses, s, lambda d: hops.get(d, {}).get(s) or None, self._levels.get(s, 0) == 0,
-            lambda d: forwarding.is_transit(adj, dist.get(d, {}), s), adj.get(s, {}).values())
-        old = self._tables.get(s)
-        self._tables[s] = table
+        old = self._tables.get(s, {})
+        new = self._tables[s] = {}
+        full = not old or s in self._restagger
+        keys: set[RuleKey] = set()
+        gone: set[RuleKey] = set()
+        for addresses in self._addresses:
+            table = new[addresses.width] = forwarding.compact_table(
+                addresses, s, lambda d: hops.get(d, {}).get(s) or None,
+                self._levels.get(s, 0) == 0 and addresses.width == 32,
+                lambda d: forwarding.is_transit(adj, dist.get(d, {}), s), adj.get(s, {}).values())
+            write, dropped = _table_change(None if full else old.get(addresses.width), table)
+            for priority, m, what in forwarding.compact_rules(write):
+                actions = self._actions(s, what) if what and isinstance(what[0], int) else what
+                self._set_forward(s, m, actions, priority)
+                keys.add((TABLE_FORWARD, priority, m))
+            gone |= {(TABLE_FORWARD, priority, m) for priority, m, _ in forwarding.compact_rules(dropped)}
         owned = self._owned.setdefault(s, set())
-        if old is None or s in self._restagger:
-            write, gone = table, None
-        else:
-            before, after = set(old.entries), set(table.entries)
-            same_default = old.default == table.default
-            write = forwarding.CompactTable(
-                tuple(e for e in table.entries if e not in before), table.default,
-                tuple(p for p in table.default_ports if not same_default or p not in old.default_ports))
-            gone = forwarding.CompactTable(
-                tuple(e for e in old.entries if e not in after), old.default,
-                tuple(p for p in old.default_ports if not same_default or p not in table.default_ports))
-        keys = set()
-        for priority, m, what in forwarding.compact_rules(write):
-            actions = self._actions(s, what) if what and isinstance(what[0], int) else what
-            self._set_forward(s, m, actions, priority)
-            keys.add((TABLE_FORWARD, priority, m))
-        drop = owned - keys if gone is None else \
-            {(TABLE_FORWARD, priority, m) for priority, m, _ in forwarding.compact_rules(gone)} - keys
+        drop = owned - keys if full else gone - keys
         for key in drop:
             self._set_forward(s, key[2], None, key[1])
         owned -= drop
@@ -478,8 +475,9 @@ class PlanState:
         """Per-host forwarding replaced by compact forwarding or back (the tiers changed)."""
         if compact:
             for dst, ips in self._ips_at.items():
-                for ip in ips - self._v6_at.get(dst, set()):  # (IPv6 hosts keep their exact entries)
-                    for m in forwarding.host_matches(ip):
+                for ip in ips:  # (IPv6 hosts keep their solicitation entries)
+                    kept = forwarding.exact_matches(ip, True)
+                    for m in (m for m in forwarding.host_matches(ip) if m not in kept):
                         self._set_forward(dst, m, None)
                         for s in self._hops.get(dst, {}):
                             self._set_forward(s, m, None)
@@ -632,6 +630,27 @@ class PlanState:
         self._writes += 1
         if self._writes % PAUSE_EVERY == 0:
             self.pause()
+
+
+def _no_addresses() -> tuple[forwarding.Addresses, forwarding.Addresses]:
+    return forwarding.Addresses.of(()), forwarding.Addresses.of((), 128)
+
+
+def _table_change(old: forwarding.CompactTable | None, table: forwarding.CompactTable
+                  ) -> tuple[forwarding.CompactTable, forwarding.CompactTable]:
+    """What a compact table's recomputation writes (its entries and default ports not in ``old``) and removes
+    (``old``'s not in the new one); everything written when there is no ``old`` to compare with."""
+    if old is None:
+        return table, forwarding.CompactTable((), None, (), table.width)
+    before, after = set(old.entries), set(table.entries)
+    same_default = old.default == table.default
+    write = forwarding.CompactTable(
+        tuple(e for e in table.entries if e not in before), table.default,
+        tuple(p for p in table.default_ports if not same_default or p not in old.default_ports), table.width)
+    gone = forwarding.CompactTable(
+        tuple(e for e in old.entries if e not in after), old.default,
+        tuple(p for p in old.default_ports if not same_default or p not in table.default_ports), old.width)
+    return write, gone
 
 
 def _changed_pins(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> set[Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.desired.forwarding import PRIO_ARP_FABRIC, PRIO_EXACT, fabric_arp_rule
+from controller.desired.forwarding import PRIO_ARP_FABRIC, PRIO_EXACT, PRIO_EXACT_V6, fabric_arp_rule
 from controller.desired.rules import (
     COOKIE_BASE,
     COOKIE_ELEPHANT,
@@ -90,7 +90,7 @@ class Recovered:
         elif rule.cookie == COOKIE_BASE and {"in_port", "eth_src"} <= set(fields) and _source(fields):
             self.bound[_source(fields)] = (fields["eth_src"], dpid, fields["in_port"])  # a host guard
         elif (rule.cookie == COOKIE_BASE and rule.table == TABLE_FORWARD
-              and rule.priority in (PRIO_HOST, PRIO_EXACT)
+              and rule.priority in (PRIO_HOST, PRIO_EXACT, PRIO_EXACT_V6)
               and len(rule.actions) == 1 and outputs and _destination(fields)):
             # an exact host rule only: a compact plan's prefix (address, mask) names no host
             self.host_routes.setdefault(_destination(fields), {})[dpid] = outputs[0]

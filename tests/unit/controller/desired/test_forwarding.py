@@ -372,3 +372,120 @@ def test_prefix_matches_read_back_as_ryu_writes_them():
     assert forwarding.prefix_matches(forwarding.ip_int("10.1.0.0"), 16)[0] == \
         match(eth_type=ETH_IPV4, ipv4_dst=("10.1.0.0", "255.255.0.0"))
     assert forwarding.prefix_matches(forwarding.ip_int("10.1.0.7"), 32) == forwarding.host_matches("10.1.0.7")
+
+
+# -- compact IPv6 (dual-stack Clos) ------------------------------------------------------------------------------
+def ipv6_table1(rules):
+    """A switch's table-1 entries toward IPv6 hosts (prefixes, exact addresses, solicitations): not its misses."""
+    return [r for r in rules.flows.values()
+            if r.table == 1 and {"ipv6_dst", "ipv6_nd_target"} & dict(r.match).keys()]
+
+
+def assert_ipv6_same_next_hops_as_per_host(topo, desired):
+    """Every switch, every IPv6 host, from any port: IPv6 and solicitations take the per-host plan's next hops
+    (IPv6 has no host-port default, so the port it arrives at does not matter)."""
+    reference = forwarding.per_host_plan(topo, {}, False, topo.graph())
+    for host in (h for h in topo.hosts.values() if ":" in h.ip):
+        exact, solicit = forwarding.host_matches(host.ip)
+        for dpid in topo.ports:
+            rule = reference[dpid].flows.get((1, forwarding.PRIO_HOST, exact))
+            want = None if rule is None else {p for kind, *arg in rule.actions for p in (
+                reference[dpid].groups[arg[0]].ports if kind == "group" else arg)}
+            for packet in ({"eth_type": ETH_IPV6, "ipv6_dst": host.ip, "ip_proto": 17}, dict(solicit)):
+                got = table1_ports(desired, dpid, packet)
+                assert got == want, (host, dpid, packet, got, want)
+
+
+def unknown_ipv6(topo, n=16):
+    """IPv6 addresses no host has: in the gaps between known ones, around them, and far from them."""
+    known = sorted(int(ipaddress.IPv6Address(h.ip)) for h in topo.hosts.values() if ":" in h.ip)
+    taken = set(known)
+    gaps = [a for k in known for a in (k - 1, k + 1, k ^ 0x80) if a not in taken]
+    picks = gaps[:: max(1, len(gaps) // n)]
+    return [ipaddress.IPv6Address(a).compressed for a in picks] + ["fd00::99:99", "2001:db8::1", "fe80::1"]
+
+
+DUAL_STACK = {"fattree4": lambda: topologies.dual_stack(topologies.fat_tree(4)),
+              "fattree4-aligned": lambda: topologies.dual_stack(topologies.fat_tree(4, aligned=True)),
+              "fattree8-aligned": lambda: topologies.dual_stack(topologies.fat_tree(8, aligned=True))}
+
+
+@pytest.mark.parametrize("name", sorted(DUAL_STACK))
+def test_compact_ipv6_delivers_every_pair_on_the_per_host_next_hops(name):
+    """Dual-stack Clos: IPv6 compacted into prefixes of ``ipv6_dst`` delivers every IPv6 pair and solicitation
+    on the per-host next hops, unambiguously; an unknown IPv6 address is never looped or delivered, and one
+    outside every prefix reaches the controller at its ingress."""
+    topo = DUAL_STACK[name]()
+    desired, _ = clos_plan(topo)
+    for rules in desired.values():
+        assert not ambiguous(rules), ambiguous(rules)[:2]
+    assert_ipv6_same_next_hops_as_per_host(topo, desired)
+    hosts = sorted((h for h in topo.hosts.values() if ":" in h.ip), key=lambda h: h.ip)
+    pairs = list(itertools.permutations(hosts, 2))
+    for src, dst in pairs[:: max(1, len(pairs) // 400)]:
+        t = trace(desired, topo, src.dpid, src.port, _ipv6(src, dst))
+        assert t.delivered == {(dst.dpid, dst.port)} and not t.looped and not t.to_controller, (src, dst, t)
+        t = trace(desired, topo, src.dpid, src.port, _solicit(src, dst.ip))
+        assert t.delivered == {(dst.dpid, dst.port)} and not t.looped and t.to_controller == [src.dpid]
+    starts = [(h.dpid, h.port) for h in hosts[:: max(1, len(hosts) // 8)]] + \
+        [(k.dst, k.dst_port) for k in topo.live_links()][:: max(1, len(topo.links) // 24)]
+    for address in unknown_ipv6(topo):
+        for dpid, port in starts:
+            t = trace(desired, topo, dpid, port, {"eth_type": ETH_IPV6, "ipv6_dst": address, "ip_proto": 17})
+            assert not t.looped and not t.delivered and (t.to_controller or t.dropped), (address, dpid, port, t)
+    src = hosts[0]
+    t = trace(desired, topo, src.dpid, src.port, {"eth_type": ETH_IPV6, "ipv6_dst": "2001:db8::1"})
+    assert t.to_controller == [src.dpid] and not t.delivered
+
+
+def test_compact_ipv6_after_link_failures():
+    topo = topologies.dual_stack(topologies.fat_tree(4, aligned=True))
+    fail_links(topo, 2, 3)
+    if not infer_tiers(topo.graph(), topo.access_switches()).is_clos:
+        pytest.skip("the failures left no Clos")
+    desired, _ = clos_plan(topo)
+    assert_ipv6_same_next_hops_as_per_host(topo, desired)
+    for rules in desired.values():
+        assert not ambiguous(rules), ambiguous(rules)[:2]
+
+
+def test_compact_ipv6_tables_are_much_smaller_than_per_host_on_an_aligned_fabric():
+    """k=8 pod-aligned dual stack: IPv6 destinations become a handful of prefixes per switch; what remains per
+    host is its solicitation entry (``ipv6_nd_target`` cannot be masked)."""
+    topo = topologies.dual_stack(topologies.fat_tree(8, aligned=True))
+    desired, _ = clos_plan(topo)
+    per_host = forwarding.per_host_plan(topo, {}, False, topo.graph())
+    for dpid in desired:
+        compact = ipv6_table1(desired[dpid])
+        reference = ipv6_table1(per_host[dpid])
+        destinations = [r for r in compact if "ipv6_nd_target" not in dict(r.match)]
+        assert len(destinations) * 8 <= len(reference) // 2, (dpid, len(destinations), len(reference))
+        assert len(compact) < len(reference)
+
+
+def test_no_ipv6_prefix_holds_the_multicast_range():
+    """Hosts far apart (unique-local, documentation, link-local addresses) would share a prefix reaching into
+    ff00::/8: it is split instead, so a solicitation still meets its target's own entry."""
+    topo = topologies.dual_stack(topologies.fat_tree(4))
+    for i, (ip, host) in enumerate(zip(("2001:db8::7", "fe80::7", "fe80::8"), list(topo.hosts.values())[3:])):
+        assert topo.learn_host(ip, f"00:00:00:00:aa:{i:02x}", host.dpid, host.port)
+    desired, _ = clos_plan(topo)
+    for rules in desired.values():
+        for r in ipv6_table1(rules):
+            value = dict(r.match)["ipv6_dst"]
+            if isinstance(value, tuple):
+                plen = bin(int(ipaddress.IPv6Address(value[1]))).count("1")
+                net = ipaddress.IPv6Network(f"{value[0]}/{plen}")
+                assert not net.overlaps(ipaddress.IPv6Network("ff00::/8")), r
+    hosts = [h for h in topo.hosts.values() if ":" in h.ip]
+    for src, dst in itertools.permutations(hosts, 2):
+        if (src.dpid, src.port) != (dst.dpid, dst.port):
+            t = trace(desired, topo, src.dpid, src.port, _solicit(src, dst.ip))
+            assert t.delivered == {(dst.dpid, dst.port)} and not t.looped, (src, dst, t)
+
+
+def test_ipv6_prefix_matches_read_back_as_ryu_writes_them():
+    assert forwarding.prefix_matches(forwarding.ip_int("fd00::a01:0"), 112, 128) == \
+        (match(eth_type=ETH_IPV6, ipv6_dst=("fd00::a01:0", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:0")),)
+    assert forwarding.prefix_matches(forwarding.ip_int("fd00::a01:7"), 128, 128) == \
+        forwarding.host_matches("fd00::a01:7")[:1]

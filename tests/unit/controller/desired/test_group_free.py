@@ -83,12 +83,16 @@ def test_each_tier_reads_its_own_source_bits_so_a_pod_spreads_over_every_core():
         assert len(ports) == 2
 
 
-def test_dual_stack_ipv6_spreads_on_its_source_bits_as_ipv4_does():
+@pytest.mark.parametrize("aligned", [False, True], ids=["sequential", "aligned"])
+def test_dual_stack_ipv6_spreads_on_its_source_bits_as_ipv4_does(aligned):
     """IPv6 pairs delivered on one of the groups' paths, a pod's hosts over every core toward one host, and a
-    solicitation for a spread destination on one entry (the first next hop)."""
-    topo = topologies.dual_stack(topologies.fat_tree(4))
+    solicitation for a spread destination on one entry (the first next hop); the compact IPv6 prefixes are
+    spread as exact entries are."""
+    topo = topologies.dual_stack(topologies.fat_tree(4, aligned=aligned))
     grouped, plain = plain_plan(topo)
     assert not any(rules.groups for rules in plain.values())
+    assert any(isinstance(f.get("ipv6_dst"), tuple) and "ipv6_src" in f
+               for rules in plain.values() for f in (dict(r.match) for r in rules.flows.values()))
     for rules in plain.values():
         assert not ambiguous(rules), ambiguous(rules)[:2]
     hosts = [h for h in topo.hosts.values() if ":" in h.ip]
@@ -100,7 +104,9 @@ def test_dual_stack_ipv6_spreads_on_its_source_bits_as_ipv4_does():
         solicit = {"eth_type": ETH_IPV6, "ip_proto": 58, "icmpv6_type": 135, "ipv6_nd_target": dst.ip,
                    "ipv6_dst": forwarding.solicited_node(dst.ip)}
         assert trace(plain, topo, src.dpid, src.port, solicit).delivered == {(dst.dpid, dst.port)}
-    dst = topo.hosts[topologies.ipv6_of("10.0.0.16")]
+    if aligned:  # (two hosts per edge numbered .1 and .2: their low two bits, both tiers' slices, move together)
+        return
+    dst = max(hosts, key=lambda h: (h.dpid, h.port))  # on pod 3's last edge
     cores = {trace(plain, topo, h.dpid, h.port, {"eth_type": ETH_IPV6, "ipv6_src": h.ip, "ipv6_dst": dst.ip})
              .paths[0][2] for h in hosts if h.dpid < 1100}  # pod 0's hosts
     assert cores == {3001, 3002, 3003, 3004}

@@ -150,7 +150,8 @@ def check(world, state, flows=None):
 FABRICS = {"fattree4": lambda: topologies.fat_tree(4), "leafspine": lambda: topologies.leaf_spine(3, 4, 2),
            "ring": lambda: topologies.ring(5), "fattree4-aligned": lambda: topologies.fat_tree(4, aligned=True),
            "fattree4-dual-stack": lambda: topologies.dual_stack(topologies.fat_tree(4)),
-           "ring-dual-stack": lambda: topologies.dual_stack(topologies.ring(5))}
+           "ring-dual-stack": lambda: topologies.dual_stack(topologies.ring(5)),
+           "fattree4-aligned-dual-stack": lambda: topologies.dual_stack(topologies.fat_tree(4, aligned=True))}
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -48,19 +48,23 @@ def test_compiled_messages_parse_back_to_exactly_the_planned_rules():
         assert held[dpid].flows == want.flows and held[dpid].groups == want.groups
 
 
-def test_a_dual_stack_plan_parses_back_exactly_and_ipv6_is_delivered_through_what_the_switches_hold():
-    """IPv6 matches (destination, solicitation target, guards' sources) as the switch reads them back: the
-    same values the plan wrote (compressed IPv6 text), so an audit finds nothing to repair."""
-    topo = topologies.dual_stack(topologies.fat_tree(4))
+@pytest.mark.parametrize("aligned", [False, True], ids=["sequential", "aligned"])
+def test_a_dual_stack_plan_parses_back_exactly_and_ipv6_is_delivered_through_what_the_switches_hold(aligned):
+    """IPv6 matches (destination prefixes (address, mask), solicitation target, guards' sources) as the switch
+    reads them back: the same values the plan wrote (compressed IPv6 text), so an audit finds nothing to
+    repair."""
+    topo = topologies.dual_stack(topologies.fat_tree(4, aligned=aligned))
     tiers = infer_tiers(topo.graph(), topo.access_switches())
     desired = sync.desired_state(topo, tiers, {}, {}, stagger=True, idle_timeout=10)
     held = install(desired)
     for dpid, want in desired.items():
         assert held[dpid].flows == want.flows and held[dpid].groups == want.groups
-    src, dst = topo.hosts[topologies.ipv6_of("10.0.0.1")], topo.hosts[topologies.ipv6_of("10.0.0.16")]
+    assert any(isinstance(dict(r.match).get("ipv6_dst"), tuple) for t in held.values() for r in t.flows.values())
+    v6 = sorted((h for h in topo.hosts.values() if ":" in h.ip), key=lambda h: (h.dpid, h.port))
+    src, dst = v6[0], v6[-1]
     pkt = {"eth_type": 0x86DD, "eth_src": src.mac, "ipv6_src": src.ip, "ipv6_dst": dst.ip, "ip_proto": 17}
     assert trace(held, topo, src.dpid, src.port, pkt).delivered == {(dst.dpid, dst.port)}
-    forged = dict(pkt, ipv6_src=topologies.ipv6_of("10.0.0.9"))
+    forged = dict(pkt, ipv6_src=v6[8].ip)
     assert not trace(held, topo, src.dpid, src.port, forged).delivered  # the port's guard
 
 
