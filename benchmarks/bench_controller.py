@@ -361,7 +361,7 @@ def bench_job_arrival(name, core, topo, n, rows, size=64):
         to_last = spent["arrival"][0] + 1e3 * (time.process_time() - loop)  # the worker's CPU and the loop's
         (t_full, full), (t_new, new) = spent["full"], spent["arrival"]
         rows.append((name, f"job arrival ({size} flows, {len(held[0])} pins): full", t_full, len(full.moved)))
-        how = "placed" if new.reason == te.ARRIVAL else "searched"
+        how = {te.ARRIVAL: "placed", te.PLACED: "placed, searched next"}.get(new.reason, "searched")
         rows.append((name, f"  as a job event decides it ({how}): {t_new / t_full:.2f}x", t_new, len(new.moved)))
         rows.append((name, "  its PUT to its last flow-mod sent (CPU)", to_last, sent))
     finally:

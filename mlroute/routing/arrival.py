@@ -17,7 +17,8 @@ certified, by the metric's layer 1 (max-min fair rates are the leximin-largest f
 What it does not say: that moving flows in force could not do better (the periodic decision still searches from
 the routing in force); nor anything when a newcomer finds no room: a collision (four full-rate 4-host rings on a
 k=4 fat-tree), or a fabric already full at the non-blocking rates (a 64-host ring beside 10k random elephants at
-k=24: every path of its first flow crosses three or four full links): the caller then runs the full search.
+k=24: every path of its first flow crosses three or four full links). Such a newcomer still gets the option it
+overfills least (``fits`` False): the caller judges that placement against the routing in force, or searches.
 """
 
 from __future__ import annotations
@@ -49,16 +50,18 @@ def certified(rates: np.ndarray, relaxed: np.ndarray, newcomer: np.ndarray) -> b
     return bool(np.all(rates[newcomer] >= floor)) and metric.leximin_compare(rates, relaxed) >= 0
 
 
-def place_beside(prob: Problem, choice: np.ndarray, newcomer: np.ndarray, relaxed: np.ndarray) -> np.ndarray | None:
+def place_beside(prob: Problem, choice: np.ndarray, newcomer: np.ndarray,
+                 relaxed: np.ndarray) -> tuple[np.ndarray, bool]:
     """``choice`` with the ``newcomer`` flows placed, highest relaxed rate first, each on its least crowded
     option (fewest flows on its busiest link, the greedy's rule) with room for its ``relaxed`` rate over the
-    relaxed rates already there; None as soon as one has no such option."""
+    relaxed rates already there; a newcomer with no such option goes where it overfills its busiest link least.
+    Returns (the choice, whether every newcomer had room: then the relaxed rates are feasible on it)."""
     placer = _Placer(prob, np.where(newcomer, -1, choice), relaxed)
     todo = np.flatnonzero(newcomer & (prob.n_opts > 0))
+    fits = True
     for i in todo[np.argsort(-relaxed[todo], kind="stable")].tolist():
-        if not placer.place(i):
-            return None
-    return placer.choice
+        fits = placer.place(i) and fits
+    return placer.choice, fits
 
 
 class _Placer:
@@ -76,17 +79,20 @@ class _Placer:
         self.room = np.append(prob.fabric.capacities[:dummy], np.inf) * (1 + REL_TOL) + ABS_TOL
 
     def place(self, i: int) -> bool:
-        """Flow ``i`` (unplaced) on its least crowded option with room for its rate, if it has one."""
+        """Flow ``i`` (unplaced) on its least crowded option with room for its rate; without one, on the option
+        whose busiest link it fills least (relaxed load over room). Returns whether it had room."""
         options, rate = self.prob.option_links(i), self.rates[i]  # (options, K), padded with prob.dummy
         if not options.shape[1]:  # no flow crosses a switch link (K = 0)
             self.choice[i] = 0
             return True
-        fits = (self.load[options] + rate <= self.room[options]).all(axis=1)
-        if not fits.any():
-            return False
-        best = int(np.where(fits, self.count[options].max(axis=1), np.iinfo(np.int64).max).argmin())
+        loads, room = self.load[options] + rate, self.room[options]
+        fits = (loads <= room).all(axis=1)
+        if fits.any():
+            best = int(np.where(fits, self.count[options].max(axis=1), np.iinfo(np.int64).max).argmin())
+        else:  # fill first, then the flows there (lexsort: the last key is the primary one)
+            best = int(np.lexsort((self.count[options].max(axis=1), (loads / room).max(axis=1)))[0])
         links = options[best][options[best] != self.prob.dummy]
         self.load[links] += rate
         self.count[links] += 1
         self.choice[i] = best
-        return True
+        return bool(fits.any())

@@ -10,7 +10,7 @@ from controller.state.flowkey import FlowKey
 from controller.state.jobs import HostPair
 from controller.state.monitor import FlowSample
 from tests import topologies
-from tests.decision_steps import te_step
+from tests.decision_steps import SlowRunner, te_step
 from tests.oftable import trace
 
 # allreduce:4x4 as mlroute experiment runs it on a k=4 fat-tree: ring r = hosts r+1, r+5, r+9, r+13
@@ -153,3 +153,46 @@ def test_a_job_event_decides_incrementally_and_the_next_period_searches_again():
     assert result.reason == te.ARRIVAL and set(result.moved) == set(ring_pairs([RINGS[1]]))
     assert all(core.te.pinned[k] == p for k, p in old.items())
     assert te_step(core).reason != te.ARRIVAL  # the period: the full decision, from the routing in force
+
+
+def test_a_placed_arrival_is_followed_at_once_by_the_full_search(monkeypatch):
+    # issue 33: beside many pins a job's newcomers without room are placed unsearched (te.PLACED), so its rules go
+    # in at once; the full search follows as the next decision, requested by the core, not a period later. Two
+    # 8-host rings over the 16 hosts of a k=4 fat-tree: the second, beside the first's pins, finds no room
+    monkeypatch.setattr(te, "PLACE_BESIDE_FROM", 0)
+    first = {"name": "a", "rings": [[f"10.0.0.{i}" for i in (3, 11, 1, 15, 7, 6, 4, 9)]]}
+    second = {"name": "b", "rings": [[f"10.0.0.{i}" for i in (8, 12, 16, 2, 13, 14, 10, 5)]]}
+    core, _ = make_core(config.parse(""))
+    core.set_jobs(config.validate_jobs([first], "request body"))
+    te_step(core)
+    old = dict(core.te.pinned)
+    core.set_jobs(config.validate_jobs([first, second], "request body"))
+    placed = te_step(core)
+    assert placed.reason == te.PLACED and set(placed.moved) == set(ring_pairs(second["rings"]))
+    assert all(core.te.pinned[k] == p for k, p in old.items()) and placed.after["max_link_load"] == 2
+    assert core.decisions.queued is not None and core.decisions.queued.urgent  # the search, asked for already
+    searched = core.decision_tick()
+    assert searched.applied and searched.reason != te.PLACED and searched.after["max_link_load"] == 1
+
+
+def test_a_placed_arrivals_rules_go_out_before_the_search_it_asks_for_starts(monkeypatch):
+    # with a worker, the tick that takes a placed arrival starts nothing more: the shell resyncs (its rules out)
+    # before the next tick sends the search (at 10k pins, building and sending its inputs: 70-100 ms of event loop)
+    monkeypatch.setattr(te, "PLACE_BESIDE_FROM", 0)
+    first = {"name": "a", "rings": [[f"10.0.0.{i}" for i in (3, 11, 1, 15, 7, 6, 4, 9)]]}
+    second = {"name": "b", "rings": [[f"10.0.0.{i}" for i in (8, 12, 16, 2, 13, 14, 10, 5)]]}
+    runner = SlowRunner()
+    core = ControllerCore(config.parse(""), lambda: 0.0, runner=runner)
+    core.topology = core.packet_in.topology = topologies.fat_tree(4)
+    core.sync()
+    core.set_jobs(config.validate_jobs([first], "request body"))
+    te_step(core)
+    while core.decisions.busy:
+        core.decision_tick()
+    core.set_jobs(config.validate_jobs([first, second], "request body"))
+    placed = None
+    while placed is None:
+        placed = core.decision_tick()
+    assert placed.reason == te.PLACED and not runner.busy and core.decisions.queued is not None
+    core.decision_tick()
+    assert runner.busy and runner.task[0].incremental is False  # the search, sent at the next tick

@@ -7,12 +7,12 @@ from controller import config
 from controller.core import ControllerCore
 from controller.decide import te
 from controller.decide.decision_requests import Ticket
-from controller.decide.optimiser_runner import DONE, OptimiserRunner, Outcome
+from controller.decide.optimiser_runner import OptimiserRunner
 from controller.state.flowkey import FlowKey
 from controller.state.monitor import FlowSample
 from mlroute.routing import demand
 from tests import topologies
-from tests.decision_steps import paths_in_force, te_step
+from tests.decision_steps import SlowRunner, paths_in_force, te_step
 
 # Hedera's worked example: A->X, A->Y, B->Y, C->Y have natural demands 2/3, 1/3, 1/3, 1/3 of a NIC
 KEYS = [FlowKey("10.0.0.1", "10.0.0.5", 6, 40000, 5201), FlowKey("10.0.0.1", "10.0.0.9", 6, 40001, 5201),
@@ -65,38 +65,6 @@ def test_with_the_worker_the_event_loop_never_estimates(monkeypatch):
         assert [core.monitor.flows[k].demand_bps / core.host_bps for k in KEYS] == pytest.approx(EXPECTED)
     finally:
         runner.close()
-
-
-class SlowRunner:
-    """An optimiser runner in this process whose decisions end at the third poll; it records its callers."""
-
-    deadline_s = 4.0
-
-    def __init__(self):
-        self.task, self.polls, self.submitted = None, 0, 0
-
-    @property
-    def busy(self):
-        return self.task is not None
-
-    @property
-    def ready(self):
-        return self.task is None
-
-    def submit(self, task, generation=None):
-        assert self.task is None, "a second decision submitted while one is in flight"
-        self.task, self.polls, self.submitted = (task, generation), 0, self.submitted + 1
-        return True
-
-    def poll(self):
-        if self.task is None:
-            return None
-        self.polls += 1
-        if self.polls < 3:
-            return None
-        task, generation = self.task
-        self.task = None
-        return Outcome(DONE, generation, te.decide(task))
 
 
 def test_a_burst_of_requests_is_answered_by_a_few_decisions_all_taken_by_the_decision_loop():

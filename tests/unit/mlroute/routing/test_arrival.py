@@ -31,9 +31,10 @@ def test_no_placement_beats_the_relaxed_rates_and_a_roomy_placement_reaches_them
         choice = kept.copy()
         choice[idx] = [o if prob.n_opts[i] else -1 for i, o in zip(idx, options)]
         assert metric.leximin_compare(rates_of(prob, choice), relaxed) <= 0
-    placed = arrival.place_beside(prob, kept, new, relaxed)
-    if placed is not None:
-        assert np.array_equal(placed[~new], kept[~new])  # nothing in force moves
+    placed, fits = arrival.place_beside(prob, kept, new, relaxed)
+    assert np.array_equal(placed[~new], kept[~new])  # nothing in force moves, room or not
+    assert (placed[idx] >= 0).all() == (prob.n_opts[idx] > 0).all()  # every routable newcomer placed
+    if fits:
         rates = rates_of(prob, placed)
         assert arrival.certified(rates, relaxed, new)
         assert metric.leximin_compare(rates, relaxed) == 0
