@@ -367,7 +367,8 @@ class _Step:
             links=None if ecmp.choice is None else problem.incidences(ecmp.choice))[1]
         newcomer = np.fromiter((p is None for p in pins), dtype=bool, count=len(pins))
         return _Round(fabric, flows, keys, problem, current, valid, newcomer, current_choice, objective,
-                      metric.job_labels(flows), ideal, r_current, before, ecmp_report)
+                      metric.job_groups(metric.job_labels(flows)) if objective == "job" else None, ideal, r_current,
+                      before, ecmp_report)
 
     def _arrival(self, now: _Round) -> TEResult | None:
         """Newcomers beside pins that all hold (nothing broke), placed on links with room for their

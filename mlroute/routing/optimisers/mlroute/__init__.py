@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from mlroute.routing.metric import WeightedJob, compare
+from mlroute.routing.metric import compare, job_groups
 from mlroute.routing.optimisers.base import Problem
 from mlroute.routing.optimisers.greedy import greedy_choice
 from mlroute.routing.optimisers.mlroute.bottleneck import _bottleneck_screen, bottleneck_search
@@ -113,7 +113,7 @@ def optimise(fabric, flows, *, seed=0, objective="flow", previous=None, time_lim
     start = choice
     choice = _search(prob, choice, uniform, budget, info)
     lap("search")
-    jobs = prob.jobs if objective == "job" else None
+    jobs = job_groups(prob.jobs) if objective == "job" else None  # grouped once for every comparison below
     changed = prev is not None or not np.array_equal(choice, g_choice)
     choice, r_new, loads = _polish_phase(prob, choice, changed, uniform, budget, jobs, objective, info, lap)
     if prev is not None:
@@ -184,7 +184,7 @@ def _polish_phase(prob: Problem, choice: np.ndarray, changed: bool, uniform: boo
     mat = prob.link_matrix(choice)
     loads = prob.loads(choice)
     max_load = loads.max(initial=0)
-    weighted = any(isinstance(j, WeightedJob) for j in jobs or ())  # the proof below is for equal jobs only
+    weighted = jobs is not None and bool((jobs.weight != 1.0).any())  # the proof below is for equal jobs only
     if uniform and prob.demands is None and max_load <= 2 and not weighted and _one_flow_per_nic(prob):
         # Provably nothing for the polishing to find: every NIC carries one flow, so rates are c/2 on the links
         # with two flows and c elsewhere; a flow at c/2 sits on a link of a ToR with more flows than spines,

@@ -242,3 +242,4 @@ def test_job_rates_are_each_jobs_slowest_flow_over_its_weight_in_order_of_first_
             groups.setdefault(("flow", i) if j is None else j, []).append(r[i])
         expected = [min(v) / (k.weight if isinstance(k, metric.WeightedJob) else 1.0) for k, v in groups.items()]
         assert job_rates(r, jobs).tolist() == expected
+        assert job_rates(r, metric.job_groups(jobs)).tolist() == expected  # grouped once, as a decision does
