@@ -22,9 +22,11 @@ table (the core's) and takes decisions over; the core then plans the rules of th
   every pin still holds and the only change is newcomers (or ended flows), the newcomers are placed on links
   with room for their non-blocking rates (no pin moves) and that is taken without the full search when
   certified (mlroute.routing.arrival: every newcomer at its non-blocking rate, and no placement keeping the
-  pins does better). Otherwise (a collision: four full-rate 4-host rings on a k=4 fat-tree; a fabric full at
-  the non-blocking rates) the full decision runs, as the periodic one always does, so the routing in force can
-  still improve.
+  pins does better). Otherwise (a collision: two 8-host rings on a k=4 fat-tree; a fabric full at the
+  non-blocking rates) the full decision runs, as the periodic one always does, so the routing in force can
+  still improve; but beside ``PLACE_BESIDE_FROM`` flows, where that search takes 0.5 s and more, the newcomers
+  are placed where they overfill least and that is taken when no worse than what runs (``PLACED``): the job's
+  rules go out at once, and the core asks for the full search as the next decision.
 * Hysteresis: once all elephants are pinned on live paths, a new routing is applied only if it is strictly
   better; ties keep the installed routing, so nothing flaps.
 * Declared jobs' sends (controller.state.jobs.HostPair) are routed like elephants before their first packet; a
