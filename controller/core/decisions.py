@@ -64,7 +64,7 @@ class TrafficDecisions(CoreState):
             if outcome is None and runner.busy:
                 return None  # still deciding
             ended = self._decided(self._take(outcome))  # (no outcome and not busy: the worker was stopped)
-            if ended.reason == te.PLACED:
+            if ended.reason in te.SEARCH_NEXT:
                 return ended  # its rules go out first: the search it asked for starts at the next tick
         if runner is not None and not runner.ready:
             self._waiting_for_worker()
@@ -133,8 +133,8 @@ class TrafficDecisions(CoreState):
         if self.decisions.inflight is not None:
             self.decisions.inflight.sync_round = self.syncs_started
         self.decisions.finish(result)
-        if result.reason == te.PLACED:  # a job's newcomers placed beside the pins unsearched: the search follows now
-            self.request_decision()
+        if result.reason in te.SEARCH_NEXT:  # newcomers or broken pins placed beside the pins, unsearched: the search
+            self.request_decision()  # follows now
         if result.applied or result.elephants != previous_count:
             b, a = result.before or {}, result.after or {}
             LOG.info("te: %d elephants, %s, %d moved; max link load %s -> %s, min rate %.2f -> %.2f Mb/s, "

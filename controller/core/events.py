@@ -428,6 +428,7 @@ class ControllerCore(TrafficDecisions, CoreViews, SflowWiring, SwitchTables):
         self._settled_graph = graph
         self.settle_tiers(graph)
         if fresh and sync.pinned_paths_broken(self.te.pinned, graph):
+            self.incremental_next = True  # the broken pins may be placed beside the others first (te.REPAIRED)
             self.request_decision()  # a failure under an elephant: decided now, not at the next period
         if self.runner is None and self.decisions.queued is not None:
             # the decision loop takes a request; without a worker it is decided here too, and this sync installs it

@@ -342,6 +342,30 @@ def test_a_failed_link_changes_the_fabric_so_the_decision_is_searched_again():
     assert result.applied and result.reason == "new or broken paths" and keys[0] in result.moved
 
 
+def test_beside_many_pins_a_failure_places_only_the_broken_pins_without_the_search(monkeypatch):
+    # issue 33: a failure's decision (incremental) beside PLACE_BESIDE_FROM flows keeps every pin that holds and
+    # places the broken ones (te.REPAIRED) without the optimiser; the full search is the next decision's
+    _, _, fabric = setup()
+    keys = stride4_keys()
+    engineer, _ = settle(fabric, keys)
+    old = dict(engineer.pinned)
+    victim = keys[0]
+    a, b = old[victim][:2]
+    fabric.fail_link(a, b)
+    monkeypatch.setattr(te, "PLACE_BESIDE_FROM", 0)
+    searched = []
+    optimise = te.run_optimiser
+    monkeypatch.setattr(te, "run_optimiser", lambda mode, *a, **k: searched.append(mode) or optimise(mode, *a, **k))
+    decision = te.decide(engineer.input(fabric, [(k, None) for k in keys], incremental=True))
+    assert decision.result.reason == te.REPAIRED and searched == ["ecmp"] and decision.result.moved == [victim]
+    assert all(decision.pinned[k] == p for k, p in old.items() if k != victim)
+    assert (a, b) not in zip(decision.pinned[victim], decision.pinned[victim][1:])
+    before, after = decision.result.before, decision.result.after
+    assert after["max_link_load"] <= before["max_link_load"] and after["min_rate"] >= before["min_rate"]
+    full = te.decide(engineer.input(fabric, [(k, None) for k in keys]))  # not a failure's: searched as before
+    assert full.result.reason == "new or broken paths" and "mlroute" in searched
+
+
 def test_a_search_cut_short_by_its_time_limit_settles_nothing():
     _, _, fabric = setup()
     engineer, kept = settle(fabric, stride4_keys(), time_limit=0.0)
