@@ -108,9 +108,10 @@ ARRIVAL = "newcomers placed beside the pins in force at their non-blocking rates
 PLACED = "newcomers placed beside the pins in force, no worse than before: searching next"
 REPAIRED = "broken pins placed beside the ones that hold, no worse than before: searching next"
 SEARCH_NEXT = frozenset({PLACED, REPAIRED})  # decisions taken without the search, which the core asks for next
-# a job event's newcomers without room beside this many flows in force are placed (PLACED) rather than searched:
-# at k=24 beside 10k pins the search takes 0.6-0.7 s of CPU and the placement a tenth of it; below it the search
-# costs about what the placement does (k=24 beside 1k pins: 120 ms vs 40 ms) and may find no collision at all
+# a job event's newcomers without room (PLACED), or a failure's broken pins (REPAIRED), beside this many flows in
+# force are placed rather than searched: at 10k pins the search takes 0.3-0.7 s of CPU, the placement a third or
+# less; below it the search costs about what the placement does (k=24 beside 1k pins: 60 ms vs 20-40 ms) and may
+# find no collision at all
 PLACE_BESIDE_FROM = 2000
 
 
