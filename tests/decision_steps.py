@@ -19,7 +19,7 @@ def te_step(core, wait: bool = False) -> te.TEResult:
     result = core.decision_tick()
     runner = core.runner
     for _ in range(4):  # warm-up, the decision in flight, ours
-        if not wait or runner is None or not core.decisions.busy or mine is None or mine.done.is_set():
+        if not wait or runner is None or not core.decisions.busy or mine.done.is_set():
             break
         waited = runner.wait(runner.deadline_s) if runner.busy else None
         if waited is None and not runner.busy:

@@ -65,7 +65,7 @@ from mlroute.routing.fabric import Fabric
 from mlroute.routing.flow import Flow
 from mlroute.routing.optimisers import Problem, Routing
 from mlroute.routing.optimisers import optimise as run_optimiser
-from mlroute.routing.repair import repair, repair_choice
+from mlroute.routing.repair import repair_choice
 from mlroute.tolerances import ABS_TOL, REL_TOL
 
 __all__ = ["ARRIVAL", "KEPT", "PLACED", "REPAIRED", "SEARCH_NEXT", "SETTLED", "Path", "RouteKey", "Settled",
@@ -404,12 +404,7 @@ class _Step:
             return None
         if metric.compare(r_new, now.r_current, now.job_list, now.objective) < 0:
             return None  # (the job order is checked: the certificate is the flow order's)
-        routed = [i for i in changed if new[i] is not None]
-        self.pinned = {**self.pinned, **{now.keys[i]: tuple(new[i]) for i in routed}}
-        self.settled = None  # the next decision searches from here
-        self.last = TEResult(True, [now.keys[i] for i in routed], now.before, after, self.clock() - t0,
-                             len(now.flows), ARRIVAL if certified else PLACED, ecmp=now.ecmp_report)
-        return self.last
+        return self._placed(now, new, changed, after, t0, ARRIVAL if certified else PLACED)
 
     def _repaired(self, now: _Round) -> TEResult | None:
         """Pins broke (a failure; newcomers may have come too), beside at least ``PLACE_BESIDE_FROM`` flows: the
@@ -420,17 +415,28 @@ class _Step:
         if len(now.flows) < PLACE_BESIDE_FROM or not valid.any() or (valid | now.newcomer).all():
             return None
         t0 = self.clock()
-        choice = repair_choice(now.problem, now.current_choice, valid)
-        fixed = now.problem.paths(choice)
-        r_fix, after = metric.assess(now.fabric, now.flows, fixed, now.objective, ideal=now.ideal,
-                                     links=now.problem.incidences(choice))
-        if metric.compare(r_fix, now.r_current, now.job_list, now.objective) < 0:
+        fixed, r_fix, after, order = self._repair(now)
+        if order < 0:
             return None
-        placed = [i for i in np.flatnonzero(~valid).tolist() if fixed[i] is not None]
-        self.pinned = {**self.pinned, **{now.keys[i]: tuple(fixed[i]) for i in placed}}
-        self.settled = None  # the next decision searches from here
-        self.last = TEResult(True, [now.keys[i] for i in placed], now.before, after, self.clock() - t0,
-                             len(now.flows), REPAIRED, ecmp=now.ecmp_report)
+        return self._placed(now, fixed, np.flatnonzero(~valid).tolist(), after, t0, REPAIRED)
+
+    def _repair(self, now: _Round) -> tuple[list, Any, dict, int]:
+        """The pins that hold, with only the other flows placed (mlroute.routing.repair), from the choice in
+        force: (its paths, their rates, their report, its order against what runs)."""
+        choice = repair_choice(now.problem, now.current_choice, np.asarray(now.valid, dtype=bool))
+        fixed = now.problem.paths(choice)
+        r_fix, report = metric.assess(now.fabric, now.flows, fixed, now.objective, ideal=now.ideal,
+                                      links=now.problem.incidences(choice))
+        return fixed, r_fix, report, metric.compare(r_fix, now.r_current, now.job_list, now.objective)
+
+    def _placed(self, now: _Round, paths: list, changed: list[int], after: dict, t0: float, reason: str) -> TEResult:
+        """Flows ``changed`` pinned on their ``paths`` beside the pins in force, without the search (``reason``:
+        ARRIVAL, PLACED or REPAIRED); the next decision searches from here."""
+        routed = [i for i in changed if paths[i] is not None]
+        self.pinned = {**self.pinned, **{now.keys[i]: tuple(paths[i]) for i in routed}}
+        self.settled = None
+        self.last = TEResult(True, [now.keys[i] for i in routed], now.before, after, self.clock() - t0,
+                             len(now.flows), reason, ecmp=now.ecmp_report)
         return self.last
 
     def _optimise(self, now: _Round) -> _Proposal:
@@ -460,9 +466,7 @@ class _Step:
         optimiser's routing is materially better (churn: one failed link made it move 97 % of 10k pins)."""
         if now.all_valid or not any(now.valid) or proposal.same:
             return proposal
-        fixed = repair(now.problem, now.current, now.valid)
-        r_fix, repaired = metric.assess(now.fabric, now.flows, fixed, now.objective, ideal=now.ideal)
-        order_fix = metric.compare(r_fix, now.r_current, now.job_list, now.objective)
+        fixed, r_fix, repaired, order_fix = self._repair(now)
         if order_fix >= 0 and (proposal.order < 0 or not _materially_better(proposal.proposed, repaired)):
             return replace(proposal, new=fixed, r_new=r_fix, proposed=repaired, order=order_fix)
         return proposal
