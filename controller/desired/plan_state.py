@@ -25,7 +25,6 @@ pick).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import islice
 from typing import Any
 
 import networkx as nx
@@ -656,20 +655,40 @@ def _table_change(old: forwarding.CompactTable | None, table: forwarding.Compact
 def _changed_pins(old: Mapping[Any, tuple], new: Mapping[Any, tuple]) -> set[Any]:
     """The keys whose pin differs between ``old`` and ``new``. A decision lists the pins it keeps in the order
     it found them, so both are walked in step: a key at the same place in both is compared there, without
-    hashing (a flow key hashes in Python: looking up 10k pins in both cost ~8 ms of every link event's sync);
-    the keys out of step are looked up."""
+    hashing (a flow key hashes in Python: looking up 10k pins in both cost ~8 ms of every link event's sync).
+    Where they fall out of step (a pin dropped, or moved to the end: a repaired decision re-adds its broken
+    pins last), a short look-ahead finds where they meet again, and only the keys skipped are looked up;
+    without it, four repaired pins among 10k put every key after the first out of step (~20 ms)."""
     changed: set[Any] = set()
     apart: list[Any] = []
-    for (k, was), (key, now) in zip(old.items(), new.items()):
+    a, b = list(old.items()), list(new.items())
+    i = j = 0
+    while i < len(a) and j < len(b):
+        (k, was), (key, now) = a[i], b[j]
         if k is key or k == key:
             if was != now:
                 changed.add(k)
-        else:
-            apart += (k, key)
-    both = min(len(old), len(new))
-    apart += islice(old, both, None)
-    apart += islice(new, both, None)
+            i, j = i + 1, j + 1
+            continue
+        skip_old, skip_new = _meet_again(a, b, i, j)
+        apart += (item[0] for item in a[i:i + skip_old])
+        apart += (item[0] for item in b[j:j + skip_new])
+        i, j = i + skip_old, j + skip_new
+    apart += (item[0] for item in a[i:])
+    apart += (item[0] for item in b[j:])
     changed.update(k for k in apart if old.get(k) != new.get(k))
     return changed
 
 
+LOOK_AHEAD = 8  # pins dropped or moved in a row that the in-step walk of _changed_pins steps over
+
+
+def _meet_again(a: list, b: list, i: int, j: int) -> tuple[int, int]:
+    """How many items of ``a`` (from ``i``) and of ``b`` (from ``j``) to skip so that the walk is in step
+    again: the fewest within LOOK_AHEAD, else one of each."""
+    for d in range(1, LOOK_AHEAD + 1):
+        if i + d < len(a) and (a[i + d][0] is b[j][0] or a[i + d][0] == b[j][0]):
+            return d, 0
+        if j + d < len(b) and (b[j + d][0] is a[i][0] or b[j + d][0] == a[i][0]):
+            return 0, d
+    return 1, 1
