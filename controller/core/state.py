@@ -144,6 +144,7 @@ class CoreState:
         self.syncs_started = 0  # rule syncs begun: each takes the desired state as it is then
         self.synced = 0  # the last sync whose changes the shell has sent in full
         self._fabric_cache: tuple | None = None  # (live graph, tiers, host places, Fabric)
+        self._fabric_whole: tuple | None = None  # (tiers, host places, Fabric): the last one built whole
         # te.detection: sflow | both | auto: elephants from packet samples (southbound/sflow/detection.py); in sflow
         # mode only the pinned elephants get an exact entry at their ingress (their accounting, in _sflow_pins)
         self.detection = tecfg["detection"]
@@ -230,16 +231,37 @@ class CoreState:
             LOG.warning("topology is not a recognised Clos (%s): forwarding over shortest paths", result.reason)
 
     def fabric(self) -> Fabric | None:
-        """The routing core's Fabric of the live topology, rebuilt only when the live graph, the tiers or the
-        hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period)."""
+        """The routing core's Fabric of the live topology, made again only when the live graph, the tiers or the
+        hosts' places changed (a k=24 fat-tree's takes most of a second to build: not every period). Where only
+        links went down since the last one built whole, or came back, it is that one with those links failed
+        (``Fabric.with_failed_links``), or that one itself."""
         places = frozenset((h.ip, h.dpid) for h in self.topology.hosts.values())
         graph = self.live_graph()
         self.settle_tiers(graph)
         cached = self._fabric_cache
         if cached is None or cached[0] is not graph or cached[1] is not self.tiers or cached[2] != places:
-            fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps)
+            fabric = self._fabric_with_links_down(graph, places)
+            if fabric is None:
+                fabric = te.fabric_from_topology(self.topology, self.tiers, self.host_bps, self.fabric_bps, graph)
+                self._fabric_whole = None if fabric is None or self.tiers is None else \
+                    (dict(self.tiers.tiers), places, fabric)
             self._fabric_cache = cached = (graph, self.tiers, places, fabric)
         return cached[3]
+
+    def _fabric_with_links_down(self, graph: nx.Graph, places: frozenset) -> Fabric | None:
+        """The last fabric built whole with the links ``graph`` lacks failed, when ``graph`` has its switches
+        and no link it lacks and the tiers and hosts are the same; else None."""
+        whole, tiers = self._fabric_whole, self.tiers
+        if whole is None or tiers is None or not tiers.is_clos or whole[1] != places or whole[0] != tiers.tiers:
+            return None
+        fabric = whole[2]
+        known = fabric.graph
+        if len(graph) != len(known) or any(n not in known for n in graph):
+            return None
+        down = [(u, v) for u, v in known.edges if not graph.has_edge(u, v)]
+        if graph.number_of_edges() != known.number_of_edges() - len(down):
+            return None  # a link the whole one lacks
+        return fabric.with_failed_links(down) if down else fabric
 
     def request_decision(self, urgent: bool = True) -> None:
         """The controller's own request for a decision (the period, a job event, a failure under an elephant):

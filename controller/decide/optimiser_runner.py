@@ -12,7 +12,10 @@ the next one); the loop never waits: ``submit`` and ``poll`` return at once.
 
 The fabric (the input's ``fabric``) is sent once: while its ``identity`` is unchanged the loop sends a
 ``SameFabric`` marker and the worker uses the copy it kept (pickling a k=16 fat-tree's fabric cost the event
-loop 63 ms and the worker 250 ms per decision); a new topology, or a fresh worker, gets the fabric again.
+loop 63 ms and the worker 250 ms per decision); a new topology, or a fresh worker, gets the fabric again. A
+fabric that is the worker's with links down (a link failure: ``Fabric.with_failed_links``) goes as a
+``FabricWithLinksDown``, which the worker derives from the one it holds; a restored link brings back the
+one it holds, sent as ``SameFabric``.
 
 Ryu-free and clock-injected, so the loop's side is unit-tested with real optimiser runs.
 """
@@ -61,6 +64,16 @@ class SameFabric:
     identity: Any
 
 
+@dataclass(frozen=True)
+class FabricWithLinksDown:
+    """In place of a fabric: the one the worker holds (``base``, its identity) with the links ``down`` failed,
+    named ``uid`` (``Fabric.with_failed_links``: the same fabric the loop has, without pickling it)."""
+
+    base: Any
+    down: tuple
+    uid: str
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     """Worker: import the routing core once, say so, then decide each input it is sent."""
     import gc
@@ -75,7 +88,8 @@ def serve(inbox: Connection, outbox: Connection) -> None:
     gc.freeze()  # the modules: never garbage, never scanned again
     if not _answer(outbox, ("ready",)):
         return
-    kept: Any = None  # the last fabric sent (its caches warm from the decisions taken on it)
+    kept: Any = None  # the last fabric sent whole (its caches warm from the decisions taken on it)
+    derived: Any = None  # the last one derived from it (FabricWithLinksDown)
     while True:
         # What survived the last decision (the fabric and its path caches, the pins) joins the permanent
         # generation, so the collections a decision triggers scan only what it allocated: a full collection over
@@ -93,12 +107,20 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         answer: tuple
         try:
             if isinstance(fabric, SameFabric):
-                if kept is None or kept.identity != fabric.identity:
+                fabric = next((f for f in (kept, derived) if f is not None and f.identity == fabric.identity), None)
+                if fabric is None:
                     raise RuntimeError("the worker does not hold the fabric it was told to reuse")
-                fabric = kept
+            elif isinstance(fabric, FabricWithLinksDown):
+                if kept is None or kept.identity != fabric.base:
+                    raise RuntimeError("the worker does not hold the fabric it was told to derive from")
+                if derived is not None:  # the one it replaces (and its caches) may be collected now
+                    derived = None
+                    gc.unfreeze()
+                    gc.collect()
+                fabric = derived = kept.with_failed_links(fabric.down, fabric.uid)
             elif getattr(fabric, "identity", None) is not None:
                 if kept is not None:  # the fabric it replaces (and its caches) may be collected now
-                    kept = None
+                    kept = derived = None
                     gc.unfreeze()
                     gc.collect()
                 kept = fabric
@@ -144,6 +166,7 @@ class OptimiserRunner:
         self._ready = False
         self._task: tuple[Any, float] | None = None  # (generation, started) of the decision in flight
         self._held: Any = None  # identity of the fabric the worker holds (None: send the next one whole)
+        self._held_derived: Any = None  # ... and of the one it derived from that one (FabricWithLinksDown)
         self._final = False  # closed for good (the app's release): no worker is started again
         self._sending = False  # a task is being written to the worker (a large fabric: the writer may yield)
         self.late = 0  # decisions dropped for running late (a metric for the shell)
@@ -162,7 +185,7 @@ class OptimiserRunner:
         self._conn = Connection(os.dup(proc.stdout.fileno()), writable=False)
         proc.stdin.close()
         proc.stdout.close()
-        self._ready, self._task, self._held = False, None, None
+        self._ready, self._task, self._held, self._held_derived = False, None, None, None
 
     def close(self, final: bool = False) -> None:
         """Stop the worker (a decision in flight is dropped). ``final``: for good (the app's release): the loops
@@ -186,7 +209,7 @@ class OptimiserRunner:
         for conn in (self._send, self._conn):
             if conn is not None:
                 conn.close()
-        self._proc = self._send = self._conn = self._task = self._held = None
+        self._proc = self._send = self._conn = self._task = self._held = self._held_derived = None
         self._ready = False
 
     @property
@@ -225,10 +248,10 @@ class OptimiserRunner:
         if self._final or not self.ready or self._send is None:
             return False
         identity = task.identity
-        reuse = identity is not None and identity == self._held
+        fabric = self._fabric_message(task.fabric)
         self._sending = True
         try:
-            self._send.send((SameFabric(identity) if reuse else task.fabric, replace(task, fabric=None)))
+            self._send.send((fabric, replace(task, fabric=None)))
         except (OSError, ValueError):  # the worker died (or was closed meanwhile): a fresh one next period
             self._sending = False
             self.close()
@@ -237,11 +260,24 @@ class OptimiserRunner:
             self._sending = False
         if self._send is None:  # closed while the task was being written
             return False
-        if identity is not None and not reuse:
-            self._held = identity
+        if isinstance(fabric, FabricWithLinksDown):
+            self._held_derived = identity
+        elif identity is not None and not isinstance(fabric, SameFabric):
+            self._held, self._held_derived = identity, None
             self.fabrics_sent += 1
         self._task = (generation, self.clock())
         return True
+
+    def _fabric_message(self, fabric: Any) -> Any:
+        """What stands for ``fabric`` in the task sent: a marker when the worker holds it, or holds the fabric
+        it is with links down; else the fabric itself."""
+        identity = None if fabric is None else fabric.identity
+        if identity is not None and identity in (self._held, self._held_derived):
+            return SameFabric(identity)
+        base = getattr(fabric, "derived_from", None)
+        if identity is not None and base is not None and base == self._held:
+            return FabricWithLinksDown(self._held, tuple(tuple(link) for link in fabric.failed_links), identity[0])
+        return fabric
 
     def poll(self) -> Outcome | None:
         """The decision in flight, if it ended (DONE / FAILED) or ran past its deadline (LATE); else None."""
@@ -253,7 +289,7 @@ class OptimiserRunner:
                 status, decision, error = self._conn.recv()
                 self._task = None
                 if status != DONE:
-                    self._held = None  # whatever went wrong, the next decision sends its fabric whole
+                    self._held = self._held_derived = None  # whatever went wrong: the next one sent whole
                 return Outcome(status, generation, decision, error)
         except (EOFError, OSError):
             self.close()

@@ -53,6 +53,7 @@ from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import networkx as nx
 import numpy as np
 
 from controller.desired.te_rules import Path, RouteKey
@@ -75,15 +76,14 @@ __all__ = ["ARRIVAL", "KEPT", "PLACED", "REPAIRED", "SEARCH_NEXT", "SETTLED", "P
 LOG = logging.getLogger("mlroute.te")
 
 def fabric_from_topology(topology: Topology, tiers: TierInference | None, host_bps: float,
-                         fabric_bps: float) -> Fabric | None:
-    """The routing core's Fabric for the live learned topology, or None when it is not a Clos."""
+                         fabric_bps: float, graph: nx.Graph | None = None) -> Fabric | None:
+    """The routing core's Fabric for the live learned topology, or None when it is not a Clos. ``graph``: the
+    topology's live graph when the caller has it (built again otherwise: 16 ms at k=24, on the event loop)."""
     if tiers is None or not tiers.is_clos:
         return None
-    graph = topology.graph()
-    for dpid in graph.nodes:
-        graph.nodes[dpid]["tier"] = tiers.tiers[dpid]
+    graph = topology.graph() if graph is None else graph
     hosts = {h.ip: h.dpid for h in topology.hosts.values() if h.dpid in graph}
-    return Fabric.from_graph(graph, hosts, capacity=fabric_bps, host_capacity=host_bps)
+    return Fabric.from_graph(graph, hosts, capacity=fabric_bps, host_capacity=host_bps, tiers=tiers.tiers)
 
 
 @dataclass

@@ -82,6 +82,52 @@ def test_failures_and_restores_under_pins_leave_what_a_full_rebuild_wants():
         assert not from_scratch(core)
 
 
+def test_a_failure_builds_the_live_graph_once_for_the_resync_and_the_decision_it_triggers(monkeypatch):
+    """The decision's fabric is made from the resync's live graph, not a second build of it (16 ms of the event
+    loop at k=24, as much as the rest of a link failure's plan)."""
+    topo = topologies.fat_tree(4)
+    core = core_over(topo)
+    pin_elephants(core, 8)
+    builds = []
+    graph = core.topology.graph
+    monkeypatch.setattr(core.topology, "graph", lambda: builds.append(1) or graph())
+    link = crossing_link(core)
+    core.port_changed(link.src, link.src_port, False)
+    core.port_changed(link.dst, link.dst_port, False)
+    assert core.sync()
+    assert core.te.last is not None and core.te.last.moved  # the decision ran, on a new fabric
+    assert len(builds) == 1
+
+
+def test_a_link_down_derives_the_fabric_and_its_restore_brings_the_whole_one_back():
+    """A link failure's fabric is the one built whole with that link failed (no second build of a k=24
+    fabric's 30 ms on the event loop, none of it pickled to the worker); the link restored, it is that very one;
+    the fabric's decisions are the ones a fabric built from the live graph gives."""
+    topo = topologies.fat_tree(4)
+    core = core_over(topo)
+    pin_elephants(core, 8)
+    whole = core.fabric()
+    link = crossing_link(core)
+    core.port_changed(link.src, link.src_port, False)
+    core.port_changed(link.dst, link.dst_port, False)
+    assert core.sync()
+    down = core.fabric()
+    assert down.derived_from == whole.identity and down.failed_links == {frozenset((link.src, link.dst))}
+    assert not crossing(core, link)
+    assert not from_scratch(core)
+    core.port_changed(link.src, link.src_port, True)
+    core.port_changed(link.dst, link.dst_port, True)
+    core.link_added(link.src, link.src_port, link.dst, link.dst_port)
+    core.link_added(link.dst, link.dst_port, link.src, link.src_port)
+    core.sync()
+    assert core.fabric() is whole
+
+
+def crossing_link(core):
+    """A fabric link some pin crosses."""
+    return next(link for link in core.topology.links.values() if crossing(core, link))
+
+
 def test_a_failure_beside_many_pins_moves_only_the_broken_ones_first_and_the_search_follows(monkeypatch):
     # issue 33: the decision a failure under pins asks for places only the broken pins (te.REPAIRED, without the
     # search: 0.5-0.7 s at 10k pins before), its rules go in with that sync, and the full search is queued next

@@ -185,15 +185,47 @@ def test_the_fabric_is_sent_once_per_topology_and_again_to_a_fresh_worker(runner
     assert first.applied and len(engineer.pinned) == 16
 
 
-def test_a_worker_told_to_reuse_a_fabric_it_lacks_fails_the_decision_and_gets_it_next_time(runner):
+def test_a_fabric_with_links_down_is_derived_in_the_worker_not_sent(runner):
+    """A link failure's fabric is the held one with that link down: the worker derives it (no fabric pickled)
+    and decides as the loop would in-process; the link restored, the held one is reused as it was."""
     r, _ = runner
     fabric, elephants = setting()
+    engineer, local = te.TrafficEngineer("mlroute", time_limit=60.0), te.TrafficEngineer("mlroute", time_limit=60.0)
+
+    def decide(fab):
+        expected = engineer_step(local, fab, elephants)
+        assert r.submit(engineer.input(fab, elephants))
+        outcome = r.wait(WARM_S)
+        assert outcome.status == DONE, outcome.error
+        apply_outcome(engineer, outcome)
+        assert engineer.pinned == local.pinned and outcome.result.moved == expected.moved
+        return outcome.result
+
+    decide(fabric)
+    hop = frozenset(next(iter(engineer.pinned.values()))[1:3])  # a pinned path's aggregation-core hop
+    down = fabric.with_failed_links([hop])
+    assert decide(down).moved and r.fabrics_sent == 1  # derived from the held fabric: nothing more pickled
+    assert all(hop not in map(frozenset, zip(p, p[1:])) for p in engineer.pinned.values())
+    decide(down)
+    assert r.fabrics_sent == 1  # the derived one is held too (SameFabric)
+    decide(fabric)
+    assert r.fabrics_sent == 1  # the link restored: back on the one held whole
+
+
+@pytest.mark.parametrize("links_down", [False, True])
+def test_a_worker_told_to_reuse_a_fabric_it_lacks_fails_the_decision_and_gets_it_next_time(runner, links_down):
+    """Told to reuse (SameFabric) or to derive from (FabricWithLinksDown) a fabric it never got: the decision
+    fails, and the next one sends the fabric whole."""
+    r, _ = runner
+    fabric, elephants = setting()
+    sent = fabric.with_failed_links([next(iter(fabric.graph.edges))]) if links_down else fabric
     engineer = te.TrafficEngineer("mlroute")
     r._held = fabric.identity  # as if it had been sent: the worker has never seen it
-    assert r.submit(engineer.input(fabric, elephants))
+    assert r.submit(engineer.input(sent, elephants))
     outcome = r.wait(WARM_S)
-    assert outcome.status == FAILED and "does not hold the fabric" in outcome.error
-    assert r.submit(engineer.input(fabric, elephants))
+    told = "derive from" if links_down else "reuse"
+    assert outcome.status == FAILED and f"does not hold the fabric it was told to {told}" in outcome.error
+    assert r.submit(engineer.input(sent, elephants))
     assert r.wait(WARM_S).status == DONE and r.fabrics_sent == 1
 
 

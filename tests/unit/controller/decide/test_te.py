@@ -2,6 +2,8 @@ import itertools
 import random
 from copy import deepcopy
 
+import networkx as nx
+
 from controller.decide import te
 from controller.desired import sync, te_rules
 from controller.desired.rules import COOKIE_ELEPHANT, COOKIE_FLOW, PRIO_PAIR
@@ -120,6 +122,17 @@ def test_not_a_clos_means_no_traffic_engineering():
     assert te.fabric_from_topology(topo, tiers, 1, 1) is None
     result = engineer_step(te.TrafficEngineer("mlroute"), None, [(stride4_keys()[0], None)])
     assert not result.applied
+
+
+def test_the_fabric_is_made_from_the_live_graph_given_without_writing_to_it():
+    """The core hands its live graph (built once per change and shared by the resync) instead of building it
+    again on the event loop; the fabric is the same, and the shared graph gets no tier written into it."""
+    topo, tiers, built = setup()
+    graph = topo.graph()
+    given = te.fabric_from_topology(topo, tiers, 10 * MBPS, 10 * MBPS, graph)
+    assert not nx.get_node_attributes(graph, "tier")
+    assert given.node_list == built.node_list and given.rank == built.rank and given.links == built.links
+    assert list(given.capacities) == list(built.capacities) and given.n_tiers == built.n_tiers == 3
 
 
 def test_job_awareness_switches_to_the_job_objective():

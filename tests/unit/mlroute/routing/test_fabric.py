@@ -175,3 +175,25 @@ def test_each_option_is_its_up_half_then_its_down_half_by_name():
             path = ps.path(i)
             assert path[0] == s and path[-1] == d and len(path) == 2 * ps.hops + 1
             assert fab.path_links(path).tolist() == ps.links()[i].tolist()
+
+
+def test_a_fabric_with_links_down_paths_as_one_built_without_them_and_leaves_its_own_alone(fattree4):
+    """``with_failed_links`` (a controller's link failure, derived instead of built again): the candidate paths
+    of a fabric built from the graph without those links, the original untouched (its paths, its NIC links);
+    the same ``uid`` names the same fabric, as the optimiser's worker derives it."""
+    fab = fattree4
+    flows = [Flow(0, 15), Flow(1, 6), Flow(4, 5)]
+    before = [fab.candidate_paths(f) for f in flows]
+    down = fab.with_failed_links([("agg0_0", "core0"), ("edge1_1", "agg1_1")], uid="u")
+    rebuilt_graph = fab.graph.copy()
+    rebuilt_graph.remove_edges_from([("agg0_0", "core0"), ("edge1_1", "agg1_1")])
+    rebuilt = Fabric(rebuilt_graph, dict(fab.hosts))
+    for f in flows:
+        paths = set(down.candidate_paths(f))
+        assert paths == set(rebuilt.candidate_paths(f)) == brute_force_paths(down, *down.tor_of(f))
+    assert [fab.candidate_paths(f) for f in flows] == before and not fab.failed_links
+    assert down.identity == fab.with_failed_links([("core0", "agg0_0"), ("agg1_1", "edge1_1")], uid="u").identity
+    assert down.identity != fab.identity and down.derived_from == fab.identity
+    assert fab.with_failed_links([]).candidate_paths(flows[0]) == before[0]
+    with pytest.raises(FabricError):
+        fab.with_failed_links([("edge0_0", "core0")])
