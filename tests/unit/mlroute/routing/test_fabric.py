@@ -197,3 +197,33 @@ def test_a_fabric_with_links_down_paths_as_one_built_without_them_and_leaves_its
     assert fab.with_failed_links([]).candidate_paths(flows[0]) == before[0]
     with pytest.raises(FabricError):
         fab.with_failed_links([("edge0_0", "core0")])
+
+
+@pytest.mark.parametrize("k, down", [
+    (4, [("agg0_0", "core0")]),
+    (4, [("edge1_1", "agg1_1"), ("agg2_1", "core3")]),
+    (6, [("agg0_0", "core0"), ("agg0_0", "core1"), ("edge3_2", "agg3_0")]),
+])
+def test_a_fabric_with_links_down_keeps_the_caches_the_failure_leaves_valid_and_both_stay_right(k, down):
+    """The derived fabric starts from the path caches of the one it comes from where the failure leaves them
+    valid; afterwards each fabric, asked for pairs the other cached meanwhile, still gives the paths a fabric
+    built from scratch gives (the turn keys they share name one turn array in both). The derived fabric numbers
+    links as the one it comes from (the failed link keeps its number)."""
+    fab = Fabric.fattree(k)
+    leaves = list(fab.leaves)
+    pairs = [(a, b) for a in leaves for b in leaves]
+    for a in leaves[: len(leaves) // 2]:  # the base's caches warm for half the leaves
+        for b in leaves[: len(leaves) // 2]:
+            fab.pathset(a, b)
+    derived = fab.with_failed_links(down)
+    assert derived._pathsets and len(derived._pathsets) < len(fab._pathsets)  # some carried over, not all
+    graph = fab.graph.copy()
+    graph.remove_edges_from(down)
+    fresh_down, fresh = Fabric(graph, dict(fab.hosts)), Fabric.fattree(k)
+    for a, b in reversed(pairs):  # the derived one fills the rest first, then the base does
+        assert derived.pathset(a, b).paths == fresh_down.pathset(a, b).paths
+    for a, b in pairs:
+        assert fab.pathset(a, b).paths == fresh.pathset(a, b).paths
+        assert derived.pathset(a, b).paths == fresh_down.pathset(a, b).paths
+        named = [[f.links[i] for i in row] for f in (derived, fresh_down) for row in f.pathset(a, b).links().tolist()]
+        assert named[: len(named) // 2] == named[len(named) // 2:]  # the same links (numbered as each fabric's)
