@@ -89,13 +89,17 @@ class Topology:
         self._by_mac: dict[str, set[str]] = {}  # mac -> set of ips
         self._by_port: dict[tuple[int, int], set[str]] = {}  # (dpid, port) -> set of ips
         self._pending_ends: dict[tuple[int, int], int] = {}  # (dpid, port) -> pending claims ending there
+        self._graph: nx.Graph | None = None  # the last graph(), and the links dropped since (None: any change)
+        self._gone: list[tuple[int, int, int]] | None = None  # (src, src_port, dst) of each link dropped
 
     # -- switches -------------------------------------------------------------------------------------------
     def add_switch(self, dpid: int, ports: Iterable[int] = ()) -> None:
         self.ports[dpid] = set(ports)
+        self._gone = None
 
     def remove_switch(self, dpid: int) -> None:
         self.ports.pop(dpid, None)
+        self._gone = None
         for key, link in list(self.links.items()):
             if dpid in (link.src, link.dst):
                 self._drop(key)
@@ -106,6 +110,7 @@ class Topology:
 
     def port_up(self, dpid: int, port: int) -> None:
         self.ports.setdefault(dpid, set()).add(port)
+        self._gone = None
 
     def port_down(self, dpid: int, port: int) -> None:
         """A port went down: its links go with it (both directions). Hosts behind it are kept: they come back
@@ -158,6 +163,7 @@ class Topology:
         self._drop_pending(lambda lnk: lnk == link)
         self._drop((link.src, link.src_port))  # a re-cabled port: forget where it led before
         self.links[(link.src, link.src_port)] = link
+        self._gone = None
         for dpid, port in ((link.src, link.src_port), (link.dst, link.dst_port)):
             ports = self._link_ends.setdefault(dpid, {})
             ports[port] = ports.get(port, 0) + 1
@@ -167,6 +173,8 @@ class Topology:
         link = self.links.pop(key, None)
         if link is None:
             return False
+        if self._gone is not None:
+            self._gone.append((link.src, link.src_port, link.dst))
         for dpid, port in ((link.src, link.src_port), (link.dst, link.dst_port)):
             ports = self._link_ends[dpid]
             ports[port] -= 1
@@ -341,9 +349,23 @@ class Topology:
 
     # -- views ----------------------------------------------------------------------------------------------
     def graph(self) -> nx.Graph:
-        """Undirected switch graph over live links; edge attribute ``ports`` maps each end to its port."""
+        """Undirected switch graph over live links; edge attribute ``ports`` maps each end to its port. Where
+        links were only dropped since the last one (a failure), that one without their edges: the same graph, in
+        the same order, as built whole (16 ms at k=24), for ~1 ms. A new graph each time: callers may keep it."""
+        base, gone = self._graph, self._gone
+        if base is None or gone is None:
+            graph, derivable = self._whole_graph()
+        else:
+            graph, derivable = _without(base, gone), True
+        self._graph, self._gone = graph, ([] if derivable else None)
+        return graph
+
+    def _whole_graph(self) -> tuple[nx.Graph, bool]:
+        """The graph built from every live link, and whether each of its edges is one link pair (not parallel
+        links: then the next graph is built whole too)."""
         ends: dict[tuple[int, int], dict[int, int]] = {}  # a link's first direction seen -> its ports per end
-        for link in self.live_links():
+        live = self.live_links()
+        for link in live:
             ports = ends.get((link.dst, link.src))
             if ports is None:
                 ports = ends.setdefault((link.src, link.dst), {})
@@ -351,7 +373,7 @@ class Topology:
         g = nx.Graph()
         g.add_nodes_from(self.ports)
         g.add_edges_from((u, v, {"ports": ports}) for (u, v), ports in ends.items())  # (one call: faster)
-        return g
+        return g, len(live) == 2 * len(ends)
 
     def access_switches(self) -> set[int]:
         """Switches with hosts or with live ports that carry no fabric link (leaves / edge switches)."""
@@ -377,3 +399,22 @@ def port_toward(graph: nx.Graph, a: int, b: int) -> int | None:
     if not graph.has_edge(a, b):
         return None
     return graph.edges[a, b]["ports"][a]
+
+
+def _without(base: nx.Graph, gone: list[tuple[int, int, int]]) -> nx.Graph:
+    """A new graph: ``base`` without the edges of the links ``gone`` ((src, src_port, dst) each; an edge goes
+    when it is that link's, its ``ports`` naming the same port: every edge of ``base`` is one link pair). Nodes,
+    neighbours and their order as ``base``'s (a graph built whole lists the links left in the same order); the
+    edges' data shared, never written to. Built on networkx's adjacency dicts: copying them is ~1 ms at k=24,
+    adding the edges one by one 15 ms."""
+    graph = nx.Graph()
+    graph._node.update((n, {}) for n in base._node)
+    graph._adj.update((n, dict(nbrs)) for n, nbrs in base._adj.items())
+    adj = graph._adj
+    for src, src_port, dst in gone:
+        data = adj.get(src, {}).get(dst)
+        if data is not None and data["ports"].get(src) == src_port:
+            del adj[src][dst]
+            del adj[dst][src]
+    return graph
+

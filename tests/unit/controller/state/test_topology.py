@@ -159,3 +159,67 @@ def test_a_link_counts_once_both_directions_are_claimed():
     topo.add_switch(2, [1])
     assert not topo.add_link(1, 1, 2, 1) and topo.links == {} and topo.access_ports(1) == set()
     assert topo.add_link(2, 1, 1, 1) and len(topo.live_links()) == 2
+
+
+def same_graph(a, b):
+    """Equal nodes, neighbours and edge data, in the same order (what a whole build gives)."""
+    return list(a.nodes(data=True)) == list(b.nodes(data=True)) and \
+        [(n, list(nbrs.items())) for n, nbrs in a.adjacency()] == [(n, list(nbrs.items())) for n, nbrs in b.adjacency()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("down", "up", "drop", "parallel", "switch", "unplug")),
+                          st.integers(0, 10 ** 6)), max_size=25))
+def test_the_live_graph_after_links_dropped_is_the_one_built_whole(events):
+    """``graph()`` derives the graph from the last one where links were only dropped since (a failure): after
+    any sequence of ports down and up, links dropped and restored, parallel links and switches gone, it is
+    the graph built whole from every live link, in the same order."""
+    topo = topologies.fat_tree(4)
+    cables = [lnk for lnk in topo.live_links() if lnk.src < lnk.dst]
+    spare = {d: 100 for d in topo.ports}
+    assert same_graph(topo.graph(), topo._whole_graph()[0])
+    for what, n in events:
+        link = cables[n % len(cables)]
+        if what == "down":
+            topo.port_down(link.src, link.src_port)
+            topo.port_down(link.dst, link.dst_port)
+        elif what == "up":
+            topo.port_up(link.src, link.src_port)
+            topo.port_up(link.dst, link.dst_port)
+            topo.add_link(link.src, link.src_port, link.dst, link.dst_port)
+            topo.add_link(link.dst, link.dst_port, link.src, link.src_port)
+        elif what == "drop":
+            topo.remove_link(link.src, link.src_port, link.dst, link.dst_port)
+        elif what == "parallel":  # a second cable between the same switches
+            spare[link.src] += 1
+            spare[link.dst] += 1
+            a, b = spare[link.src], spare[link.dst]
+            topo.port_up(link.src, a)
+            topo.port_up(link.dst, b)
+            topo.add_link(link.src, a, link.dst, b)
+            topo.add_link(link.dst, b, link.src, a)
+        elif what == "switch":
+            topo.remove_switch(link.dst)
+            if n % 2:
+                topo.add_switch(link.dst, [link.dst_port])
+        else:  # one end's port down only
+            topo.port_down(link.src, link.src_port)
+        if n % 3:  # not every event is followed by a graph: drops accumulate
+            assert same_graph(topo.graph(), topo._whole_graph()[0])
+    assert same_graph(topo.graph(), topo._whole_graph()[0])
+
+
+def test_a_failure_derives_the_graph_and_anything_else_builds_it_whole(monkeypatch):
+    topo = topologies.fat_tree(4)
+    topo.graph()
+    built = []
+    whole = topo._whole_graph
+    monkeypatch.setattr(topo, "_whole_graph", lambda: built.append(1) or whole())
+    link = topo.live_links()[0]
+    topo.port_down(link.src, link.src_port)
+    topo.port_down(link.dst, link.dst_port)
+    g = topo.graph()
+    assert not built and not g.has_edge(link.src, link.dst)
+    topo.port_up(link.src, link.src_port)
+    topo.graph()
+    assert built == [1]
