@@ -255,12 +255,16 @@ class CoreState:
         if whole is None or tiers is None or not tiers.is_clos or whole[1] != places or whole[0] != tiers.tiers:
             return None
         fabric = whole[2]
-        known = fabric.graph
-        if len(graph) != len(known) or any(n not in known for n in graph):
+        known, live = dict(fabric.graph.adjacency()), dict(graph.adjacency())
+        if known.keys() != live.keys():
             return None
-        down = [(u, v) for u, v in known.edges if not graph.has_edge(u, v)]
-        if graph.number_of_edges() != known.number_of_edges() - len(down):
-            return None  # a link the whole one lacks
+        down: set[frozenset] = set()
+        for node, nbrs in live.items():  # (neighbour sets compared in C: 720 switches at k=24, not 6,912 links)
+            had = known[node]
+            if nbrs.keys() != had.keys():
+                if not nbrs.keys() <= had.keys():
+                    return None  # a link the whole one lacks
+                down.update(frozenset((node, v)) for v in had.keys() - nbrs.keys())
         return fabric.with_failed_links(down) if down else fabric
 
     def request_decision(self, urgent: bool = True) -> None:

@@ -121,6 +121,11 @@ def test_a_link_down_derives_the_fabric_and_its_restore_brings_the_whole_one_bac
     core.link_added(link.dst, link.dst_port, link.src, link.src_port)
     core.sync()
     assert core.fabric() is whole
+    places = frozenset((h.ip, h.dpid) for h in core.topology.hosts.values())
+    extra = core.live_graph().copy()  # a cable the whole one lacks (beside one that went down): built whole
+    extra.remove_edge(link.src, link.dst)
+    extra.add_edge(min(topo.ports), max(topo.ports), ports={})
+    assert core._fabric_with_links_down(extra, places) is None
 
 
 def crossing_link(core):
