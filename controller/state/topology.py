@@ -417,4 +417,3 @@ def _without(base: nx.Graph, gone: list[tuple[int, int, int]]) -> nx.Graph:
             del adj[src][dst]
             del adj[dst][src]
     return graph
-
